@@ -1,0 +1,46 @@
+"""Errors that carry a machine-readable ``code`` as well as a message for people.
+
+The loop copies ``code`` into ``error`` session events and ``turn/end`` reasons, the tool registry into
+``tool/result.error``, and the ACP front end into JSON-RPC error data, so a code is part of the contract.
+"""
+
+from __future__ import annotations
+
+__all__ = ["DshError", "LlmError", "ToolArgsError", "ToolNotFoundError"]
+
+
+class DshError(Exception):
+    """Base of dsh's own errors: ``message`` for people, ``code`` (upper snake case) for programs."""
+
+    default_code: str | None = None
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code if code is not None else self.default_code
+
+
+class LlmError(DshError):
+    """A model could not be called: no adapter (``NO_ADAPTER``), a duplicate one, a failed stream."""
+
+
+class ToolNotFoundError(DshError):
+    default_code = "UNKNOWN_TOOL"
+
+
+class ToolArgsError(DshError):
+    default_code = "INVALID_ARGUMENTS"
+
+
+def error_code(error: BaseException) -> str | None:
+    """The string ``code`` an error carries, if any (ours or a third party's ``code`` attribute)."""
+    code = getattr(error, "code", None)
+    return code if isinstance(code, str) else None
+
+
+def error_message(error: BaseException) -> str:
+    """A one-line message for *error*; never empty."""
+    message = getattr(error, "message", None)
+    if not isinstance(message, str) or not message:
+        message = str(error) or type(error).__name__
+    return message

@@ -1,0 +1,79 @@
+"""A cancel token: the Python spelling of the web's ``AbortController``/``AbortSignal`` pair.
+
+The loop checks a token at exact checkpoints (before each appended chunk, around each tool call) because the
+tests assert *which* events were appended when cancellation lands; anyio cancellation alone cannot say that.
+
+Guarantees: :meth:`CancelToken.abort` is idempotent (the first reason wins), synchronous, and runs the
+registered callbacks in registration order before returning; :meth:`CancelToken.wait` returns once aborted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+
+__all__ = ["AbortedError", "CancelToken"]
+
+
+class AbortedError(Exception):
+    """Raised by :meth:`CancelToken.raise_if_aborted`; ``reason`` is the abort reason."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class CancelToken:
+    __slots__ = ("_reason", "_callbacks", "_event")
+
+    def __init__(self) -> None:
+        self._reason: str | None = None
+        self._callbacks: list[Callable[[str], object]] = []
+        self._event: anyio.Event | None = None
+
+    @property
+    def aborted(self) -> bool:
+        return self._reason is not None
+
+    @property
+    def reason(self) -> str | None:
+        return self._reason
+
+    def abort(self, reason: str = "aborted") -> None:
+        if self._reason is not None:
+            return
+        self._reason = reason
+        if self._event is not None:
+            self._event.set()
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback(reason)
+
+    def raise_if_aborted(self) -> None:
+        if self._reason is not None:
+            raise AbortedError(self._reason)
+
+    def add_callback(self, callback: Callable[[str], object]) -> Callable[[], None]:
+        """Call *callback(reason)* on abort (at once if already aborted); return a remover."""
+        if self._reason is not None:
+            callback(self._reason)
+            return lambda: None
+        self._callbacks.append(callback)
+
+        def remove() -> None:
+            try:
+                self._callbacks.remove(callback)
+            except ValueError:
+                pass
+
+        return remove
+
+    async def wait(self) -> str:
+        """Return the reason once the token is aborted."""
+        if self._reason is None:
+            if self._event is None:
+                self._event = anyio.Event()
+            await self._event.wait()
+        assert self._reason is not None
+        return self._reason

@@ -1,0 +1,1 @@
+"""Model providers: each module is a plugin that registers ``llm`` adapters."""

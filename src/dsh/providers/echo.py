@@ -1,0 +1,46 @@
+"""The ``echo`` model: the offline default. It streams the last user message back, one text delta per word.
+
+Deterministic: the same request always yields the same chunks (whitespace kept, so the deltas concatenate to
+the original text), then ``usage`` and ``finish`` ``stop``. It needs no network and no key, which makes it the
+model a new user meets first and the one the benchmarks drive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from dsh.providers._words import message_text, rough_tokens, words
+from dsh.services.llm import GenerateRequest, StreamChunk
+
+if TYPE_CHECKING:
+    from dsh.kernel import Context
+
+__all__ = ["echo_plugin", "echo_stream"]
+
+
+async def echo_stream(request: GenerateRequest) -> AsyncIterator[StreamChunk]:
+    text = ""
+    for message in reversed(request.messages):
+        if message["role"] == "user":
+            text = message_text(message)
+            break
+    pieces = words(text)
+    for piece in pieces:
+        if request.signal is not None and request.signal.aborted:
+            yield {"type": "finish", "reason": {"kind": "aborted"}}
+            return
+        yield {"type": "text-delta", "text": piece}
+    yield {
+        "type": "usage",
+        "usage": {"input_tokens": rough_tokens(request.messages, request.system), "output_tokens": len(pieces)},
+    }
+    yield {"type": "finish", "reason": {"kind": "stop"}}
+
+
+def echo_plugin(ctx: Context, config: object) -> None:
+    ctx.llm.register_adapter(["echo"], echo_stream)
+
+
+echo_plugin.name = "echo"  # type: ignore[attr-defined]
+echo_plugin.inject = ("llm",)  # type: ignore[attr-defined]

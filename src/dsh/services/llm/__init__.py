@@ -1,0 +1,53 @@
+"""The ``llm`` interface service: model vocabulary, adapter registry, stream seam and block assembler."""
+
+from dsh.services.llm._assembler import BlockAssembler, GenerateResult
+from dsh.services.llm._service import LlmService, llm_plugin
+from dsh.services.llm._types import (
+    Adapter,
+    BlockEnd,
+    ContentBlock,
+    FinishChunk,
+    FinishReason,
+    GenerateRequest,
+    ImageBlock,
+    Message,
+    MessageSource,
+    ReasoningBlock,
+    ReasoningDelta,
+    StreamChunk,
+    TextBlock,
+    TextDelta,
+    ToolCallBlock,
+    ToolCallDelta,
+    ToolResultBlock,
+    ToolSchema,
+    Usage,
+    UsageChunk,
+)
+
+__all__ = [
+    "Adapter",
+    "BlockAssembler",
+    "BlockEnd",
+    "ContentBlock",
+    "FinishChunk",
+    "FinishReason",
+    "GenerateRequest",
+    "GenerateResult",
+    "ImageBlock",
+    "LlmService",
+    "Message",
+    "MessageSource",
+    "ReasoningBlock",
+    "ReasoningDelta",
+    "StreamChunk",
+    "TextBlock",
+    "TextDelta",
+    "ToolCallBlock",
+    "ToolCallDelta",
+    "ToolResultBlock",
+    "ToolSchema",
+    "Usage",
+    "UsageChunk",
+    "llm_plugin",
+]

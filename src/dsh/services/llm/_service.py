@@ -1,0 +1,81 @@
+"""The ``llm`` interface service: adapters keyed by model name, and the ``llm/stream`` seam.
+
+Model names are spelled ``provider:model`` (``openai:gpt-4.1``, ``scripted:/path/to.yaml``) or a bare name
+(``echo``). An adapter registers exact names, or a whole provider with ``"<provider>:*"``; exact names win.
+
+Guarantees: a duplicate name is rejected (``LlmError`` code ``DUPLICATE_ADAPTER``); a request for a model no
+adapter serves fails with ``LlmError`` code ``NO_ADAPTER`` naming the model and the ones available; every call
+goes through the ``llm/stream`` waterfall, so a plugin can replay, record or reroute model traffic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from dsh import events as ev
+from dsh.errors import LlmError
+from dsh.kernel import Disposer, current_scope
+from dsh.services.llm._assembler import BlockAssembler, GenerateResult
+from dsh.services.llm._types import Adapter, GenerateRequest, StreamChunk
+
+if TYPE_CHECKING:
+    from dsh.kernel import Context
+
+__all__ = ["LlmService", "llm_plugin"]
+
+
+class LlmService:
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self._adapters: dict[str, Adapter] = {}
+
+    def register_adapter(self, models: list[str], adapter: Adapter) -> Disposer:
+        """Serve *models* with *adapter* (owned by the calling scope); emits ``llm/adapter-change``."""
+        taken = [m for m in models if m in self._adapters]
+        if taken:
+            raise LlmError(f"an adapter for {', '.join(taken)} is already registered", "DUPLICATE_ADAPTER")
+        for model in models:
+            self._adapters[model] = adapter
+        self._ctx.emit(ev.LLM_ADAPTER_CHANGE)
+
+        def remove() -> None:
+            for model in models:
+                if self._adapters.get(model) is adapter:
+                    del self._adapters[model]
+            self._ctx.emit(ev.LLM_ADAPTER_CHANGE)
+
+        return (current_scope() or self._ctx.scope).effect(remove)
+
+    def models(self) -> list[str]:
+        return list(self._adapters)
+
+    def resolve(self, model: str) -> Adapter:
+        adapter = self._adapters.get(model)
+        if adapter is None and ":" in model:
+            adapter = self._adapters.get(model.split(":", 1)[0] + ":*")
+        if adapter is None:
+            available = ", ".join(sorted(self._adapters)) or "none"
+            raise LlmError(f"no adapter serves model {model!r} (available: {available})", "NO_ADAPTER")
+        return adapter
+
+    async def _open(self, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
+        return self.resolve(request.model)(request)
+
+    async def stream(self, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
+        """Open a chunk stream for *request* through the ``llm/stream`` waterfall."""
+        return await self._ctx.waterfall(ev.LLM_STREAM, request, default=self._open)
+
+    async def generate(self, request: GenerateRequest) -> GenerateResult:
+        """Run a whole call and assemble it (for plugins that need a one-shot answer)."""
+        assembler = BlockAssembler()
+        async for chunk in await self.stream(request):
+            assembler.feed(chunk)
+        return assembler.result()
+
+
+def llm_plugin(ctx: Context, config: object) -> None:
+    ctx.provide("llm", LlmService(ctx))
+
+
+llm_plugin.name = "llm"  # type: ignore[attr-defined]

@@ -1,0 +1,112 @@
+"""The session store service (``ctx.sessions``): the live sessions of this process.
+
+Guarantees:
+
+* ``prepare`` builds a session without making it live; ``enter`` makes it live (its appends emit
+  ``session/event``) and returns the detacher; ``announce`` emits ``session/created``. ``create`` does all
+  three and ties the detach to the calling scope.
+* Ids are unique among live sessions; a header ``cwd`` must be absolute.
+* ``flush(session)`` awaits every ``session/flush`` listener (the durability checkpoint), in parallel.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from dsh import events as ev
+from dsh.kernel import Disposer, current_scope
+from dsh.services.sessions._session import Session, SessionEvent, SessionHeader
+
+if TYPE_CHECKING:
+    from dsh.kernel import Context
+
+__all__ = ["SessionStore"]
+
+
+class SessionStore:
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self._live: dict[str, Session] = {}
+        self._counter = itertools.count(1)
+
+    def prepare(
+        self,
+        id: str | None = None,
+        *,
+        seed: Sequence[SessionEvent] = (),
+        meta: dict[str, Any] | None = None,
+    ) -> Session:
+        """Build a session (not yet live). ``meta`` may hold ``cwd``, ``parent_session``, ``created_at``."""
+        meta = meta or {}
+        if id is None:
+            id = f"session-{next(self._counter)}"
+            while id in self._live:
+                id = f"session-{next(self._counter)}"
+        if id in self._live:
+            raise ValueError(f"session {id!r} already exists")
+        cwd = meta.get("cwd")
+        if cwd is not None and (not isinstance(cwd, str) or not os.path.isabs(cwd)):
+            raise ValueError(f"session cwd must be an absolute path, got {cwd!r}")
+        header = SessionHeader(
+            id=id,
+            created_at=float(meta.get("created_at") or time.time()),
+            cwd=cwd,
+            parent_session=meta.get("parent_session"),
+        )
+        return Session(header, seed)
+
+    def enter(self, session: Session) -> Disposer:
+        """Make *session* live: appends now emit ``session/event``. Returns the detacher."""
+        if session.id in self._live:
+            raise ValueError(f"session {session.id!r} already exists")
+        self._live[session.id] = session
+        bus = self._ctx.app.bus
+        name = ev.SESSION_EVENT.name
+
+        def notify(s: Session, event: SessionEvent) -> None:
+            bus.emit(name, s, event)
+
+        session._hook = notify
+
+        def detach() -> None:
+            if self._live.get(session.id) is session:
+                del self._live[session.id]
+            if session._hook is notify:
+                session._hook = None
+
+        scope = current_scope() or self._ctx.scope
+        return scope.effect(detach)
+
+    def announce(self, session: Session) -> None:
+        self._ctx.emit(ev.SESSION_CREATED, session)
+
+    def create(
+        self, id: str | None = None, *, seed: Sequence[SessionEvent] = (), meta: dict[str, Any] | None = None
+    ) -> Session:
+        """prepare + enter + announce; the session is detached when the calling scope is disposed."""
+        session = self.prepare(id, seed=seed, meta=meta)
+        self.enter(session)
+        self.announce(session)
+        return session
+
+    def get(self, id: str) -> Session | None:
+        return self._live.get(id)
+
+    def list(self) -> list[Session]:
+        return list(self._live.values())
+
+    async def flush(self, session: Session) -> None:
+        """Await every ``session/flush`` listener (parallel); their failure propagates."""
+        await self._ctx.parallel(ev.SESSION_FLUSH, session)
+
+
+def sessions_plugin(ctx: Context, config: object) -> None:
+    """Provide the default in-memory :class:`SessionStore` as ``sessions``."""
+    ctx.provide("sessions", SessionStore(ctx))
+
+
+sessions_plugin.name = "sessions"  # type: ignore[attr-defined]

@@ -1,0 +1,178 @@
+"""The ``tools`` interface service: the registry and the single execution seam.
+
+Guarantees:
+
+* Names are unique; a registration is owned by the calling scope and emits ``tools/change``.
+* :meth:`ToolRegistry.schemas` exposes only the model-facing keys (name, description, parameters, strict),
+  deep-copied.
+* :meth:`ToolRegistry.execute` runs the ``tools/execute`` waterfall, whose innermost default looks the tool up
+  and runs it. *Any* exception there (the tool body, an unknown tool, a listener) becomes an error result,
+  ``is_error=True`` with text ``Error: <message>`` and ``error={name, code}`` when the error carries a code;
+  it never propagates. A listener vetoes a call by returning a result without calling ``next``: that is the
+  seam for permission gates, sandboxes and plan mode.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from dsh import events as ev
+from dsh.errors import ToolArgsError, ToolNotFoundError, error_code, error_message
+from dsh.kernel import CancelToken, Disposer, current_scope
+from dsh.services.llm._types import ContentBlock, ToolSchema
+
+if TYPE_CHECKING:
+    from dsh.kernel import Context
+    from dsh.services.agents import Agent
+
+__all__ = ["ToolDefinition", "ToolExecution", "ToolRegistry", "ToolResult", "define_tool", "tools_plugin"]
+
+ToolOutput = list[ContentBlock] | str
+A = TypeVar("A", bound=BaseModel)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolExecution:
+    """One call: ``arguments`` is the parsed JSON (or the raw string when the model sent invalid JSON)."""
+
+    call_id: str
+    name: str
+    arguments: Any
+    agent: Agent | None = None
+    signal: CancelToken | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    call_id: str
+    content: list[ContentBlock]
+    is_error: bool = False
+    error: dict[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDefinition:
+    """A tool: its schema for the model and ``execute(arguments, execution)``."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    execute: Callable[[Any, ToolExecution], Awaitable[ToolOutput]]
+    strict: bool | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def schema(self) -> ToolSchema:
+        schema: ToolSchema = {
+            "name": self.name,
+            "description": self.description,
+            "parameters": copy.deepcopy(self.parameters),
+        }
+        if self.strict is not None:
+            schema["strict"] = self.strict
+        return schema
+
+
+class _TypedTool(Generic[A]):
+    def __init__(self, model: type[A], fn: Callable[[A, ToolExecution], Awaitable[ToolOutput]]) -> None:
+        self._model = model
+        self._fn = fn
+
+    async def __call__(self, arguments: Any, execution: ToolExecution) -> ToolOutput:
+        try:
+            if isinstance(arguments, str | bytes):
+                parsed = self._model.model_validate_json(arguments or "{}")
+            else:
+                parsed = self._model.model_validate(arguments)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}" for e in exc.errors()
+            )
+            raise ToolArgsError(f"invalid arguments for {execution.name}: {problems}") from None
+        return await self._fn(parsed, execution)
+
+
+def define_tool(
+    name: str,
+    description: str,
+    arguments: type[A],
+    fn: Callable[[A, ToolExecution], Awaitable[ToolOutput]],
+    *,
+    strict: bool | None = None,
+) -> ToolDefinition:
+    """A tool whose arguments are validated by the pydantic model *arguments* (its JSON Schema is sent)."""
+    return ToolDefinition(name, description, arguments.model_json_schema(), _TypedTool(arguments, fn), strict)
+
+
+def _as_content(output: ToolOutput) -> list[ContentBlock]:
+    if isinstance(output, str):
+        return [{"type": "text", "text": output}]
+    return list(output)
+
+
+def error_result(call_id: str, error: BaseException) -> ToolResult:
+    code = error_code(error)
+    return ToolResult(
+        call_id=call_id,
+        content=[{"type": "text", "text": f"Error: {error_message(error)}"}],
+        is_error=True,
+        error={"name": type(error).__name__, "code": code} if code is not None else None,
+    )
+
+
+class ToolRegistry:
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self._tools: dict[str, ToolDefinition] = {}
+
+    def register(self, tool: ToolDefinition) -> Disposer:
+        if tool.name in self._tools:
+            raise ValueError(f"tool {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+        self._ctx.emit(ev.TOOLS_CHANGE)
+
+        def remove() -> None:
+            if self._tools.get(tool.name) is tool:
+                del self._tools[tool.name]
+                self._ctx.emit(ev.TOOLS_CHANGE)
+
+        return (current_scope() or self._ctx.scope).effect(remove)
+
+    def get(self, name: str) -> ToolDefinition | None:
+        return self._tools.get(name)
+
+    def list(self) -> list[ToolDefinition]:
+        return list(self._tools.values())
+
+    def schemas(self) -> list[ToolSchema]:
+        return [tool.schema() for tool in self._tools.values()]
+
+    async def execute(self, execution: ToolExecution) -> ToolResult:
+        """Run one call through ``tools/execute``; never raises (except cancellation)."""
+        try:
+            result: ToolResult = await self._ctx.waterfall(ev.TOOLS_EXECUTE, execution, default=self._run)
+            return result
+        except Exception as exc:
+            return error_result(execution.call_id, exc)
+
+    async def _run(self, execution: ToolExecution) -> ToolResult:
+        tool = self._tools.get(execution.name)
+        if tool is None:
+            raise ToolNotFoundError(f"unknown tool {execution.name!r}")
+        output = await tool.execute(execution.arguments, execution)
+        return ToolResult(call_id=execution.call_id, content=_as_content(output))
+
+
+def tools_plugin(ctx: Context, config: object) -> None:
+    """Provide ``tools``; its schemas flow into every prompt assembly."""
+    registry = ToolRegistry(ctx)
+    ctx.provide("tools", registry)
+    ctx.system_prompt.tools(registry.schemas)
+
+
+tools_plugin.name = "tools"  # type: ignore[attr-defined]
+tools_plugin.inject = ("system_prompt",)  # type: ignore[attr-defined]
