@@ -75,6 +75,7 @@ class Scope:
         self._effects: list[_Effect] = []
         self._disposed = False
         self._disposing: anyio.Event | None = None
+        self._unlink: Disposer | None = None
 
     @property
     def disposed(self) -> bool:
@@ -97,8 +98,15 @@ class Scope:
     def child(self, name: str) -> Scope:
         """A scope disposed together with this one."""
         child = Scope(name, task_group=self._task_group, parent=self)
-        self.effect(child.dispose)
+        child._unlink = self.effect(child.dispose)
         return child
+
+    async def close(self) -> None:
+        """Dispose this scope and drop it from its parent's effects (use for scopes with a shorter life)."""
+        if self._unlink is not None:
+            await self._unlink()
+        else:
+            await self.dispose()
 
     @contextmanager
     def active(self) -> Iterator[Scope]:
@@ -133,6 +141,9 @@ class Scope:
             finally:
                 _current.reset(token)
                 finished.set()
+                if isinstance(disposer, _Effect):
+                    disposer._undo = None
+                    self._forget(disposer)
 
         async def stop() -> None:
             cancel_scope.cancel()

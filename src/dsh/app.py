@@ -1,0 +1,39 @@
+"""Assemble the default application: the five interface services, the offline models and the loop.
+
+Front ends (the ACP daemon, the one-shot CLI, tests, benchmarks) all start from :func:`load_core` so that they
+run the same plugin graph; each adds its own plugins on top.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dsh.kernel import Context
+
+__all__ = ["DEFAULT_MODEL", "load_core"]
+
+DEFAULT_MODEL = "echo"
+
+
+def load_core(ctx: Context, *, agent_loop: dict[str, Any] | None = None, scripts: dict[str, Any] | None = None) -> None:
+    """Load the interface services, the ``echo`` and ``scripted`` models and the agent loop into *ctx*.
+
+    Order does not matter: each plugin applies once the services it injects exist.
+    """
+    from dsh.loop import agent_loop_plugin
+    from dsh.providers.echo import echo_plugin
+    from dsh.providers.scripted import scripted_plugin
+    from dsh.services.agents import agents_plugin
+    from dsh.services.llm import llm_plugin
+    from dsh.services.sessions import sessions_plugin
+    from dsh.services.system_prompt import system_prompt_plugin
+    from dsh.services.tools import tools_plugin
+
+    ctx.plugin(agent_loop_plugin, agent_loop or {})
+    ctx.plugin(echo_plugin)
+    ctx.plugin(scripted_plugin, {"scripts": scripts or {}})
+    ctx.plugin(tools_plugin)
+    ctx.plugin(llm_plugin)
+    ctx.plugin(agents_plugin)
+    ctx.plugin(sessions_plugin)
+    ctx.plugin(system_prompt_plugin)

@@ -1,0 +1,406 @@
+"""The loop driver: one long-lived task per agent that turns queued prompts into turns, steps and tool calls.
+
+This is the only place in dsh with loop logic. The order of appends and emits below is the contract (seeds,
+reference §3.2-§3.4); every other behaviour is a plugin on a seam:
+
+* ``agent/request`` (rewrite the model call), ``agent/step-result`` (rewrite what the model said before it is
+  logged and run), ``tools/execute`` (gate or replace a tool call), ``agent/turn-continuation`` (decide whether
+  the turn goes on), ``session/event`` and ``session/flush`` (persistence), ``agent/*`` (observation).
+
+Error containment: a throwing plugin ends the *turn*, never the loop; a failed turn has exactly one ``error``
+event and one ``agent/error``; nothing the loop writes lands after the turn's ``turn/end``. Reason precedence:
+disposed > aborted > error > max-tokens (sticky within a turn) > completed. See
+``rfcs/0002-loop-and-cancellation.md`` for the cancellation windows and the races they close.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from dsh import events as ev
+from dsh._log import get_logger
+from dsh.errors import DshError, error_code, error_message
+from dsh.events import TurnEndReason
+from dsh.kernel import AbortedError, CancelToken
+from dsh.loop._agent import ReactLoopAgent, last_turn_number, turn_is_open
+from dsh.services.llm import (
+    BlockAssembler,
+    ContentBlock,
+    FinishReason,
+    GenerateRequest,
+    Message,
+    MessageSource,
+    ToolCallBlock,
+)
+from dsh.services.system_prompt import render_prompt
+from dsh.services.tools import ToolExecution
+
+if TYPE_CHECKING:
+    from dsh.loop._inbox import InboxMessage
+
+__all__ = ["inject", "run_loop"]
+
+log = get_logger("dsh.loop")
+
+
+def _emit_error(agent: ReactLoopAgent, turn: int, step: int, error: BaseException) -> None:
+    try:
+        agent._ctx.emit(ev.AGENT_ERROR, agent, turn, step, error)
+    except Exception:
+        log.exception("agent/error listener failed", agent_id=agent.id)
+
+
+async def run_loop(agent: ReactLoopAgent) -> None:
+    """Drive *agent* until it is disposed (reference §3.2)."""
+    inbox = agent.inbox
+    try:
+        while not agent.is_disposed:
+            await inbox.wait_for_queued(agent._disposed)
+            if agent.is_disposed:
+                break
+            # Window 1: a cancel that landed while we were waking up drops the turn before it starts.
+            if agent._cancel_requested:
+                agent._cancel_requested = False
+                if not inbox.has_queued:
+                    agent._settle_idle()
+                    continue
+            agent._set_status("running")
+            if agent.is_disposed:
+                break
+            # Window 2: an agent/status("running") listener may have cancelled (and maybe queued anew).
+            if agent._cancel_requested:
+                agent._cancel_requested = False
+                if not inbox.has_queued:
+                    agent._set_status("idle")
+                    continue
+            turn = last_turn_number(agent.session) + 1
+            try:
+                await _run_turn(agent, turn)
+            except Exception as error:
+                log.warning("turn failed before it opened", agent_id=agent.id, turn=turn, error=error_message(error))
+                _emit_error(agent, turn, 0, error)
+            agent._cancel_requested = False
+            for message in inbox.drain_steering():
+                inbox.enqueue(message)
+            if not inbox.has_queued:
+                agent._set_status("idle")
+    finally:
+        agent._done.set()
+
+
+@dataclass(slots=True)
+class _StepOutcome:
+    had_tool_calls: bool
+    finish: FinishReason | None
+
+
+class _Turn:
+    """The bookkeeping of one turn: its reason, the open step, and the closers that keep it balanced."""
+
+    __slots__ = ("agent", "turn", "step", "reason", "step_open", "turn_ended", "error_reported")
+
+    def __init__(self, agent: ReactLoopAgent, turn: int) -> None:
+        self.agent = agent
+        self.turn = turn
+        self.step = 0
+        self.reason: TurnEndReason = {"kind": "completed"}
+        self.step_open = False
+        self.turn_ended = False
+        self.error_reported = False
+
+    def fail(self, error: BaseException) -> None:
+        """Record the turn's error once: one ``error`` event, one ``agent/error``."""
+        if self.error_reported:
+            return
+        self.error_reported = True
+        agent = self.agent
+        message, code = error_message(error), error_code(error)
+        if not self.turn_ended:
+            reason: TurnEndReason = {"kind": "error", "message": message}
+            data: dict[str, Any] = {"turn": self.turn, "step": self.step, "message": message}
+            if code is not None:
+                reason["code"] = code
+                data["code"] = code
+            self.reason = reason
+            try:
+                agent.session.append("error", data)
+            except Exception:
+                log.exception("session/event listener failed on error", agent_id=agent.id)
+        else:
+            log.warning("error after turn/end", agent_id=agent.id, turn=self.turn, error=message)
+        _emit_error(agent, self.turn, self.step, error)
+
+    def close_step(self) -> bool:
+        """Append ``step/end`` and emit ``agent/step-end``; a failure fails the turn (returns False)."""
+        if not self.step_open:
+            return True
+        self.step_open = False
+        agent = self.agent
+        try:
+            agent.session.append("step/end", {"turn": self.turn, "step": self.step})
+            agent._ctx.emit(ev.AGENT_STEP_END, agent, self.turn, self.step)
+        except Exception as error:
+            self.fail(error)
+            return False
+        return True
+
+    def close_turn(self, *, emit: bool) -> None:
+        if self.turn_ended:
+            return
+        self.turn_ended = True
+        agent = self.agent
+        try:
+            agent.session.append("turn/end", {"turn": self.turn, "reason": self.reason})
+        except Exception:
+            log.exception("session/event listener failed on turn/end", agent_id=agent.id)
+        if emit:
+            agent._ctx.emit(ev.AGENT_TURN_END, agent, self.turn, self.reason)
+
+    def drain_steering(self) -> bool:
+        agent = self.agent
+        steered = agent.inbox.drain_steering()
+        for message in steered:
+            agent.session.append(
+                "steering/message", {"turn": self.turn, "content": message.content, "source": message.source}
+            )
+            agent._ctx.emit(ev.AGENT_STEERING, agent, self.turn, message.content, message.source)
+        return bool(steered)
+
+
+def _aborted(reason: str) -> TurnEndReason:
+    return {"kind": "aborted", "reason": reason}
+
+
+async def _run_turn(agent: ReactLoopAgent, turn_number: int) -> None:
+    """One turn (reference §3.3); raises only when the turn never opened."""
+    queued: list[InboxMessage] = agent.inbox.drain_queued()
+    if not queued:
+        return
+    ctx, session = agent._ctx, agent.session
+    turn = _Turn(agent, turn_number)
+    try:
+        session.append("turn/start", {"turn": turn_number, "trigger": {"kind": "message", "source": queued[0].source}})
+        for message in queued:
+            session.append("user/message", {"content": message.content, "source": message.source})
+        ctx.emit(ev.AGENT_TURN_START, agent, turn_number)
+        while True:
+            turn.step += 1
+            step = turn.step
+            turn.drain_steering()
+            session.append("step/start", {"turn": turn_number, "step": step})
+            turn.step_open = True
+            ctx.emit(ev.AGENT_STEP_START, agent, turn_number, step)
+            signal = CancelToken()
+            agent._current_abort = signal
+            if agent._cancel_requested:  # the step-start window
+                agent._current_abort = None
+                turn.reason = _aborted(agent._cancel_reason)
+                turn.close_step()
+                break
+            step_error: Exception | None = None
+            try:
+                outcome = await _run_step(agent, turn, signal)
+            except Exception as error:
+                step_error = error
+            finally:
+                agent._current_abort = None
+            if step_error is not None:
+                turn.close_step()
+                if agent.is_disposed:
+                    turn.reason = {"kind": "disposed"}
+                elif signal.aborted:
+                    turn.reason = _aborted(signal.reason or "aborted")
+                else:
+                    turn.fail(step_error)
+                break
+            if outcome.finish is not None and outcome.finish["kind"] == "max-tokens":
+                turn.reason = {"kind": "max-tokens"}
+            steered = turn.drain_steering()
+            if not turn.close_step():
+                break
+            default = outcome.had_tool_calls or steered
+            try:
+                carry_on: bool = await ctx.waterfall(
+                    ev.AGENT_TURN_CONTINUATION, agent, turn_number, default, default=_keep_decision
+                )
+            except Exception as error:
+                turn.fail(error)
+                break
+            if not carry_on and agent.inbox.has_steering:
+                carry_on = True
+            if agent._cancel_requested:  # the continuation window
+                turn.reason = _aborted(agent._cancel_reason)
+                break
+            if not carry_on or agent.is_disposed:
+                if agent.is_disposed:
+                    turn.reason = {"kind": "disposed"}
+                break
+        turn.close_turn(emit=True)
+    except Exception as error:
+        opened = session.last("turn/start")
+        if opened is None or opened.data.get("turn") != turn_number:
+            raise
+        if turn.step_open:
+            turn.step_open = False
+            try:
+                session.append("step/end", {"turn": turn_number, "step": turn.step})
+            except Exception:
+                log.exception("session/event listener failed on step/end", agent_id=agent.id)
+        if agent.is_disposed and not turn.error_reported:
+            turn.reason = {"kind": "disposed"}
+        else:
+            turn.fail(error)
+        turn.close_turn(emit=False)
+    try:
+        await ctx.sessions.flush(session)
+    except Exception as error:
+        log.warning("session/flush failed", agent_id=agent.id, turn=turn_number, error=error_message(error))
+        _emit_error(agent, turn_number, turn.step, error)
+
+
+async def _keep_decision(agent: object, turn: int, decision: bool) -> bool:
+    return decision
+
+
+async def _keep_value(*args: Any) -> Any:
+    return args[-1]
+
+
+def _without_tool_calls(message: Message) -> Message:
+    return {"role": message["role"], "content": [b for b in message["content"] if b["type"] != "tool-call"]}
+
+
+def _parse_arguments(raw: str) -> Any:
+    if not raw.strip():
+        return {}
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> _StepOutcome:
+    """One step (reference §3.4): assemble, call the model, log what it said, run its tool calls."""
+    ctx, session, options = agent._ctx, agent.session, agent.options
+    turn_number, step = turn.turn, turn.step
+    assembly = await ctx.system_prompt.assemble()
+    system = "\n\n".join(part for part in (render_prompt(assembly), options.system_prompt) if part)
+    request = GenerateRequest(
+        model=options.model or "",
+        messages=session.derive_messages(),
+        system=system or None,
+        tools=assembly.tools or None,
+        signal=signal,
+    )
+    request = await ctx.waterfall(ev.AGENT_REQUEST, agent, turn_number, step, request, default=_keep_value)
+    if not request.model:
+        raise DshError(
+            f'agent "{agent.id}" has no model: set AgentOptions.model or supply one via the agent/request waterfall',
+            "NO_MODEL",
+        )
+
+    assembler = BlockAssembler()
+    feed = assembler.feed
+    append = session.append
+    emit = ctx.app.bus.emit
+    chunk_event = ev.AGENT_STREAM_CHUNK.name
+    stream = None
+    with anyio.CancelScope() as stream_scope:
+        remove = signal.add_callback(lambda _reason: stream_scope.cancel())
+        try:
+            stream = await ctx.llm.stream(request)
+            async for chunk in stream:
+                if signal.aborted:
+                    break
+                append("assistant/chunk", {"turn": turn_number, "step": step, "chunk": chunk})
+                emit(chunk_event, agent, turn_number, step, chunk)
+                feed(chunk)
+        finally:
+            remove()
+    aclose = getattr(stream, "aclose", None) if stream is not None else None
+    if aclose is not None:
+        with anyio.CancelScope(shield=True):
+            await aclose()
+    if signal.aborted:
+        raise AbortedError(signal.reason or "aborted")
+
+    finish = assembler.finish
+    if finish is not None and finish["kind"] == "error":
+        raise DshError(finish.get("message") or "model error", finish.get("code"))
+    if finish is not None and finish["kind"] == "aborted":
+        raise DshError("model stream aborted", "ABORTED")
+
+    usage = assembler.usage
+    if finish is not None and finish["kind"] == "max-tokens":
+        message = _without_tool_calls(assembler.message())
+        message = _without_tool_calls(
+            await ctx.waterfall(ev.AGENT_STEP_RESULT, agent, turn_number, step, message, default=_keep_value)
+        )
+        if message["content"]:
+            append("assistant/message", {"turn": turn_number, "step": step, "content": message["content"]})
+        if usage is not None:
+            append("usage", {"turn": turn_number, "step": step, "usage": usage})
+        return _StepOutcome(False, finish)
+
+    message = await ctx.waterfall(
+        ev.AGENT_STEP_RESULT, agent, turn_number, step, assembler.message(), default=_keep_value
+    )
+    append("assistant/message", {"turn": turn_number, "step": step, "content": message["content"]})
+    if usage is not None:
+        append("usage", {"turn": turn_number, "step": step, "usage": usage})
+
+    calls: list[ToolCallBlock] = [block for block in message["content"] if block["type"] == "tool-call"]
+    for call in calls:
+        signal.raise_if_aborted()
+        append(
+            "tool/call",
+            {"turn": turn_number, "step": step, "call_id": call["id"], "name": call["name"], "arguments": call["arguments"]},
+        )
+        result = await ctx.tools.execute(
+            ToolExecution(call["id"], call["name"], _parse_arguments(call["arguments"]), agent, signal)
+        )
+        data: dict[str, Any] = {
+            "turn": turn_number,
+            "step": step,
+            "call_id": call["id"],
+            "content": result.content,
+            "is_error": result.is_error,
+        }
+        if result.error is not None:
+            data["error"] = result.error
+        append("tool/result", data)
+        signal.raise_if_aborted()
+    return _StepOutcome(bool(calls), finish)
+
+
+def inject(agent: ReactLoopAgent, content: list[ContentBlock], source: MessageSource) -> None:
+    """Append context without a model call (reference §5): into the open turn, else as a one-shot turn."""
+    session = agent.session
+    if turn_is_open(session):
+        session.append("context/message", {"content": content, "source": source})
+        return
+    turn_number = last_turn_number(session) + 1
+    try:
+        session.append("turn/start", {"turn": turn_number, "trigger": {"kind": "injection", "source": source}})
+        session.append("context/message", {"content": content, "source": source})
+    finally:
+        opened = session.last("turn/start")
+        if opened is not None and opened.data.get("turn") == turn_number and turn_is_open(session):
+            try:
+                session.append("turn/end", {"turn": turn_number, "reason": {"kind": "completed"}})
+            except Exception:
+                log.exception("session/event listener failed on injected turn/end", agent_id=agent.id)
+            scope = agent._scope or agent._ctx.scope
+            scope.spawn(_flush_injection, agent, turn_number, name=f"inject-flush:{agent.id}")
+
+
+async def _flush_injection(agent: ReactLoopAgent, turn_number: int) -> None:
+    try:
+        await agent._ctx.sessions.flush(agent.session)
+    except Exception as error:
+        log.warning("session/flush failed after inject", agent_id=agent.id, error=error_message(error))
+        _emit_error(agent, turn_number, 0, error)

@@ -1,0 +1,32 @@
+"""The ``session_persistence`` seam: what a durable backend offers the loop's ``resume``.
+
+It is not one of the five interface services (nothing requires it: a demo without persistence still works),
+so the loop reads it with ``ctx.get("session_persistence")`` at resume time instead of injecting it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from dsh.services.sessions._session import SessionEvent, SessionHeader
+
+__all__ = ["LoadedSession", "SessionPersistence"]
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedSession:
+    header: SessionHeader
+    events: list[SessionEvent]
+
+
+class SessionPersistence(Protocol):
+    async def load(self, session_id: str) -> LoadedSession:
+        """The stored header and events (after crash repair); raises ``KeyError`` for an unknown id."""
+        ...
+
+    async def list(self) -> list[SessionHeader]: ...
+
+    async def has(self, session_id: str) -> bool: ...
+
+    async def delete(self, session_id: str) -> None: ...
