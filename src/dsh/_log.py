@@ -9,14 +9,14 @@ used therefore installs :func:`configure_logging`'s stderr set-up unless the pro
 from __future__ import annotations
 
 import sys
-from typing import IO, Any
+from typing import Any, TextIO
 
 __all__ = ["configure_logging", "get_logger"]
 
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "warn": 30, "error": 40, "critical": 50}
 
 
-def configure_logging(level: str = "warning", file: IO[str] | None = None) -> None:
+def configure_logging(level: str = "warning", file: TextIO | None = None) -> None:
     """Send JSON log lines to *file* (stderr by default) at *level* and above; stdlib logging follows."""
     import logging
 
@@ -41,14 +41,17 @@ def configure_logging(level: str = "warning", file: IO[str] | None = None) -> No
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=shared,
-            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, structlog.processors.JSONRenderer()],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.JSONRenderer(),
+            ],
         )
     )
     logging.basicConfig(handlers=[handler], level=max(numeric, logging.WARNING), force=True)
 
 
 class _LazyLogger:
-    __slots__ = ("_name", "_logger")
+    __slots__ = ("_logger", "_name")
 
     def __init__(self, name: str) -> None:
         self._name = name

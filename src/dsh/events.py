@@ -67,8 +67,8 @@ SystemPromptAssembleListener: TypeAlias = Callable[
     ["PromptAssembly", Next["PromptAssembly", "PromptAssembly"]], Awaitable["PromptAssembly"]
 ]
 SYSTEM_PROMPT_CHANGE: EmitEvent[[]] = EmitEvent("system-prompt/change")
-SYSTEM_PROMPT_ASSEMBLE: WaterfallEvent[SystemPromptAssembleListener, PromptAssembly, PromptAssembly] = (
-    WaterfallEvent("system-prompt/assemble")
+SYSTEM_PROMPT_ASSEMBLE: WaterfallEvent[SystemPromptAssembleListener, PromptAssembly, PromptAssembly] = WaterfallEvent(
+    "system-prompt/assemble"
 )
 
 # -- tools ----------------------------------------------------------------------------------------------
@@ -106,9 +106,7 @@ AGENT_TURN_START: EmitEvent[[Agent, int]] = EmitEvent("agent/turn-start")
 AGENT_TURN_END: EmitEvent[[Agent, int, TurnEndReason]] = EmitEvent("agent/turn-end")
 AGENT_STEP_START: EmitEvent[[Agent, int, int]] = EmitEvent("agent/step-start")
 AGENT_STEP_END: EmitEvent[[Agent, int, int]] = EmitEvent("agent/step-end")
-AGENT_REQUEST: WaterfallEvent[AgentRequestListener, GenerateRequest, GenerateRequest] = WaterfallEvent(
-    "agent/request"
-)
+AGENT_REQUEST: WaterfallEvent[AgentRequestListener, GenerateRequest, GenerateRequest] = WaterfallEvent("agent/request")
 AGENT_STREAM_CHUNK: EmitEvent[[Agent, int, int, StreamChunk]] = EmitEvent("agent/stream-chunk")
 AGENT_STEP_RESULT: WaterfallEvent[AgentStepResultListener, Message, Message] = WaterfallEvent("agent/step-result")
 AGENT_TURN_CONTINUATION: WaterfallEvent[AgentTurnContinuationListener, bool, bool] = WaterfallEvent(

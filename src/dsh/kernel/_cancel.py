@@ -25,7 +25,7 @@ class AbortedError(Exception):
 
 
 class CancelToken:
-    __slots__ = ("_reason", "_callbacks", "_event")
+    __slots__ = ("_callbacks", "_event", "_reason")
 
     def __init__(self) -> None:
         self._reason: str | None = None

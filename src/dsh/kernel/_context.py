@@ -257,21 +257,21 @@ class Context:
     async def parallel(self, event: ParallelEvent[P], *args: P.args, **_: P.kwargs) -> None:
         await self.app.bus.parallel(event.name, *args)
 
-    async def waterfall(
-        self, event: WaterfallEvent[Any, T, R], *args: Any, default: Callable[..., Awaitable[R]]
-    ) -> R:
+    async def waterfall(self, event: WaterfallEvent[Any, T, R], *args: Any, default: Callable[..., Awaitable[R]]) -> R:
         result: R = await self.app.bus.waterfall(event.name, *args, default=default)
         return result
 
 
 def plugin(
-    name: str, *, inject: Sequence[str] = ()
+    name: str, *, inject: Sequence[str] = (), config: type[Any] | None = None
 ) -> Callable[[Callable[Concatenate[Context, P], object]], Plugin]:
-    """Decorate a set-up function ``fn(ctx, config)`` as a named plugin with its injected services."""
+    """Declare a set-up function ``fn(ctx, config)`` as a plugin: its name, injected services, config model."""
 
     def wrap(fn: Callable[Concatenate[Context, P], object]) -> Plugin:
         setattr(fn, "name", name)  # noqa: B010 - attributes on a function object
         setattr(fn, "inject", tuple(inject))  # noqa: B010
-        return fn  # type: ignore[return-value]
+        if config is not None:
+            setattr(fn, "Config", config)  # noqa: B010
+        return fn
 
     return wrap

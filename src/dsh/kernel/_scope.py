@@ -46,7 +46,7 @@ class ScopeDisposedError(RuntimeError):
 
 
 class _Effect:
-    __slots__ = ("_undo", "_done", "_scope")
+    __slots__ = ("_done", "_scope", "_undo")
 
     def __init__(self, scope: Scope, undo: Callable[[], Awaitable[None] | None]) -> None:
         self._scope = scope

@@ -101,7 +101,7 @@ class _StepOutcome:
 class _Turn:
     """The bookkeeping of one turn: its reason, the open step, and the closers that keep it balanced."""
 
-    __slots__ = ("agent", "turn", "step", "reason", "step_open", "turn_ended", "error_reported")
+    __slots__ = ("agent", "error_reported", "reason", "step", "step_open", "turn", "turn_ended")
 
     def __init__(self, agent: ReactLoopAgent, turn: int) -> None:
         self.agent = agent
@@ -358,7 +358,13 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
         signal.raise_if_aborted()
         append(
             "tool/call",
-            {"turn": turn_number, "step": step, "call_id": call["id"], "name": call["name"], "arguments": call["arguments"]},
+            {
+                "turn": turn_number,
+                "step": step,
+                "call_id": call["id"],
+                "name": call["name"],
+                "arguments": call["arguments"],
+            },
         )
         result = await ctx.tools.execute(
             ToolExecution(call["id"], call["name"], _parse_arguments(call["arguments"]), agent, signal)

@@ -162,7 +162,7 @@ def _options(spec: ConfiguredAgent) -> AgentOptions:
     return AgentOptions(model=spec.model, system_prompt=spec.system_prompt)
 
 
-@plugin("agent_loop", inject=("agents", "sessions", "llm", "tools", "system_prompt"))
+@plugin("agent_loop", inject=("agents", "sessions", "llm", "tools", "system_prompt"), config=AgentLoopConfig)
 def agent_loop_plugin(ctx: Context, config: AgentLoopConfig) -> None:
     loop = AgentLoop(ctx)
     ctx.provide("agent_loop", loop)
@@ -189,6 +189,3 @@ def _config_resume(ctx: Context, spec: ConfiguredAgent) -> None:
             log.warning("configured agent could not be resumed", agent_id=spec.id, error=str(error))
 
     ctx.spawn(resume, name=f"config-resume:{spec.id}")
-
-
-agent_loop_plugin.Config = AgentLoopConfig  # type: ignore[attr-defined]

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from dsh import events as ev
+from dsh.kernel import plugin
 from dsh.services.sessions import LoadedSession, Session, SessionEvent, SessionHeader
 
 if TYPE_CHECKING:
@@ -63,13 +64,10 @@ class MemoryPersistence:
         self.store.events.pop(session_id, None)
 
 
+@plugin("memory_persistence", inject=("sessions",))
 def memory_persistence_plugin(ctx: Context, config: MemoryStore | None) -> None:
     persistence = MemoryPersistence(config if config is not None else MemoryStore())
     ctx.on(ev.SESSION_CREATED, persistence.on_created)
     ctx.on(ev.SESSION_EVENT, persistence.on_event)
     ctx.on(ev.SESSION_FLUSH, persistence.on_flush)
     ctx.provide("session_persistence", persistence)
-
-
-memory_persistence_plugin.name = "memory_persistence"  # type: ignore[attr-defined]
-memory_persistence_plugin.inject = ("sessions",)  # type: ignore[attr-defined]

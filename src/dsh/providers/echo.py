@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
+from dsh.kernel import plugin
 from dsh.providers._words import message_text, rough_tokens, words
 from dsh.services.llm import GenerateRequest, StreamChunk
 
@@ -38,9 +39,6 @@ async def echo_stream(request: GenerateRequest) -> AsyncIterator[StreamChunk]:
     yield {"type": "finish", "reason": {"kind": "stop"}}
 
 
+@plugin("echo", inject=("llm",))
 def echo_plugin(ctx: Context, config: object) -> None:
     ctx.llm.register_adapter(["echo"], echo_stream)
-
-
-echo_plugin.name = "echo"  # type: ignore[attr-defined]
-echo_plugin.inject = ("llm",)  # type: ignore[attr-defined]

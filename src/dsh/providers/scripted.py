@@ -21,6 +21,7 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dsh.errors import DshError, LlmError
+from dsh.kernel import plugin
 from dsh.providers._words import rough_tokens, words
 from dsh.services.llm import GenerateRequest, StreamChunk, Usage
 
@@ -169,7 +170,10 @@ class ScriptedModels:
         yield {"type": "usage", "usage": usage}
         finish = step.finish or ("tool-calls" if step.tool_calls else "stop")
         if finish == "error":
-            yield {"type": "finish", "reason": {"kind": "error", "message": "scripted finish error", "code": "SCRIPTED"}}
+            yield {
+                "type": "finish",
+                "reason": {"kind": "error", "message": "scripted finish error", "code": "SCRIPTED"},
+            }
         else:
             yield {"type": "finish", "reason": {"kind": finish}}
 
@@ -179,12 +183,8 @@ class _Config(BaseModel):
     scripts: dict[str, list[Any]] = Field(default_factory=dict)
 
 
+@plugin("scripted", inject=("llm",), config=_Config)
 def scripted_plugin(ctx: Context, config: _Config) -> None:
     models = ScriptedModels(config.scripts)
     ctx.provide("scripted_models", models)
     ctx.llm.register_adapter(["scripted:*"], models)
-
-
-scripted_plugin.name = "scripted"  # type: ignore[attr-defined]
-scripted_plugin.inject = ("llm",)  # type: ignore[attr-defined]
-scripted_plugin.Config = _Config  # type: ignore[attr-defined]

@@ -21,7 +21,7 @@ import anyio
 
 from dsh import events as ev
 from dsh._log import get_logger
-from dsh.kernel import Disposer, current_scope
+from dsh.kernel import Disposer, current_scope, plugin
 from dsh.services.llm._types import ContentBlock, MessageSource
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ class Agent(Protocol):
 class AgentHandle:
     """An agent plus the capability to dispose it; :meth:`dispose` is memoized."""
 
-    __slots__ = ("agent", "_dispose", "_done", "_started")
+    __slots__ = ("_dispose", "_done", "_started", "agent")
 
     def __init__(self, agent: Agent, dispose: Callable[[], Awaitable[None]]) -> None:
         self.agent = agent
@@ -186,8 +186,6 @@ class AgentRegistry:
         return list(self._agents.values())
 
 
+@plugin("agents")
 def agents_plugin(ctx: Context, config: object) -> None:
     ctx.provide("agents", AgentRegistry(ctx))
-
-
-agents_plugin.name = "agents"  # type: ignore[attr-defined]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from dsh import events as ev
-from dsh.kernel import Disposer, current_scope
+from dsh.kernel import Disposer, current_scope, plugin
 from dsh.services.llm._types import ToolSchema
 
 if TYPE_CHECKING:
@@ -89,8 +89,6 @@ class SystemPrompt:
         return await self._ctx.waterfall(ev.SYSTEM_PROMPT_ASSEMBLE, assembly, default=identity)
 
 
+@plugin("system_prompt")
 def system_prompt_plugin(ctx: Context, config: object) -> None:
     ctx.provide("system_prompt", SystemPrompt(ctx))
-
-
-system_prompt_plugin.name = "system_prompt"  # type: ignore[attr-defined]

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from dsh import events as ev
 from dsh.errors import ToolArgsError, ToolNotFoundError, error_code, error_message
-from dsh.kernel import CancelToken, Disposer, current_scope
+from dsh.kernel import CancelToken, Disposer, current_scope, plugin
 from dsh.services.llm._types import ContentBlock, ToolSchema
 
 if TYPE_CHECKING:
@@ -145,8 +145,8 @@ class ToolRegistry:
     def get(self, name: str) -> ToolDefinition | None:
         return self._tools.get(name)
 
-    def list(self) -> list[ToolDefinition]:
-        return list(self._tools.values())
+    def all(self) -> list[ToolDefinition]:
+        return [*self._tools.values()]
 
     def schemas(self) -> list[ToolSchema]:
         return [tool.schema() for tool in self._tools.values()]
@@ -167,12 +167,9 @@ class ToolRegistry:
         return ToolResult(call_id=execution.call_id, content=_as_content(output))
 
 
+@plugin("tools", inject=("system_prompt",))
 def tools_plugin(ctx: Context, config: object) -> None:
     """Provide ``tools``; its schemas flow into every prompt assembly."""
     registry = ToolRegistry(ctx)
     ctx.provide("tools", registry)
     ctx.system_prompt.tools(registry.schemas)
-
-
-tools_plugin.name = "tools"  # type: ignore[attr-defined]
-tools_plugin.inject = ("system_prompt",)  # type: ignore[attr-defined]

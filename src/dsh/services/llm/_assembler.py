@@ -8,10 +8,10 @@ or is appended when none is open) and closes it; ``usage`` and ``finish`` are re
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
-from dsh.services.llm._types import ContentBlock, FinishReason, Message, StreamChunk, ToolCallBlock, Usage
+from dsh.services.llm._types import ContentBlock, FinishReason, Message, StreamChunk, Usage
 
 __all__ = ["BlockAssembler", "GenerateResult"]
 
@@ -23,64 +23,66 @@ class GenerateResult:
     finish: FinishReason | None = None
 
 
-@dataclass(slots=True)
 class BlockAssembler:
-    blocks: list[ContentBlock] = field(default_factory=list)
-    usage: Usage | None = None
-    finish: FinishReason | None = None
-    _open: dict[str, Any] | None = None
-    _tool_calls: dict[str, ToolCallBlock] = field(default_factory=dict)
+    """Feed chunks in stream order; read :meth:`message` (or :meth:`result`) at any point."""
+
+    __slots__ = ("_blocks", "_open", "_tool_calls", "finish", "usage")
+
+    def __init__(self) -> None:
+        self._blocks: list[dict[str, Any]] = []
+        self._open: dict[str, Any] | None = None
+        self._tool_calls: dict[str, int] = {}
+        self.usage: Usage | None = None
+        self.finish: FinishReason | None = None
 
     def feed(self, chunk: StreamChunk) -> None:
-        kind = chunk["type"]
+        raw: dict[str, Any] = chunk  # type: ignore[assignment]
+        kind = raw["type"]
         if kind == "text-delta" or kind == "reasoning-delta":
             block_type = "text" if kind == "text-delta" else "reasoning"
             current = self._open
             if current is not None and current["type"] == block_type:
-                current["text"] += chunk["text"]  # type: ignore[typeddict-item]
+                current["text"] += raw["text"]
             else:
-                block: dict[str, Any] = {"type": block_type, "text": chunk["text"]}  # type: ignore[typeddict-item]
-                self.blocks.append(block)  # type: ignore[arg-type]
-                self._open = block
+                self._open = {"type": block_type, "text": raw["text"]}
+                self._blocks.append(self._open)
         elif kind == "tool-call-delta":
-            call_id = chunk["id"]  # type: ignore[typeddict-item]
-            call = self._tool_calls.get(call_id)
-            if call is None:
-                call = {"type": "tool-call", "id": call_id, "name": chunk.get("name", ""), "arguments": ""}
-                self._tool_calls[call_id] = call
-                self.blocks.append(call)
-            elif chunk.get("name"):
-                call["name"] = chunk["name"]  # type: ignore[typeddict-item]
-            call["arguments"] += chunk["arguments_delta"]  # type: ignore[typeddict-item]
+            index = self._tool_calls.get(raw["id"])
+            if index is None:
+                self._tool_calls[raw["id"]] = len(self._blocks)
+                self._blocks.append(
+                    {"type": "tool-call", "id": raw["id"], "name": raw.get("name") or "", "arguments": ""}
+                )
+                index = len(self._blocks) - 1
+            call = self._blocks[index]
+            if raw.get("name"):
+                call["name"] = raw["name"]
+            call["arguments"] += raw["arguments_delta"]
             self._open = None
         elif kind == "block-end":
-            done: ContentBlock = chunk["block"]  # type: ignore[typeddict-item]
-            replaced = False
-            if done["type"] == "tool-call":
-                existing = self._tool_calls.get(done["id"])
-                if existing is not None:
-                    index = next(i for i, b in enumerate(self.blocks) if b is existing)
-                    self.blocks[index] = dict(done)  # type: ignore[assignment]
-                    self._tool_calls[done["id"]] = self.blocks[index]  # type: ignore[assignment]
-                    replaced = True
-            elif self._open is not None and self._open["type"] == done["type"]:
-                index = next(i for i, b in enumerate(self.blocks) if b is self._open)
-                self.blocks[index] = dict(done)  # type: ignore[assignment]
-                replaced = True
-            if not replaced:
-                copy_ = dict(done)
-                self.blocks.append(copy_)  # type: ignore[arg-type]
-                if done["type"] == "tool-call":
-                    self._tool_calls[done["id"]] = copy_  # type: ignore[assignment]
-            self._open = None
+            self._end_block(dict(raw["block"]))
         elif kind == "usage":
-            self.usage = dict(chunk["usage"])  # type: ignore[typeddict-item,assignment]
+            self.usage = cast(Usage, dict(raw["usage"]))
         elif kind == "finish":
-            self.finish = dict(chunk["reason"])  # type: ignore[typeddict-item,assignment]
+            self.finish = cast(FinishReason, dict(raw["reason"]))
+
+    def _end_block(self, done: dict[str, Any]) -> None:
+        if done["type"] == "tool-call":
+            index = self._tool_calls.get(done["id"])
+            if index is None:
+                self._tool_calls[done["id"]] = len(self._blocks)
+                self._blocks.append(done)
+            else:
+                self._blocks[index] = done
+        elif self._open is not None and self._open["type"] == done["type"]:
+            self._blocks[self._blocks.index(self._open)] = done
+        else:
+            self._blocks.append(done)
+        self._open = None
 
     def message(self) -> Message:
-        """The assembled assistant message (a fresh list of the blocks so far)."""
-        return {"role": "assistant", "content": [dict(b) for b in self.blocks]}  # type: ignore[misc]
+        """The assembled assistant message (fresh block dicts)."""
+        return {"role": "assistant", "content": [cast(ContentBlock, dict(b)) for b in self._blocks]}
 
     def result(self) -> GenerateResult:
         return GenerateResult(self.message(), self.usage, self.finish)

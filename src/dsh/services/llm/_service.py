@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from dsh import events as ev
 from dsh.errors import LlmError
-from dsh.kernel import Disposer, current_scope
+from dsh.kernel import Disposer, current_scope, plugin
 from dsh.services.llm._assembler import BlockAssembler, GenerateResult
 from dsh.services.llm._types import Adapter, GenerateRequest, StreamChunk
 
@@ -74,8 +74,6 @@ class LlmService:
         return assembler.result()
 
 
+@plugin("llm")
 def llm_plugin(ctx: Context, config: object) -> None:
     ctx.provide("llm", LlmService(ctx))
-
-
-llm_plugin.name = "llm"  # type: ignore[attr-defined]

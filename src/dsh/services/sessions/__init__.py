@@ -8,4 +8,11 @@ from dsh.services.sessions._store import SessionStore, sessions_plugin
 __all__ = [
     "LoadedSession",
     "NotJsonError",
-    "SessionPersistence", "Session", "SessionEvent", "SessionHeader", "SessionStore", "copy_json", "sessions_plugin"]
+    "SessionPersistence",
+    "Session",
+    "SessionEvent",
+    "SessionHeader",
+    "SessionStore",
+    "copy_json",
+    "sessions_plugin",
+]

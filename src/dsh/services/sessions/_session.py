@@ -73,7 +73,7 @@ AppendHook = Callable[["Session", SessionEvent], None]
 class Session:
     """An append-only event log with a header. Create sessions through ``ctx.sessions``."""
 
-    __slots__ = ("header", "_events", "_hook", "_derived", "_derived_upto")
+    __slots__ = ("_derived", "_derived_upto", "_events", "_hook", "header")
 
     def __init__(self, header: SessionHeader, seed: Sequence[SessionEvent] = ()) -> None:
         for index, event in enumerate(seed):

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dsh import events as ev
-from dsh.kernel import Disposer, current_scope
+from dsh.kernel import Disposer, current_scope, plugin
 from dsh.services.sessions._session import Session, SessionEvent, SessionHeader
 
 if TYPE_CHECKING:
@@ -104,9 +104,7 @@ class SessionStore:
         await self._ctx.parallel(ev.SESSION_FLUSH, session)
 
 
+@plugin("sessions")
 def sessions_plugin(ctx: Context, config: object) -> None:
     """Provide the default in-memory :class:`SessionStore` as ``sessions``."""
     ctx.provide("sessions", SessionStore(ctx))
-
-
-sessions_plugin.name = "sessions"  # type: ignore[attr-defined]
