@@ -63,7 +63,7 @@ class _LazyLogger:
 
             if not structlog.is_configured():
                 configure_logging()
-            self._logger = structlog.get_logger().bind(logger=self._name)
+            self._logger = structlog.get_logger(logger_name=self._name)  # a lazy proxy: follows later configure()
         return getattr(self._logger, method)
 
 

@@ -17,7 +17,7 @@ Plugin guarantees:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar, overload
 
@@ -63,7 +63,9 @@ class _Runtime:
     inject: tuple[str, ...]
     scope: Scope | None = None
     removed: bool = False
-    applying: bool = field(default=False)
+    applying: bool = False
+    failed: bool = False
+    """Set-up raised: stay inert until one of the injected services is withdrawn and provided again."""
 
 
 class App:
@@ -112,9 +114,11 @@ class App:
             if self._services.get(name) is service:
                 del self._services[name]
                 for runtime in list(self._runtimes):
-                    if name in runtime.inject and runtime.scope is not None:
-                        child, runtime.scope = runtime.scope, None
-                        await child.dispose()
+                    if name in runtime.inject:
+                        runtime.failed = False
+                        if runtime.scope is not None:
+                            child, runtime.scope = runtime.scope, None
+                            await child.dispose()
 
         disposer = scope.effect(withdraw)
         self._reconcile()
@@ -148,6 +152,7 @@ class App:
             runtime.scope is None
             and not runtime.removed
             and not runtime.applying
+            and not runtime.failed
             and not runtime.parent.disposed
             and all(name in self._services for name in runtime.inject)
         )
@@ -161,12 +166,15 @@ class App:
                 runtime.plugin(Context(self, scope), runtime.config)
         except Exception:
             runtime.scope = None
-            scope_to_dispose = scope
+            runtime.failed = True
             if self._task_group is not None:
-                self._task_group.start_soon(scope_to_dispose.dispose)
+                self._task_group.start_soon(scope.dispose)
             if raise_errors:
+                runtime.removed = True
+                self._runtimes.remove(runtime)
                 raise
             log.exception("plugin failed to apply", plugin=runtime.name)
+            return
         finally:
             runtime.applying = False
         self._reconcile()

@@ -95,25 +95,33 @@ class WaterfallEvent(EventSpec, Generic[L, T, R]):
 class EventBus:
     """Listener table and dispatchers. One per application; scopes own the registrations."""
 
-    __slots__ = ("_listeners",)
+    __slots__ = ("_listeners", "_tokens")
 
     def __init__(self) -> None:
+        # Two parallel tuples per event: the callables (what dispatch iterates) and one token per registration
+        # (what a remover looks for), so the same callable registered twice is removed exactly once.
         self._listeners: dict[str, tuple[Callable[..., Any], ...]] = {}
+        self._tokens: dict[str, tuple[object, ...]] = {}
 
     def add(self, name: str, listener: Callable[..., Any], *, prepend: bool = False) -> Callable[[], None]:
-        """Register *listener*; return an idempotent synchronous remover."""
-        current = self._listeners.get(name, ())
-        self._listeners[name] = (listener, *current) if prepend else (*current, listener)
+        """Register *listener*; return an idempotent synchronous remover of this registration."""
+        token = object()
+        listeners, tokens = self._listeners.get(name, ()), self._tokens.get(name, ())
+        if prepend:
+            self._listeners[name], self._tokens[name] = (listener, *listeners), (token, *tokens)
+        else:
+            self._listeners[name], self._tokens[name] = (*listeners, listener), (*tokens, token)
 
         def remove() -> None:
-            listeners = self._listeners.get(name, ())
-            for index, candidate in enumerate(listeners):
-                if candidate is listener:
-                    rest = listeners[:index] + listeners[index + 1 :]
-                    if rest:
-                        self._listeners[name] = rest
+            tokens = self._tokens.get(name, ())
+            for index, candidate in enumerate(tokens):
+                if candidate is token:
+                    listeners = self._listeners[name]
+                    if len(tokens) == 1:
+                        del self._listeners[name], self._tokens[name]
                     else:
-                        del self._listeners[name]
+                        self._listeners[name] = listeners[:index] + listeners[index + 1 :]
+                        self._tokens[name] = tokens[:index] + tokens[index + 1 :]
                     return
 
         return remove

@@ -27,11 +27,14 @@ async def echo_stream(request: GenerateRequest) -> AsyncIterator[StreamChunk]:
             text = message_text(message)
             break
     pieces = words(text)
+    signal = request.signal
     for piece in pieces:
-        if request.signal is not None and request.signal.aborted:
-            yield {"type": "finish", "reason": {"kind": "aborted"}}
-            return
+        if signal is not None and signal.aborted:
+            break
         yield {"type": "text-delta", "text": piece}
+    if signal is not None and signal.aborted:
+        yield {"type": "finish", "reason": {"kind": "aborted"}}
+        return
     yield {
         "type": "usage",
         "usage": {"input_tokens": rough_tokens(request.messages, request.system), "output_tokens": len(pieces)},

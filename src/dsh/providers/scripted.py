@@ -32,7 +32,7 @@ __all__ = ["ScriptStep", "ScriptedModels", "scripted_plugin"]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class ScriptToolCall(_Strict):
@@ -87,12 +87,17 @@ def _read_file(path: str) -> list[ScriptStep]:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise LlmError(f"scripted model: cannot read {path}: {exc.strerror}", "BAD_SCRIPT") from None
-    if file.suffix == ".json":
-        raw = json.loads(text)
-    else:
-        import yaml
+    try:
+        if file.suffix == ".json":
+            raw = json.loads(text)
+        else:
+            import yaml
 
-        raw = yaml.safe_load(text)
+            raw = yaml.safe_load(text)
+    except ValueError as exc:  # json.JSONDecodeError
+        raise LlmError(f"scripted model: {path} is not valid JSON: {exc}", "BAD_SCRIPT") from None
+    except Exception as exc:  # yaml.YAMLError
+        raise LlmError(f"scripted model: {path} is not valid YAML: {exc}", "BAD_SCRIPT") from None
     return load_steps(raw, path)
 
 
@@ -130,6 +135,7 @@ class ScriptedModels:
             )
         step = script.steps[script.cursor]
         script.cursor += 1
+        step_number = script.cursor
         signal = request.signal
 
         async def pause() -> None:
@@ -159,7 +165,7 @@ class ScriptedModels:
                 await pause()
             count += 1
             arguments = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
-            call_id = call.id or f"call_{script.cursor}_{index + 1}"
+            call_id = call.id or f"call_{step_number}_{index + 1}"
             yield {"type": "tool-call-delta", "id": call_id, "name": call.name, "arguments_delta": arguments}
         if step.error is not None:
             error = ScriptError(message=step.error) if isinstance(step.error, str) else step.error

@@ -75,7 +75,7 @@ class BlockAssembler:
             else:
                 self._blocks[index] = done
         elif self._open is not None and self._open["type"] == done["type"]:
-            self._blocks[self._blocks.index(self._open)] = done
+            self._blocks[next(i for i, b in enumerate(self._blocks) if b is self._open)] = done
         else:
             self._blocks.append(done)
         self._open = None

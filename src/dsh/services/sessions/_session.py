@@ -13,12 +13,11 @@ Guarantees:
 
 from __future__ import annotations
 
-import copy
 import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from dsh.services.llm._types import ContentBlock, Message
 from dsh.services.sessions._json import copy_json
@@ -76,12 +75,13 @@ class Session:
     __slots__ = ("_derived", "_derived_upto", "_events", "_hook", "header")
 
     def __init__(self, header: SessionHeader, seed: Sequence[SessionEvent] = ()) -> None:
+        events: list[SessionEvent] = []
         for index, event in enumerate(seed):
             if event.seq != index:
                 raise ValueError(f"seeded event {index} has seq {event.seq}; seqs must be contiguous from 0")
-            copy_json(event.data, f"{event.type}#{index}")
+            events.append(SessionEvent(event.type, index, event.time, copy_json(event.data, f"{event.type}#{index}")))
         self.header = header
-        self._events: list[SessionEvent] = list(seed)
+        self._events = events
         self._hook: AppendHook | None = None
         self._derived: list[Message] = []
         self._derived_upto = 0
@@ -124,7 +124,7 @@ class Session:
             if message is not None:
                 self._derived.append(message)
         self._derived_upto = len(events)
-        return copy.deepcopy(self._derived)
+        return cast(list[Message], copy_json(self._derived))
 
 
 def _wrap(tag: str, source: Any, content: list[ContentBlock]) -> Message:

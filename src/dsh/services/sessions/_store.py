@@ -53,7 +53,7 @@ class SessionStore:
             raise ValueError(f"session cwd must be an absolute path, got {cwd!r}")
         header = SessionHeader(
             id=id,
-            created_at=float(meta.get("created_at") or time.time()),
+            created_at=float(meta["created_at"]) if meta.get("created_at") is not None else time.time(),
             cwd=cwd,
             parent_session=meta.get("parent_session"),
         )

@@ -1,0 +1,69 @@
+"""Throughput of the agent loop with the echo model and no I/O: turns/s and chunks/s.
+
+The chunk path (model delta → ``assistant/chunk`` session event → ``agent/stream-chunk``) is the hot path of the
+whole product, so this prints per-chunk cost too. Run: ``.venv/bin/python scripts/bench_loop.py``.
+Not a test: it prints numbers and never fails on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import time
+
+import anyio
+
+from dsh.app import load_core
+from dsh.kernel import App
+from dsh.services.agents import AgentOptions
+
+
+async def bench(turns: int, words: int, repeats: int) -> None:
+    async with App() as app:
+        ctx = app.ctx
+        load_core(ctx)
+        agent = ctx.agent_loop.create("bench", AgentOptions(model="echo"))
+        # Warm-up.
+        agent.send([{"type": "text", "text": "warm up"}])
+        await agent.when_idle()
+
+        turn_rates = []
+        for run in range(repeats):
+            agent = ctx.agent_loop.create(f"bench-{run}", AgentOptions(model="echo"))
+            start = time.perf_counter()
+            for _ in range(turns):
+                agent.send([{"type": "text", "text": "hi"}])
+                await agent.when_idle()
+            turn_rates.append(turns / (time.perf_counter() - start))
+
+        text = " ".join(f"w{i}" for i in range(words))
+        chunk_rates = []
+        for _ in range(repeats):
+            gc.collect()
+            start = time.perf_counter()
+            agent.send([{"type": "text", "text": text}])
+            await agent.when_idle()
+            chunk_rates.append(words / (time.perf_counter() - start))
+
+    turn_rates.sort()
+    chunk_rates.sort()
+    best_turns, best_chunks = turn_rates[-1], chunk_rates[-1]
+    median_turns, median_chunks = turn_rates[len(turn_rates) // 2], chunk_rates[len(chunk_rates) // 2]
+    print(f"turns/s   (1-word echo turns, {turns} per fresh session): median {median_turns:,.0f}  best {best_turns:,.0f}")
+    print(
+        f"chunks/s  ({words}-word echo turn):             median {median_chunks:,.0f}  best {best_chunks:,.0f}"
+        f"  ({1e6 / median_chunks:.1f} µs/chunk)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--turns", type=int, default=500)
+    parser.add_argument("--words", type=int, default=50000)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    anyio.run(bench, args.turns, args.words, args.repeats)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+"""``python -m dsh`` is the ``dsh`` command."""
+
+from dsh.cli import main
+
+main()

@@ -1,0 +1,51 @@
+"""``dsh prompt``: one prompt through the real loop, answer streamed to stdout.
+
+It is also the smallest complete example of a front end: it programs against ``ctx.agents`` and the event
+catalogue only, never against the loop package.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+
+from dsh import events as ev
+from dsh.app import load_core
+from dsh.events import TurnEndReason
+from dsh.kernel import App
+from dsh.services.agents import Agent, AgentOptions
+from dsh.services.llm import StreamChunk
+
+__all__ = ["run_prompt"]
+
+
+async def run_prompt(text: str, model: str, system: str | None) -> int:
+    """Return the process exit code: 0 for a completed turn, 1 otherwise (the reason goes to stderr)."""
+    outcome: list[TurnEndReason] = []
+    async with App() as app:
+        ctx = app.ctx
+        load_core(ctx)
+
+        def on_chunk(agent: Agent, turn: int, step: int, chunk: StreamChunk) -> None:
+            if chunk["type"] == "text-delta":
+                sys.stdout.write(chunk["text"])
+                sys.stdout.flush()
+
+        def on_turn_end(agent: Agent, turn: int, reason: TurnEndReason) -> None:
+            outcome.append(reason)
+
+        ctx.on(ev.AGENT_STREAM_CHUNK, on_chunk)
+        ctx.on(ev.AGENT_TURN_END, on_turn_end)
+        session_id = f"prompt-{uuid.uuid4()}"
+        handle = await ctx.agents.create(
+            agent_id=session_id, session_id=session_id, agent_options=AgentOptions(model=model, system_prompt=system)
+        )
+        handle.agent.send([{"type": "text", "text": text}])
+        await handle.agent.when_idle()
+        await handle.dispose()
+    sys.stdout.write("\n")
+    reason = outcome[-1] if outcome else {"kind": "error", "message": "the turn did not run"}
+    if reason["kind"] in ("completed", "max-tokens"):
+        return 0
+    sys.stderr.write(f"dsh: turn ended {reason['kind']}: {reason.get('message', reason.get('reason', ''))}\n")
+    return 1

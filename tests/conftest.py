@@ -1,0 +1,53 @@
+"""Shared fixtures. The anyio backend is pinned to asyncio (jsonrpcserver is asyncio-only)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from dsh.kernel import App, Context
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> tuple[str, dict[str, Any]]:
+    return ("asyncio", {"debug": True})
+
+
+@pytest.fixture
+async def app() -> AsyncIterator[App]:
+    """A running, empty application (no plugins loaded)."""
+    async with App() as application:
+        yield application
+
+
+@pytest.fixture
+async def core() -> AsyncIterator[Context]:
+    """A running application with the five services, echo, scripted and the loop loaded."""
+    from dsh.app import load_core
+
+    async with App() as application:
+        load_core(application.ctx)
+        yield application.ctx
+
+
+class Recorder:
+    """Collects ``(event name, args)`` pairs from any number of events, in dispatch order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    def listener(self, name: str) -> Callable[..., None]:
+        def record(*args: Any) -> None:
+            self.calls.append((name, args))
+
+        return record
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.calls]
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()

@@ -1,0 +1,529 @@
+"""The sessions service: the append-only log, the live store and derived messages (``dsh.services.sessions``)."""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import pytest
+
+from dsh import events as ev
+from dsh.kernel import App, Context, plugin
+from dsh.services.sessions import (
+    NotJsonError,
+    Session,
+    SessionEvent,
+    SessionHeader,
+    SessionStore,
+    sessions_plugin,
+)
+from tests.conftest import Recorder
+
+ABS = os.path.abspath(os.sep)
+
+
+@pytest.fixture
+async def ctx(app: App) -> AsyncIterator[Context]:
+    app.ctx.plugin(sessions_plugin)
+    yield app.ctx
+
+
+@pytest.fixture
+def store(ctx: Context) -> SessionStore:
+    return ctx.sessions
+
+
+def _event(seq: int, type: str = "x", data: dict[str, Any] | None = None) -> SessionEvent:
+    return SessionEvent(type, seq, 1000.0 + seq, data if data is not None else {"n": seq})
+
+
+def _text(text: str) -> dict[str, str]:
+    return {"type": "text", "text": text}
+
+
+# -- the envelope -------------------------------------------------------------------------------------------
+
+
+async def test_append_builds_the_envelope_and_seq_equals_index(store: SessionStore) -> None:
+    session = store.create()
+    before = time.time()
+    first = session.append("user/message", {"content": [_text("hi")]})
+    second = session.append("turn/start", {"turn": 0})
+
+    assert session.events == (first, second)
+    assert [e.seq for e in session.events] == [0, 1]
+    assert session.seq == 2
+    assert first.to_json() == {
+        "type": "user/message",
+        "seq": 0,
+        "time": first.time,
+        "data": {"content": [_text("hi")]},
+    }
+    assert before <= first.time <= second.time
+
+
+async def test_events_view_is_a_snapshot(store: SessionStore) -> None:
+    session = store.create()
+    session.append("a", {})
+    view = session.events
+    session.append("b", {})
+    assert len(view) == 1
+    assert isinstance(view, tuple)
+
+
+async def test_append_copies_data(store: SessionStore) -> None:
+    session = store.create()
+    data: dict[str, Any] = {"content": [_text("original")], "nested": {"k": [1, 2]}}
+    event = session.append("user/message", data)
+
+    data["content"][0]["text"] = "mutated"
+    data["nested"]["k"].append(3)
+    data["new"] = True
+
+    assert session.events[0].data == {"content": [_text("original")], "nested": {"k": [1, 2]}}
+    assert event.data is not data
+
+
+async def test_append_converts_tuples_to_lists(store: SessionStore) -> None:
+    session = store.create()
+    event = session.append("x", {"pair": (1, 2)})
+    assert event.data == {"pair": [1, 2]}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"v": math.nan},
+        {"v": math.inf},
+        {"v": -math.inf},
+        {"v": [1, {"deep": math.nan}]},
+        {1: "non-string key"},
+        {"v": {None: 1}},
+        {"v": {1, 2}},
+        {"v": object()},
+        {"v": b"bytes"},
+        {"v": 1j},
+        {"v": frozenset()},
+    ],
+    ids=["nan", "inf", "-inf", "nested-nan", "int-key", "none-key", "set", "object", "bytes", "complex", "frozenset"],
+)
+async def test_append_rejects_non_json_and_leaves_log_unchanged(
+    store: SessionStore, recorder: Recorder, ctx: Context, bad: dict[Any, Any]
+) -> None:
+    session = store.create()
+    session.append("ok", {"n": 0})
+    ctx.on(ev.SESSION_EVENT, recorder.listener("event"))
+
+    with pytest.raises(NotJsonError):
+        session.append("bad", bad)
+
+    assert [e.type for e in session.events] == ["ok"]
+    assert session.seq == 1
+    assert recorder.calls == []
+    assert session.append("next", {}).seq == 1
+
+
+async def test_not_json_error_names_the_path(store: SessionStore) -> None:
+    session = store.create()
+    with pytest.raises(NotJsonError, match=r"bad\.outer\[1\]\.inner"):
+        session.append("bad", {"outer": [0, {"inner": math.nan}]})
+
+
+def test_not_json_error_is_a_value_error() -> None:
+    assert issubclass(NotJsonError, ValueError)
+
+
+# -- session/event ------------------------------------------------------------------------------------------
+
+
+async def test_session_event_is_emitted_synchronously_after_the_push(store: SessionStore, ctx: Context) -> None:
+    seen: list[tuple[Session, SessionEvent, tuple[SessionEvent, ...]]] = []
+    ctx.on(ev.SESSION_EVENT, lambda s, e: seen.append((s, e, tuple(s.events))))
+    session = store.create()
+
+    event = session.append("x", {"a": 1})
+
+    # No await between append and this assertion: the emit was synchronous.
+    assert len(seen) == 1
+    listened_session, listened_event, log_at_emit = seen[0]
+    assert listened_session is session
+    assert listened_event is event
+    assert log_at_emit == (event,)
+
+
+async def test_listener_exception_propagates_to_append_with_event_in_log(store: SessionStore, ctx: Context) -> None:
+    def fails(session: Session, event: SessionEvent) -> None:
+        raise RuntimeError("listener failed")
+
+    ctx.on(ev.SESSION_EVENT, fails)
+    session = store.create()
+
+    with pytest.raises(RuntimeError, match="listener failed"):
+        session.append("x", {"a": 1})
+    assert [e.type for e in session.events] == ["x"]
+    assert session.seq == 1
+
+
+async def test_prepared_session_does_not_emit_until_entered(store: SessionStore, ctx: Context) -> None:
+    seen: list[str] = []
+    ctx.on(ev.SESSION_EVENT, lambda s, e: seen.append(e.type))
+    session = store.prepare("s1")
+    session.append("before-enter", {})
+    assert store.get("s1") is None
+
+    store.enter(session)
+    session.append("after-enter", {})
+
+    assert seen == ["after-enter"]
+    assert store.get("s1") is session
+
+
+async def test_detached_session_stops_emitting_and_leaves_the_store(store: SessionStore, ctx: Context) -> None:
+    seen: list[str] = []
+    ctx.on(ev.SESSION_EVENT, lambda s, e: seen.append(e.type))
+    session = store.prepare("s1")
+    detach = store.enter(session)
+    session.append("live", {})
+
+    await detach()
+    session.append("detached", {})
+
+    assert seen == ["live"]
+    assert store.get("s1") is None
+    assert store.list() == []
+    assert [e.type for e in session.events] == ["live", "detached"]
+
+
+# -- flush --------------------------------------------------------------------------------------------------
+
+
+async def test_flush_runs_listeners_in_parallel(store: SessionStore, ctx: Context) -> None:
+    a_started, b_started = anyio.Event(), anyio.Event()
+    flushed: list[tuple[str, Session]] = []
+
+    async def a(session: Session) -> None:
+        a_started.set()
+        await b_started.wait()
+        flushed.append(("a", session))
+
+    async def b(session: Session) -> None:
+        b_started.set()
+        await a_started.wait()
+        flushed.append(("b", session))
+
+    ctx.on(ev.SESSION_FLUSH, a)
+    ctx.on(ev.SESSION_FLUSH, b)
+    session = store.create()
+
+    with anyio.fail_after(1):
+        await store.flush(session)
+    assert sorted(name for name, _ in flushed) == ["a", "b"]
+    assert all(s is session for _, s in flushed)
+
+
+async def test_flush_failure_propagates(store: SessionStore, ctx: Context) -> None:
+    async def fails(session: Session) -> None:
+        raise OSError("disk full")
+
+    ctx.on(ev.SESSION_FLUSH, fails)
+    with pytest.raises(OSError, match="disk full"):
+        await store.flush(store.create())
+
+
+# -- header and store ---------------------------------------------------------------------------------------
+
+
+def test_header_to_json_includes_optional_keys_only_when_set() -> None:
+    assert SessionHeader(id="a", created_at=1.5).to_json() == {"version": 1, "id": "a", "created_at": 1.5}
+    assert SessionHeader(id="a", created_at=1.5, cwd="/w", parent_session="p").to_json() == {
+        "version": 1,
+        "id": "a",
+        "created_at": 1.5,
+        "cwd": "/w",
+        "parent_session": "p",
+    }
+
+
+async def test_prepare_builds_header_from_meta(store: SessionStore) -> None:
+    session = store.prepare("s1", meta={"cwd": ABS, "parent_session": "p0", "created_at": 123.0})
+    assert session.id == "s1"
+    assert session.header == SessionHeader(id="s1", created_at=123.0, cwd=ABS, parent_session="p0", version=1)
+    assert session.events == ()
+
+
+async def test_prepare_defaults_created_at_to_now(store: SessionStore) -> None:
+    before = time.time()
+    session = store.prepare("s1")
+    assert before <= session.header.created_at <= time.time()
+    assert session.header.cwd is None
+    assert session.header.parent_session is None
+
+
+async def test_prepare_keeps_an_explicit_zero_created_at(store: SessionStore) -> None:
+    assert store.prepare("s1", meta={"created_at": 0}).header.created_at == 0.0
+
+
+@pytest.mark.parametrize("cwd", ["relative/path", "./here", "", 42])
+async def test_prepare_rejects_a_cwd_that_is_not_an_absolute_path(store: SessionStore, cwd: object) -> None:
+    with pytest.raises(ValueError, match="absolute"):
+        store.prepare("s1", meta={"cwd": cwd})
+
+
+async def test_prepare_rejects_a_duplicate_live_id(store: SessionStore) -> None:
+    store.create("taken")
+    with pytest.raises(ValueError, match="already exists"):
+        store.prepare("taken")
+
+
+async def test_prepare_allows_an_id_that_is_only_prepared(store: SessionStore) -> None:
+    store.prepare("s1")
+    assert store.prepare("s1").id == "s1"  # not live yet, so not a duplicate
+
+
+async def test_generated_ids_are_unique_and_skip_live_ones(store: SessionStore) -> None:
+    store.create("session-2")
+    ids = [store.create().id for _ in range(3)]
+    assert ids == ["session-1", "session-3", "session-4"]
+
+
+async def test_enter_rejects_a_duplicate_live_id(store: SessionStore) -> None:
+    store.create("s1")
+    other = store.prepare("s2")
+    clash = Session(SessionHeader(id="s1", created_at=0.0))
+    with pytest.raises(ValueError, match="already exists"):
+        store.enter(clash)
+    store.enter(other)
+    assert {s.id for s in store.list()} == {"s1", "s2"}
+
+
+async def test_create_prepares_enters_and_announces(store: SessionStore, ctx: Context, recorder: Recorder) -> None:
+    seen_live: list[bool] = []
+
+    def on_created(session: Session) -> None:
+        seen_live.append(store.get(session.id) is session)
+        recorder.listener("created")(session)
+
+    ctx.on(ev.SESSION_CREATED, on_created)
+    ctx.on(ev.SESSION_EVENT, recorder.listener("event"))
+
+    session = store.create("s1", meta={"cwd": ABS})
+    session.append("x", {})
+
+    assert recorder.names() == ["created", "event"]
+    assert recorder.calls[0][1] == (session,)
+    assert seen_live == [True]  # announced after entering
+    assert session.header.cwd == ABS
+
+
+async def test_create_detaches_when_calling_scope_is_disposed(store: SessionStore, ctx: Context) -> None:
+    seen: list[str] = []
+    ctx.on(ev.SESSION_EVENT, lambda s, e: seen.append(e.type))
+    created: list[Session] = []
+
+    @plugin("owner", inject=("sessions",))
+    def owner(pctx: Context, config: object) -> None:
+        created.append(pctx.sessions.create("owned"))
+
+    dispose = ctx.plugin(owner)
+    (session,) = created
+    session.append("while-live", {})
+    assert store.get("owned") is session
+
+    await dispose()
+    session.append("after", {})
+
+    assert store.get("owned") is None
+    assert seen == ["while-live"]
+
+
+async def test_create_with_a_scope_active_ties_the_session_to_it(store: SessionStore, ctx: Context) -> None:
+    caller = ctx.fork("caller")
+    with caller.scope.active():
+        store.create("s1")
+    assert store.get("s1") is not None
+    await caller.scope.dispose()
+    assert store.get("s1") is None
+
+
+async def test_announce_emits_session_created(store: SessionStore, ctx: Context, recorder: Recorder) -> None:
+    ctx.on(ev.SESSION_CREATED, recorder.listener("created"))
+    session = store.prepare("s1")
+    store.announce(session)
+    assert recorder.calls == [("created", (session,))]
+
+
+async def test_list_and_get(store: SessionStore) -> None:
+    a = store.create("a")
+    b = store.create("b")
+    assert store.list() == [a, b]
+    assert store.get("a") is a
+    assert store.get("missing") is None
+
+
+# -- seeded sessions ----------------------------------------------------------------------------------------
+
+
+def test_seeded_session_keeps_events_and_continues_seq() -> None:
+    seed = [_event(0), _event(1)]
+    session = Session(SessionHeader(id="s", created_at=0.0), seed)
+    assert session.events == tuple(seed)
+    assert session.append("next", {}).seq == 2
+
+
+@pytest.mark.parametrize("seqs", [[1], [0, 2], [0, 0], [0, 1, 1], [-1]])
+def test_seeded_construction_rejects_non_contiguous_seqs(seqs: list[int]) -> None:
+    with pytest.raises(ValueError, match="contiguous"):
+        Session(SessionHeader(id="s", created_at=0.0), [_event(seq) for seq in seqs])
+
+
+def test_seeded_construction_rejects_non_json_data() -> None:
+    with pytest.raises(NotJsonError):
+        Session(SessionHeader(id="s", created_at=0.0), [_event(0, data={"v": math.nan})])
+
+
+async def test_prepare_with_seed(store: SessionStore) -> None:
+    session = store.prepare("s1", seed=[_event(0), _event(1)])
+    assert session.seq == 2
+    with pytest.raises(ValueError):
+        store.prepare("s2", seed=[_event(1)])
+
+
+def test_session_event_from_json_round_trip_and_validation() -> None:
+    event = SessionEvent("x", 3, 1.5, {"a": [1]})
+    assert SessionEvent.from_json(event.to_json()) == event
+    with pytest.raises(ValueError):
+        SessionEvent.from_json({"type": "x", "seq": "0", "data": {}})
+    with pytest.raises(ValueError):
+        SessionEvent.from_json({"type": "x", "seq": 0, "data": []})
+
+
+def test_last_finds_most_recent_event_of_given_types() -> None:
+    session = Session(SessionHeader(id="s", created_at=0.0))
+    session.append("a", {"n": 1})
+    session.append("b", {"n": 2})
+    session.append("a", {"n": 3})
+    assert session.last("a") is session.events[2]
+    assert session.last("b", "c") is session.events[1]
+    assert session.last("c") is None
+
+
+# -- derive_messages (reference §6.2) -----------------------------------------------------------------------
+
+
+FULL_LOG: list[tuple[str, dict[str, Any]]] = [
+    ("turn/start", {"turn": 0, "trigger": {"kind": "message", "source": {"kind": "user"}}}),
+    ("user/message", {"content": [_text("hello")], "source": {"kind": "user"}}),
+    ("step/start", {"turn": 0, "step": 0}),
+    ("assistant/chunk", {"turn": 0, "step": 0, "chunk": {"type": "text-delta", "text": "x"}}),
+    (
+        "assistant/message",
+        {
+            "turn": 0,
+            "step": 0,
+            "content": [_text("calling"), {"type": "tool-call", "id": "c1", "name": "read", "arguments": "{}"}],
+        },
+    ),
+    ("usage", {"turn": 0, "step": 0, "usage": {"input_tokens": 3}}),
+    ("tool/call", {"turn": 0, "step": 0, "call_id": "c1", "name": "read", "arguments": {}}),
+    ("tool/result", {"turn": 0, "step": 0, "call_id": "c1", "content": [_text("file body")], "is_error": True}),
+    ("step/end", {"turn": 0, "step": 0}),
+    ("context/message", {"content": [_text("ctx")], "source": {"kind": "plugin", "plugin": "p"}}),
+    ("steering/message", {"turn": 0, "content": [_text("steer")], "source": {"kind": "user"}}),
+    ("error", {"turn": 0, "step": 1, "message": "boom", "code": "X"}),
+    ("turn/end", {"turn": 0, "reason": {"kind": "completed"}}),
+]
+
+
+def _full_log(session: Session) -> None:
+    for type_, data in FULL_LOG:
+        session.append(type_, data)
+
+
+EXPECTED_MESSAGES: list[dict[str, Any]] = [
+    {"role": "user", "content": [_text("hello")]},
+    {
+        "role": "assistant",
+        "content": [_text("calling"), {"type": "tool-call", "id": "c1", "name": "read", "arguments": "{}"}],
+    },
+    {
+        "role": "user",
+        "content": [{"type": "tool-result", "tool_call_id": "c1", "content": [_text("file body")], "is_error": True}],
+    },
+    {
+        "role": "user",
+        "content": [_text('<context source="plugin">'), _text("ctx"), _text("</context>")],
+    },
+    {
+        "role": "user",
+        "content": [_text('<steering source="user">'), _text("steer"), _text("</steering>")],
+    },
+]
+
+
+def test_derive_messages_follows_reference() -> None:
+    session = Session(SessionHeader(id="s", created_at=0.0))
+    _full_log(session)
+    assert session.derive_messages() == EXPECTED_MESSAGES
+
+
+def test_derive_messages_of_only_non_message_events_is_empty() -> None:
+    session = Session(SessionHeader(id="s", created_at=0.0))
+    for type_ in ("turn/start", "step/start", "assistant/chunk", "usage", "error", "step/end", "turn/end", "tool/call"):
+        session.append(type_, {"turn": 0})
+    assert session.derive_messages() == []
+
+
+def test_tool_result_without_is_error_defaults_to_false() -> None:
+    session = Session(SessionHeader(id="s", created_at=0.0))
+    session.append("tool/result", {"call_id": "c9", "content": []})
+    assert session.derive_messages() == [
+        {"role": "user", "content": [{"type": "tool-result", "tool_call_id": "c9", "content": [], "is_error": False}]}
+    ]
+
+
+def test_steering_source_attribute_is_the_json_quoted_kind() -> None:
+    session = Session(SessionHeader(id="s", created_at=0.0))
+    session.append("steering/message", {"content": [_text("a")], "source": {"kind": "agent", "agent_id": "x"}})
+    session.append("context/message", {"content": [_text("b")]})  # no source: defaults to user
+    messages = session.derive_messages()
+    assert messages[0]["content"][0] == _text('<steering source="agent">')
+    assert messages[1]["content"][0] == _text('<context source="user">')
+    assert messages[1]["content"][-1] == _text("</context>")
+
+
+def test_derive_messages_returns_a_deep_copy() -> None:
+    session = Session(SessionHeader(id="s", created_at=0.0))
+    session.append("user/message", {"content": [_text("hello")]})
+    session.append("tool/result", {"call_id": "c", "content": [_text("r")], "is_error": False})
+    snapshot = copy.deepcopy(session.events)
+
+    first = session.derive_messages()
+    first[0]["content"][0]["text"] = "mutated"  # type: ignore[typeddict-unknown-key]
+    first[0]["content"].append(_text("extra"))  # type: ignore[arg-type]
+    first[1]["content"][0]["content"].clear()  # type: ignore[typeddict-item]
+    first.append({"role": "user", "content": []})
+
+    assert session.derive_messages() == [
+        {"role": "user", "content": [_text("hello")]},
+        {
+            "role": "user",
+            "content": [{"type": "tool-result", "tool_call_id": "c", "content": [_text("r")], "is_error": False}],
+        },
+    ]
+    assert session.events == snapshot
+
+
+def test_incremental_derivation_equals_fresh_derivation_of_the_same_log() -> None:
+    live = Session(SessionHeader(id="s", created_at=0.0))
+    for count, (type_, data) in enumerate(FULL_LOG, start=1):
+        live.append(type_, data)
+        incremental = live.derive_messages()  # extends the cache one event at a time
+        fresh = Session(SessionHeader(id="p", created_at=0.0), list(live.events[:count]))
+        assert incremental == fresh.derive_messages()
+
+    assert live.derive_messages() == EXPECTED_MESSAGES
