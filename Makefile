@@ -24,7 +24,7 @@ typecheck: install
 	$(BIN)/mypy
 
 run: install
-	$(BIN)/dsh acp
+	$(BIN)/dsh prompt "hello from dsh on the offline echo model"
 
 bench: install
 	$(BIN)/python scripts/bench_loop.py

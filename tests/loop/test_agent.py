@@ -442,17 +442,25 @@ async def test_throwing_status_listeners_are_contained(core: Context) -> None:
     reason="BUG: send/steer/inject share one module-level default source dict, so a listener mutating it rewrites every later default source",
 )
 async def test_the_default_source_is_a_fresh_value_for_every_message(core: Context) -> None:
+    mutated: list[tuple[Any, str]] = []
+
     def careless(a: Agent, content: list[ContentBlock], info: QueuedInfo) -> None:
         if a.id == "first":
-            info["source"]["kind"] = "plugin"  # mutates the payload it was handed
+            source: Any = info["source"]
+            mutated.append((source, source["kind"]))
+            source["kind"] = "plugin"  # mutates the payload it was handed
 
     core.on(ev.AGENT_QUEUED, careless)
-    first = make_agent(core, [{"text": "ok"}], agent_id="first")
-    second = make_agent(core, [{"text": "ok"}], agent_id="second")
-    await run(first, "one")
-    await run(second, "two")
-    sources = [e.data["source"] for e in second.session.events if e.type == "user/message"]
-    assert sources == [{"kind": "user"}], "another agent's listener changed this agent's default source"
+    try:
+        first = make_agent(core, [{"text": "ok"}], agent_id="first")
+        second = make_agent(core, [{"text": "ok"}], agent_id="second")
+        await run(first, "one")
+        await run(second, "two")
+        sources = [e.data["source"] for e in second.session.events if e.type == "user/message"]
+        assert sources == [{"kind": "user"}], "another agent's listener changed this agent's default source"
+    finally:
+        for source, kind in mutated:  # undo the damage: the shared default outlives this test's App
+            source["kind"] = kind
 
 
 # -- when_idle -------------------------------------------------------------------------------------------------
