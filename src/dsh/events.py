@@ -31,9 +31,9 @@ Waterfall listeners receive the context arguments, then the value, then ``next``
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias, TypedDict
+from typing import TYPE_CHECKING, Literal, NotRequired, TypeAlias, TypedDict
 
-from dsh.kernel._events import EmitEvent, Next, ParallelEvent, WaterfallEvent
+from dsh.kernel._events import EmitEvent, EventSpec, Next, ParallelEvent, WaterfallEvent
 
 if TYPE_CHECKING:
     from dsh.services.agents import Agent, AgentStatus
@@ -115,5 +115,5 @@ AGENT_TURN_CONTINUATION: WaterfallEvent[AgentTurnContinuationListener, bool, boo
 AGENT_STEERING: EmitEvent[[Agent, int, list[ContentBlock], MessageSource]] = EmitEvent("agent/steering")
 AGENT_ERROR: EmitEvent[[Agent, int, int, BaseException]] = EmitEvent("agent/error")
 
-ALL: tuple[Any, ...] = tuple(value for name, value in dict(globals()).items() if name.isupper())
+ALL: tuple[EventSpec, ...] = tuple(value for value in dict(globals()).values() if isinstance(value, EventSpec))
 """Every declared event spec (for documentation and tests)."""

@@ -10,7 +10,7 @@ import pytest
 
 from dsh import events as ev
 from dsh.events import QueuedInfo, TurnEndReason
-from dsh.kernel import Context
+from dsh.kernel import Context, Next
 from dsh.loop import AgentDisposedError, ReactLoopAgent
 from dsh.services.agents import Agent, AgentHandle, AgentOptions, AgentStatus
 from dsh.services.llm import ContentBlock, GenerateRequest
@@ -95,7 +95,9 @@ def record_statuses(core: Context) -> list[tuple[str, str]]:
 def model_called(core: Context) -> anyio.Event:
     called = anyio.Event()
 
-    async def on_request(a: Agent, turn: int, step: int, request: GenerateRequest, next: Any) -> GenerateRequest:
+    async def on_request(
+        a: Agent, turn: int, step: int, request: GenerateRequest, next: Next[GenerateRequest, GenerateRequest]
+    ) -> GenerateRequest:
         called.set()
         return await next()
 
@@ -238,7 +240,9 @@ async def test_disposal_of_a_plugin_owned_agent_mid_turn(core: Context) -> None:
 async def test_disposal_before_the_turn_starts_opens_no_turn(core: Context) -> None:
     requests: list[int] = []
 
-    async def on_request(a: Agent, turn: int, step: int, request: GenerateRequest, next: Any) -> GenerateRequest:
+    async def on_request(
+        a: Agent, turn: int, step: int, request: GenerateRequest, next: Next[GenerateRequest, GenerateRequest]
+    ) -> GenerateRequest:
         requests.append(step)
         return await next()
 
@@ -365,10 +369,6 @@ async def test_idle_inject_still_closes_its_turn_when_a_session_event_listener_t
     assert reasons(agent) == [COMPLETED, COMPLETED]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: an idle inject's fire-and-forget session/flush is spawned on the agent scope, so disposing the agent cancels it mid-way",
-)
 async def test_an_idle_inject_flush_completes_when_the_agent_is_disposed_right_after(core: Context) -> None:
     finished: list[list[str]] = []
 
@@ -437,10 +437,6 @@ async def test_throwing_status_listeners_are_contained(core: Context) -> None:
     assert core.agents.get("a") is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: send/steer/inject share one module-level default source dict, so a listener mutating it rewrites every later default source",
-)
 async def test_the_default_source_is_a_fresh_value_for_every_message(core: Context) -> None:
     mutated: list[tuple[Any, str]] = []
 

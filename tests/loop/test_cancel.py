@@ -16,7 +16,7 @@ import pytest
 
 from dsh import events as ev
 from dsh.events import TurnEndReason
-from dsh.kernel import Context
+from dsh.kernel import Context, Next
 from dsh.loop import ReactLoopAgent
 from dsh.services.agents import Agent, AgentOptions, AgentStatus
 from dsh.services.llm import ContentBlock, GenerateRequest, StreamChunk
@@ -105,7 +105,9 @@ def model_called(core: Context) -> anyio.Event:
     """Set when the loop is about to call the model (from an ``agent/request`` listener)."""
     called = anyio.Event()
 
-    async def on_request(a: Agent, turn: int, step: int, request: GenerateRequest, next: Any) -> GenerateRequest:
+    async def on_request(
+        a: Agent, turn: int, step: int, request: GenerateRequest, next: Next[GenerateRequest, GenerateRequest]
+    ) -> GenerateRequest:
         called.set()
         return await next()
 
@@ -116,7 +118,9 @@ def model_called(core: Context) -> anyio.Event:
 def count_requests(core: Context) -> list[int]:
     steps: list[int] = []
 
-    async def on_request(a: Agent, turn: int, step: int, request: GenerateRequest, next: Any) -> GenerateRequest:
+    async def on_request(
+        a: Agent, turn: int, step: int, request: GenerateRequest, next: Next[GenerateRequest, GenerateRequest]
+    ) -> GenerateRequest:
         steps.append(step)
         return await next()
 
@@ -348,7 +352,7 @@ async def test_cancel_in_the_continuation_window_ends_aborted_with_no_further_st
     def on_step_end(a: Agent, turn: int, step: int) -> None:
         a.cancel()
 
-    async def on_continuation(a: Agent, turn: int, decision: bool, next: Any) -> bool:
+    async def on_continuation(a: Agent, turn: int, decision: bool, next: Next[bool, bool]) -> bool:
         a.cancel()
         return await next()
 

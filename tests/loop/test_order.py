@@ -155,15 +155,17 @@ async def test_simple_text_turn_live_event_order(core: Context) -> None:
 
         return listener
 
-    async def on_request(a: Agent, turn: int, step: int, request: GenerateRequest, next: Any) -> GenerateRequest:
+    async def on_request(
+        a: Agent, turn: int, step: int, request: GenerateRequest, next: Next[GenerateRequest, GenerateRequest]
+    ) -> GenerateRequest:
         trace.append("agent/request")
         return await next()
 
-    async def on_step_result(a: Agent, turn: int, step: int, message: Message, next: Any) -> Message:
+    async def on_step_result(a: Agent, turn: int, step: int, message: Message, next: Next[Message, Message]) -> Message:
         trace.append("agent/step-result")
         return await next()
 
-    async def on_continuation(a: Agent, turn: int, decision: bool, next: Any) -> bool:
+    async def on_continuation(a: Agent, turn: int, decision: bool, next: Next[bool, bool]) -> bool:
         trace.append("agent/turn-continuation")
         return await next()
 
@@ -245,7 +247,7 @@ async def test_session_append_comes_before_each_matching_emit(core: Context) -> 
     def on_turn_end(a: Agent, turn: int, reason: TurnEndReason) -> None:
         checks.append(("turn-end", last(a).type == "turn/end" and last(a).data == {"turn": turn, "reason": reason}))
 
-    async def on_step_result(a: Agent, turn: int, step: int, message: Message, next: Any) -> Message:
+    async def on_step_result(a: Agent, turn: int, step: int, message: Message, next: Next[Message, Message]) -> Message:
         logged = [e for e in a.session.events if e.type == "assistant/message" and e.data["step"] == step]
         checks.append(("step-result before assistant/message", logged == []))
         return await next()
@@ -290,7 +292,7 @@ async def test_tool_round_trip(core: Context) -> None:
     register_tool(core, "lookup", lookup)
     decisions: list[bool] = []
 
-    async def on_continuation(a: Agent, turn: int, decision: bool, next: Any) -> bool:
+    async def on_continuation(a: Agent, turn: int, decision: bool, next: Next[bool, bool]) -> bool:
         decisions.append(decision)
         return await next()
 
@@ -470,7 +472,7 @@ async def test_steering_during_a_step_continues_the_turn(core: Context) -> None:
     def on_steering(a: Agent, turn: int, content: list[ContentBlock], source: MessageSource) -> None:
         steered.append((turn, content, source))
 
-    async def on_continuation(a: Agent, turn: int, decision: bool, next: Any) -> bool:
+    async def on_continuation(a: Agent, turn: int, decision: bool, next: Next[bool, bool]) -> bool:
         decisions.append(decision)
         return await next()
 
@@ -559,7 +561,7 @@ async def test_steering_from_a_late_listener_forces_another_step(core: Context, 
             raised.append(step)
             a.steer(text("keep going"))
 
-    async def on_continuation(a: Agent, turn: int, decision: bool, next: Any) -> bool:
+    async def on_continuation(a: Agent, turn: int, decision: bool, next: Next[bool, bool]) -> bool:
         if not raised:
             raised.append(1)
             a.steer(text("keep going"))
@@ -581,7 +583,7 @@ async def test_steering_from_a_late_listener_forces_another_step(core: Context, 
     assert data_of(agent, "turn/end") == [{"turn": 1, "reason": {"kind": "completed"}}]
 
 
-async def _pass_through(a: Agent, turn: int, decision: bool, next: Any) -> bool:
+async def _pass_through(a: Agent, turn: int, decision: bool, next: Next[bool, bool]) -> bool:
     return await next()
 
 
@@ -686,7 +688,7 @@ async def test_inject_during_a_running_turn_joins_the_open_turn(core: Context) -
 async def test_turn_continuation_can_force_another_step(core: Context) -> None:
     decisions: list[bool] = []
 
-    async def on_continuation(a: Agent, turn: int, decision: bool, next: Any) -> bool:
+    async def on_continuation(a: Agent, turn: int, decision: bool, next: Next[bool, bool]) -> bool:
         decisions.append(decision)
         if len(decisions) == 1:
             return True
@@ -705,7 +707,7 @@ async def test_turn_continuation_can_stop_despite_tool_calls(core: Context) -> N
     decisions: list[bool] = []
     ran: list[str] = []
 
-    async def on_continuation(a: Agent, turn: int, decision: bool, next: Any) -> bool:
+    async def on_continuation(a: Agent, turn: int, decision: bool, next: Next[bool, bool]) -> bool:
         decisions.append(decision)
         return False
 
@@ -725,12 +727,16 @@ async def test_turn_continuation_can_stop_despite_tool_calls(core: Context) -> N
 
 
 async def test_agent_request_can_rewrite_the_request(core: Context) -> None:
-    async def switch(a: Agent, turn: int, step: int, request: GenerateRequest, next: Any) -> GenerateRequest:
+    async def switch(
+        a: Agent, turn: int, step: int, request: GenerateRequest, next: Next[GenerateRequest, GenerateRequest]
+    ) -> GenerateRequest:
         return await next(dataclasses.replace(request, model="scripted:right", system="rewritten system"))
 
     seen: list[GenerateRequest] = []
 
-    async def observe(a: Agent, turn: int, step: int, request: GenerateRequest, next: Any) -> GenerateRequest:
+    async def observe(
+        a: Agent, turn: int, step: int, request: GenerateRequest, next: Next[GenerateRequest, GenerateRequest]
+    ) -> GenerateRequest:
         seen.append(request)
         return await next()
 
@@ -760,7 +766,7 @@ async def test_step_result_rewrite_is_what_the_log_history_and_tools_see(core: C
         {"type": "tool-call", "id": "call-good", "name": "good_tool", "arguments": '{"v": 1}'},
     ]
 
-    async def rewrite(a: Agent, turn: int, step: int, message: Message, next: Any) -> Message:
+    async def rewrite(a: Agent, turn: int, step: int, message: Message, next: Next[Message, Message]) -> Message:
         if step == 1:
             return await next({"role": "assistant", "content": rewritten})
         return await next()
@@ -836,6 +842,7 @@ async def test_session_flush_is_awaited_at_turn_end_while_still_running(core: Co
 
     async def on_flush(session: Session) -> None:
         agent = core.agents.get("a")
+        assert agent is not None
         last = session.events[-1]
         observed.append(("start", agent.status, last.type))
         for _ in range(10):  # a slow backend: the loop must wait for it

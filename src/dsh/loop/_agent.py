@@ -36,7 +36,11 @@ if TYPE_CHECKING:
 __all__ = ["AgentDisposedError", "ReactLoopAgent"]
 
 log = get_logger("dsh.loop")
-_USER: MessageSource = {"kind": "user"}
+
+
+def _user() -> MessageSource:
+    """A fresh default source per message: listeners receive it and must not be able to alter the next one."""
+    return {"kind": "user"}
 
 
 class AgentDisposedError(RuntimeError):
@@ -97,7 +101,7 @@ class ReactLoopAgent:
     def send(self, content: list[ContentBlock], source: MessageSource | None = None) -> None:
         """Queue a prompt; it runs in the next turn (batched with everything queued before the turn starts)."""
         self._check_alive()
-        resolved = source if source is not None else _USER
+        resolved = source if source is not None else _user()
         self.inbox.enqueue(InboxMessage(content, resolved))
         self._emit_queued(content, resolved, steering=False)
 
@@ -107,7 +111,7 @@ class ReactLoopAgent:
         if self._status != "running":
             self.send(content, source)
             return
-        resolved = source if source is not None else _USER
+        resolved = source if source is not None else _user()
         self.inbox.steer(InboxMessage(content, resolved))
         self._emit_queued(content, resolved, steering=True)
 
@@ -116,7 +120,7 @@ class ReactLoopAgent:
         self._check_alive()
         from dsh.loop._driver import inject
 
-        inject(self, content, source if source is not None else _USER)
+        inject(self, content, source if source is not None else _user())
 
     def abort(self, reason: str = "aborted") -> None:
         """Abort the in-flight step only; queued prompts stay queued."""

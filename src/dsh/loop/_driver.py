@@ -406,7 +406,10 @@ def inject(agent: ReactLoopAgent, content: list[ContentBlock], source: MessageSo
 
 async def _flush_injection(agent: ReactLoopAgent, turn_number: int) -> None:
     try:
-        await agent._ctx.sessions.flush(agent.session)
+        # Shielded: disposing the agent right after an idle inject must still hand that turn to storage,
+        # while the session is attached (disposal awaits this task).
+        with anyio.CancelScope(shield=True):
+            await agent._ctx.sessions.flush(agent.session)
     except Exception as error:
         log.warning("session/flush failed after inject", agent_id=agent.id, error=error_message(error))
         _emit_error(agent, turn_number, 0, error)
