@@ -6,7 +6,16 @@ The loop copies ``code`` into ``error`` session events and ``turn/end`` reasons,
 
 from __future__ import annotations
 
-__all__ = ["DshError", "LlmError", "ToolArgsError", "ToolNotFoundError"]
+__all__ = [
+    "DshError",
+    "LlmError",
+    "ToolArgsError",
+    "ToolNotFoundError",
+    "as_exception",
+    "error_code",
+    "error_message",
+    "is_control_flow",
+]
 
 
 class DshError(Exception):
@@ -44,3 +53,19 @@ def error_message(error: BaseException) -> str:
     if not isinstance(message, str) or not message:
         message = str(error) or type(error).__name__
     return message
+
+
+def is_control_flow(error: BaseException) -> bool:
+    """Cancellation, interpreter exit and generator close: never contained, always re-raised."""
+    import anyio
+
+    return isinstance(error, KeyboardInterrupt | SystemExit | GeneratorExit | anyio.get_cancelled_exc_class())
+
+
+def as_exception(error: BaseException) -> Exception:
+    """*error* itself when it is an ``Exception``; otherwise a ``DshError`` (code ``UNKNOWN``) caused by it."""
+    if isinstance(error, Exception):
+        return error
+    wrapped = DshError(str(error) or type(error).__name__, "UNKNOWN")
+    wrapped.__cause__ = error
+    return wrapped

@@ -180,10 +180,6 @@ class NotAnException(BaseException):
     """Raised by a misbehaving plugin: derived from BaseException but not from Exception."""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a listener raising a non-Exception BaseException escapes the driver and tears down the whole App",
-)
 async def test_non_exception_throw_is_normalised_and_the_loop_survives() -> None:
     from dsh.app import load_core
 
@@ -527,15 +523,10 @@ def _throw_in_waterfall(event: ev.WaterfallEvent[Any, Any, Any], name: str) -> A
     return arm
 
 
-_STEP_START_XFAIL = pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a session/event listener throwing on the step/start append leaves the step open (no step/end)",
-)
-
 BOUNDARIES: list[Any] = [
     pytest.param(_throw_on_append("turn/start"), id="append:turn/start"),
     pytest.param(_throw_on_append("user/message"), id="append:user/message"),
-    pytest.param(_throw_on_append("step/start"), id="append:step/start", marks=_STEP_START_XFAIL),
+    pytest.param(_throw_on_append("step/start"), id="append:step/start"),
     pytest.param(_throw_on_append("assistant/chunk"), id="append:assistant/chunk"),
     pytest.param(_throw_on_append("assistant/message"), id="append:assistant/message"),
     pytest.param(_throw_on_append("usage"), id="append:usage"),

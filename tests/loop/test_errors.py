@@ -202,7 +202,7 @@ async def test_session_event_listener_throwing_on_turn_start_closes_the_turn_as_
     await assert_survives(agent)
 
 
-@pytest.mark.parametrize("event", [ev.AGENT_TURN_START, ev.AGENT_STEP_START])
+@pytest.mark.parametrize("event", [ev.AGENT_TURN_START, ev.AGENT_STEP_START], ids=["turn-start", "step-start"])
 async def test_turn_start_and_step_start_listener_throws(core: Context, event: ev.EmitEvent[Any]) -> None:
     errors = Errors(core)
     turn_ends: list[int] = []
@@ -626,6 +626,14 @@ async def test_a_later_step_error_overrides_max_tokens(core: Context) -> None:
     assert_failed_turn(agent, errors, 1, "down", "E", step=2)
 
 
+async def test_aborted_beats_max_tokens(core: Context) -> None:
+    agent = scripted_agent(core, [{"text": "cut", "finish": "max-tokens"}, {"hang": True}])
+    _force_first_continuation(core)
+    core.on(ev.AGENT_STEP_START, lambda target, turn, step: target.cancel("user") if step == 2 else None)
+    await prompt(agent, "hello")
+    assert reasons(agent) == [{"kind": "aborted", "reason": "user"}]
+
+
 async def test_aborted_beats_error(core: Context) -> None:
     errors = Errors(core)
     agent = echo_agent(core)
@@ -664,6 +672,25 @@ async def test_disposed_beats_aborted_and_error(core: Context) -> None:
     assert_enclosed(agent.session)
 
 
+async def test_a_throwing_turn_end_listener_during_disposal_preserves_disposed(core: Context) -> None:
+    errors = Errors(core)
+    core.scripted_models.add("slow", [{"text": "one two three", "delay": 5}])
+    handle = await core.agents.create(agent_id="a", session_id="s", agent_options=AgentOptions(model="scripted:slow"))
+    agent = cast(ReactLoopAgent, handle.agent)
+    streaming = anyio.Event()
+    core.on(ev.AGENT_STREAM_CHUNK, lambda target, turn, step, chunk: streaming.set())
+    core.on(ev.AGENT_TURN_END, raiser(RuntimeError("turn-end observer broke")))
+    agent.send(text("hello"))
+    with anyio.fail_after(5):
+        await streaming.wait()
+        await handle.dispose()
+    assert reasons(agent) == [{"kind": "disposed"}]
+    assert types_of(agent)[-1] == "turn/end"
+    assert "error" not in types_of(agent)
+    assert errors.calls == []
+    assert_enclosed(agent.session)
+
+
 async def test_finish_error_ends_the_turn_error_with_its_code(core: Context) -> None:
     errors = Errors(core)
     agent = scripted_agent(core, [{"text": "some", "finish": "error"}])
@@ -690,6 +717,17 @@ async def test_adapter_finish_aborted_is_an_error_coded_aborted(core: Context) -
     await prompt(agent, "hello")
     assert_failed_turn(agent, errors, 1, "model stream aborted", "ABORTED", step=1)
     assert reasons(agent)[0]["kind"] == "error"
+
+
+async def test_an_unknown_model_is_an_error_coded_no_adapter(core: Context) -> None:
+    errors = Errors(core)
+    agent: ReactLoopAgent = core.agent_loop.create("a", AgentOptions(model="nobody:serves-this"))
+    await prompt(agent, "hello")
+    reason = reasons(agent)[0]
+    assert reason["kind"] == "error"
+    assert reason.get("code") == "NO_ADAPTER"
+    assert "nobody:serves-this" in reason["message"]
+    assert_failed_turn(agent, errors, 1, reason["message"], "NO_ADAPTER", step=1)
 
 
 async def test_no_model_configured_is_an_error_naming_agent_options_model(core: Context) -> None:

@@ -45,7 +45,7 @@ async def yielding_echo(request: GenerateRequest) -> AsyncIterator[StreamChunk]:
         if message["role"] == "user":
             pieces = [b["text"] for b in message["content"] if b["type"] == "text"]
             break
-    for piece in [*pieces, " .", " .", " ."]:
+    for piece in [*pieces, *[" ."] * 8]:
         await anyio.lowlevel.checkpoint()
         yield {"type": "text-delta", "text": piece}
     await anyio.lowlevel.checkpoint()

@@ -136,7 +136,11 @@ class Scope:
             try:
                 with cancel_scope:
                     await fn(*args)
-            except Exception:
+            except BaseException as error:
+                from dsh.errors import is_control_flow
+
+                if is_control_flow(error):
+                    raise
                 log.exception("task failed", task=task_name, scope=self.name)
             finally:
                 _current.reset(token)

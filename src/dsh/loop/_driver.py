@@ -23,7 +23,7 @@ import anyio
 
 from dsh import events as ev
 from dsh._log import get_logger
-from dsh.errors import DshError, error_code, error_message
+from dsh.errors import DshError, as_exception, error_code, error_message, is_control_flow
 from dsh.events import TurnEndReason
 from dsh.kernel import AbortedError, CancelToken
 from dsh.loop._agent import ReactLoopAgent, last_turn_number, turn_is_open
@@ -80,9 +80,12 @@ async def run_loop(agent: ReactLoopAgent) -> None:
             turn = last_turn_number(agent.session) + 1
             try:
                 await _run_turn(agent, turn)
-            except Exception as error:
-                log.warning("turn failed before it opened", agent_id=agent.id, turn=turn, error=error_message(error))
-                _emit_error(agent, turn, 0, error)
+            except BaseException as raw:
+                if is_control_flow(raw):
+                    raise
+                pre_turn = as_exception(raw)
+                log.warning("turn failed before it opened", agent_id=agent.id, turn=turn, error=error_message(pre_turn))
+                _emit_error(agent, turn, 0, pre_turn)
             agent._cancel_requested = False
             for message in inbox.drain_steering():
                 inbox.enqueue(message)
@@ -143,8 +146,10 @@ class _Turn:
         try:
             agent.session.append("step/end", {"turn": self.turn, "step": self.step})
             agent._ctx.emit(ev.AGENT_STEP_END, agent, self.turn, self.step)
-        except Exception as error:
-            self.fail(error)
+        except BaseException as error:
+            if is_control_flow(error):
+                raise
+            self.fail(as_exception(error))
             return False
         return True
 
@@ -191,8 +196,8 @@ async def _run_turn(agent: ReactLoopAgent, turn_number: int) -> None:
             turn.step += 1
             step = turn.step
             turn.drain_steering()
+            turn.step_open = True  # before the append: a throwing listener leaves the event in the log
             session.append("step/start", {"turn": turn_number, "step": step})
-            turn.step_open = True
             ctx.emit(ev.AGENT_STEP_START, agent, turn_number, step)
             signal = CancelToken()
             agent._current_abort = signal
@@ -204,8 +209,10 @@ async def _run_turn(agent: ReactLoopAgent, turn_number: int) -> None:
             step_error: Exception | None = None
             try:
                 outcome = await _run_step(agent, turn, signal)
-            except Exception as error:
-                step_error = error
+            except BaseException as error:
+                if is_control_flow(error):
+                    raise
+                step_error = as_exception(error)
             finally:
                 agent._current_abort = None
             if step_error is not None:
@@ -227,8 +234,10 @@ async def _run_turn(agent: ReactLoopAgent, turn_number: int) -> None:
                 carry_on: bool = await ctx.waterfall(
                     ev.AGENT_TURN_CONTINUATION, agent, turn_number, default, default=_keep_decision
                 )
-            except Exception as error:
-                turn.fail(error)
+            except BaseException as error:
+                if is_control_flow(error):
+                    raise
+                turn.fail(as_exception(error))
                 break
             if not carry_on and agent.inbox.has_steering:
                 carry_on = True
@@ -240,10 +249,13 @@ async def _run_turn(agent: ReactLoopAgent, turn_number: int) -> None:
                     turn.reason = {"kind": "disposed"}
                 break
         turn.close_turn(emit=True)
-    except Exception as error:
+    except BaseException as raw:
+        if is_control_flow(raw):
+            raise
+        failure = as_exception(raw)
         opened = session.last("turn/start")
         if opened is None or opened.data.get("turn") != turn_number:
-            raise
+            raise failure from None if failure is raw else raw
         if turn.step_open:
             turn.step_open = False
             try:
@@ -253,13 +265,13 @@ async def _run_turn(agent: ReactLoopAgent, turn_number: int) -> None:
         if agent.is_disposed and not turn.error_reported:
             turn.reason = {"kind": "disposed"}
         else:
-            turn.fail(error)
+            turn.fail(failure)
         turn.close_turn(emit=False)
     try:
         await ctx.sessions.flush(session)
-    except Exception as error:
-        log.warning("session/flush failed", agent_id=agent.id, turn=turn_number, error=error_message(error))
-        _emit_error(agent, turn_number, turn.step, error)
+    except Exception as flush_error:
+        log.warning("session/flush failed", agent_id=agent.id, turn=turn_number, error=error_message(flush_error))
+        _emit_error(agent, turn_number, turn.step, flush_error)
 
 
 async def _keep_decision(agent: object, turn: int, decision: bool) -> bool:

@@ -85,11 +85,16 @@ class Message(TypedDict):
 
 
 class MessageSource(TypedDict):
-    """Who put a message into the conversation: ``user``, ``plugin`` (with ``plugin``), ``agent`` (with ``agent_id``)."""
+    """Who put a message into the conversation: ``user``, ``plugin`` (with ``plugin``), ``agent`` (with ``agent_id``).
+
+    ``message_id`` names one submitted message: a front end sets it to recognise, in the log, the
+    ``user/message`` (and so the turn) that consumed its prompt, and replays show it as the message's id.
+    """
 
     kind: Literal["user", "plugin", "agent"]
     plugin: NotRequired[str]
     agent_id: NotRequired[str]
+    message_id: NotRequired[str]
 
 
 class Usage(TypedDict, total=False):

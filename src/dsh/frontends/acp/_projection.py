@@ -1,0 +1,135 @@
+"""Session events → ACP ``session/update`` payloads: one pure function, shared by live streaming and replay.
+
+Purity is the point: a replayed log produces exactly the updates the live session produced (plus the user's
+own messages, which a live client already shows), so ``session/load`` cannot drift from what the user saw.
+
+Mapping:
+
+| session event                         | update                                                       |
+|---------------------------------------|--------------------------------------------------------------|
+| ``assistant/chunk`` text-delta        | ``agent_message_chunk`` (messageId per turn and step)        |
+| ``assistant/chunk`` reasoning-delta   | ``agent_thought_chunk`` (its own messageId)                  |
+| other chunks (usage, finish, …)       | none (``block-end`` would duplicate the streamed text)       |
+| ``tool/call``                         | ``tool_call`` (in_progress, title, kind, rawInput)           |
+| ``tool/result``                       | ``tool_call_update`` (completed or failed, text content)     |
+| ``user/message`` (replay only)        | ``user_message_chunk`` per text block                        |
+| anything else                         | none                                                         |
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dsh.services.sessions import SessionEvent
+
+__all__ = ["failed_update", "project", "tool_kind"]
+
+_KINDS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("read", "cat", "view", "open"), "read"),
+    (("write", "edit", "patch", "replace", "apply"), "edit"),
+    (("delete", "remove", "rm"), "delete"),
+    (("move", "rename", "mv"), "move"),
+    (("grep", "search", "find", "glob", "list", "ls"), "search"),
+    (("run", "bash", "shell", "exec", "command", "terminal"), "execute"),
+    (("fetch", "http", "download", "web"), "fetch"),
+    (("think", "plan"), "think"),
+)
+
+
+def tool_kind(name: str) -> str:
+    """An ACP ``ToolKind`` guessed from a tool's name (``other`` when nothing fits)."""
+    lowered = name.lower()
+    for prefixes, kind in _KINDS:
+        if lowered.startswith(prefixes):
+            return kind
+    return "other"
+
+
+def _raw_input(arguments: str) -> Any:
+    if not arguments.strip():
+        return {}
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return arguments
+
+
+def _text_content(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {"type": "content", "content": {"type": "text", "text": block["text"]}}
+        for block in blocks
+        if block.get("type") == "text"
+    ]
+
+
+def failed_update(call_id: str, message: str) -> dict[str, Any]:
+    """The final update for a tool call that will never get a result (the turn was cancelled)."""
+    return {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": call_id,
+        "status": "failed",
+        "content": [{"type": "content", "content": {"type": "text", "text": message}}],
+    }
+
+
+def project(event: SessionEvent, *, replay: bool = False) -> list[dict[str, Any]]:
+    """The ``session/update`` payloads (the ``update`` objects) for one session event."""
+    kind = event.type
+    data = event.data
+    if kind == "assistant/chunk":
+        chunk = data["chunk"]
+        chunk_type = chunk.get("type")
+        if chunk_type == "text-delta":
+            return [
+                {
+                    "sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": chunk["text"]},
+                    "messageId": f"m{data['turn']}.{data['step']}",
+                }
+            ]
+        if chunk_type == "reasoning-delta":
+            return [
+                {
+                    "sessionUpdate": "agent_thought_chunk",
+                    "content": {"type": "text", "text": chunk["text"]},
+                    "messageId": f"t{data['turn']}.{data['step']}",
+                }
+            ]
+        return []
+    if kind == "tool/call":
+        name = data["name"]
+        return [
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": data["call_id"],
+                "title": name,
+                "kind": tool_kind(name),
+                "status": "in_progress",
+                "rawInput": _raw_input(data["arguments"]),
+            }
+        ]
+    if kind == "tool/result":
+        update: dict[str, Any] = {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": data["call_id"],
+            "status": "failed" if data.get("is_error") else "completed",
+        }
+        content = _text_content(data.get("content", []))
+        if content:
+            update["content"] = content
+        return [update]
+    if kind == "user/message" and replay:
+        source = data.get("source") or {}
+        updates = []
+        for block in data.get("content", []):
+            if block.get("type") == "text":
+                chunk_update: dict[str, Any] = {
+                    "sessionUpdate": "user_message_chunk",
+                    "content": {"type": "text", "text": block["text"]},
+                }
+                if isinstance(source, dict) and isinstance(source.get("message_id"), str):
+                    chunk_update["messageId"] = source["message_id"]
+                updates.append(chunk_update)
+        return updates
+    return []

@@ -1,0 +1,245 @@
+"""JSON-RPC 2.0 over frames: classify what arrives, dispatch requests, correlate our own requests.
+
+Inbound requests are dispatched with jsonrpcserver (see :mod:`._dispatch`); everything jsonrpcserver cannot do
+is here: framing errors, batches, responses to our requests, ``$/cancel_request``, and id echo.
+
+Guarantees:
+
+* Every inbound request gets exactly one response with its id echoed verbatim (whatever JSON type it is);
+  every malformed frame gets an error with ``id: null``; notifications never get a response.
+* Each inbound request runs as its own task: a request waiting on the client (a prompt waiting for a
+  permission answer) never stalls the reader, so ``session/cancel`` always gets through.
+* Notifications are handled inline, in arrival order (their handlers must not block).
+* An outbound request either gets the client's answer, or fails with :class:`RpcError` on timeout (after
+  sending ``$/cancel_request``) or when the connection closes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from dsh._log import get_logger
+from dsh.frontends.acp._framing import Oversized
+
+__all__ = [
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
+    "PARSE_ERROR",
+    "REQUEST_CANCELLED",
+    "RESOURCE_NOT_FOUND",
+    "Connection",
+    "RpcError",
+]
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+REQUEST_CANCELLED = -32800
+RESOURCE_NOT_FOUND = -32002
+
+log = get_logger("dsh.acp")
+
+Dispatch = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
+
+
+class RpcError(Exception):
+    """A JSON-RPC error to send (inbound) or that the client sent (outbound)."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def to_json(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+def dumps(message: dict[str, Any]) -> bytes:
+    """Compact JSON, ASCII-safe (always valid UTF-8, whatever lone surrogates a tool produced)."""
+    return json.dumps(message, separators=(",", ":")).encode()
+
+
+class _Outbound:
+    __slots__ = ("done", "error", "result")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.result: Any = None
+        self.error: RpcError | None = None
+
+
+class Connection:
+    """One JSON-RPC peer. ``dispatch`` answers a request or notification dict (jsonrpcserver behind it)."""
+
+    def __init__(self, send_frame: Callable[[bytes], None], dispatch: Dispatch) -> None:
+        self._send_frame = send_frame
+        self._dispatch = dispatch
+        self._ids = itertools.count()
+        self._outbound: dict[int, _Outbound] = {}
+        self._inbound: dict[Hashable, anyio.CancelScope] = {}
+        self._closed = False
+
+    # -- sending ----------------------------------------------------------------------------------------
+
+    def notify(self, method: str, params: dict[str, Any]) -> None:
+        self._send_frame(dumps({"jsonrpc": "2.0", "method": method, "params": params}))
+
+    def send_raw(self, frame: bytes) -> None:
+        self._send_frame(frame)
+
+    def _respond_error(self, request_id: Any, error: RpcError) -> None:
+        self._send_frame(dumps({"jsonrpc": "2.0", "id": request_id, "error": error.to_json()}))
+
+    async def request(self, method: str, params: dict[str, Any], *, deadline: float | None = None) -> Any:
+        """Send a request to the client and return its result (raises :class:`RpcError`).
+
+        *deadline* is in seconds from now; on expiry the client is sent ``$/cancel_request``.
+        """
+        if self._closed:
+            raise RpcError(INTERNAL_ERROR, "the connection is closed")
+        request_id = next(self._ids)
+        slot = _Outbound()
+        self._outbound[request_id] = slot
+        try:
+            self._send_frame(dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}))
+            with anyio.move_on_after(deadline) as scope:
+                await slot.done.wait()
+            if scope.cancelled_caught:
+                self.notify("$/cancel_request", {"requestId": request_id})
+                raise RpcError(REQUEST_CANCELLED, f"{method} timed out after {deadline} s")
+        except BaseException:
+            if not slot.done.is_set():
+                self.notify("$/cancel_request", {"requestId": request_id})
+            raise
+        finally:
+            self._outbound.pop(request_id, None)
+        if slot.error is not None:
+            raise slot.error
+        return slot.result
+
+    def close(self) -> None:
+        """Fail every outbound request still waiting for an answer."""
+        self._closed = True
+        for slot in self._outbound.values():
+            slot.error = RpcError(INTERNAL_ERROR, "the connection closed before the client answered")
+            slot.done.set()
+
+    # -- receiving --------------------------------------------------------------------------------------
+
+    async def receive(self, frame: bytes | Oversized, handlers: anyio.abc.TaskGroup) -> None:
+        """Handle one inbound frame; requests are started in *handlers*."""
+        if isinstance(frame, Oversized):
+            self._respond_error(None, RpcError(INVALID_REQUEST, f"message of {frame.size} bytes is too large"))
+            return
+        if not frame.strip():
+            return
+        try:
+            message = json.loads(frame)
+        except ValueError as exc:  # includes UnicodeDecodeError
+            self._respond_error(None, RpcError(PARSE_ERROR, "Parse error", str(exc)[:200]))
+            return
+        if isinstance(message, list):
+            self._respond_error(None, RpcError(INVALID_REQUEST, "JSON-RPC batches are not supported by ACP"))
+            return
+        if not isinstance(message, dict):
+            self._respond_error(None, RpcError(INVALID_REQUEST, "Invalid request: not a JSON-RPC object"))
+            return
+        if "method" in message:
+            await self._receive_call(message, handlers)
+        elif "id" in message and ("result" in message or "error" in message):
+            self._receive_response(message)
+        else:
+            self._respond_error(None, RpcError(INVALID_REQUEST, "Invalid request: no method, result or error"))
+
+    async def _receive_call(self, message: dict[str, Any], handlers: anyio.abc.TaskGroup) -> None:
+        is_request = "id" in message
+        request_id = message.get("id")
+        method = message["method"]
+        params = message.get("params", {})
+        problem = None
+        if not isinstance(method, str):
+            problem = RpcError(INVALID_REQUEST, "Invalid request: method must be a string")
+        elif message.get("jsonrpc") != "2.0":
+            problem = RpcError(INVALID_REQUEST, 'Invalid request: "jsonrpc" must be "2.0"')
+        elif not isinstance(params, dict):
+            problem = RpcError(INVALID_PARAMS, "Invalid params: params must be an object")
+        if problem is not None:
+            if is_request:
+                self._respond_error(request_id, problem)
+            return
+        call = {"jsonrpc": "2.0", "method": method, "params": params}
+        if not is_request:
+            if method == "$/cancel_request":
+                self._cancel_inbound(params.get("requestId"))
+                return
+            await self._dispatch(call)
+            return
+        call["id"] = request_id
+        handlers.start_soon(self._serve, call, name=f"rpc:{method}")
+
+    async def _serve(self, call: dict[str, Any]) -> None:
+        request_id = call["id"]
+        key = _key(request_id)
+        scope = anyio.CancelScope()
+        if key is not None:
+            self._inbound[key] = scope
+        response: dict[str, Any] | None = None
+        try:
+            with scope:
+                response = await self._dispatch(call)
+            if scope.cancelled_caught:
+                response = None
+                self._respond_error(request_id, RpcError(REQUEST_CANCELLED, "Request cancelled"))
+        finally:
+            if key is not None and self._inbound.get(key) is scope:
+                del self._inbound[key]
+        if response is not None:
+            response["id"] = request_id  # verbatim, whatever its JSON type
+            self._send_frame(dumps(response))
+
+    def _cancel_inbound(self, request_id: Any) -> None:
+        key = _key(request_id)
+        scope = self._inbound.get(key) if key is not None else None
+        if scope is not None:
+            scope.cancel()
+
+    def _receive_response(self, message: dict[str, Any]) -> None:
+        request_id = message["id"]
+        slot = self._outbound.get(request_id) if isinstance(request_id, int) else None
+        if slot is None:
+            log.warning("response to an unknown request", request_id=repr(request_id)[:80])
+            return
+        error = message.get("error")
+        if error is not None:
+            if isinstance(error, dict):
+                slot.error = RpcError(
+                    int(error.get("code", INTERNAL_ERROR)), str(error.get("message", "")), error.get("data")
+                )
+            else:
+                slot.error = RpcError(INTERNAL_ERROR, "malformed error response")
+        else:
+            slot.result = message.get("result")
+        slot.done.set()
+
+
+def _key(request_id: Any) -> Hashable | None:
+    """A dict key for an id (ids of any JSON type are echoed; only str/int ids can be cancelled)."""
+    if isinstance(request_id, bool):
+        return None
+    if isinstance(request_id, str | int):
+        return (type(request_id).__name__, request_id)
+    return None

@@ -1,0 +1,100 @@
+"""Pydantic models for the params of the ACP requests we accept (ACP v1, camelCase on the wire).
+
+Inbound models are lenient where the protocol asks for leniency (unknown fields are ignored, ``_meta`` is
+accepted anywhere) and strict where a wrong value would do harm (ids and paths are strings, prompts are
+lists of typed blocks). Outbound messages are plain dicts built by the projection: they are validated against
+the official SDK's models in the tests, not here, so the hot path pays for no model construction.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
+
+__all__ = [
+    "AuthenticateParams",
+    "CancelParams",
+    "InitializeParams",
+    "NewSessionParams",
+    "PromptParams",
+]
+
+
+class Wire(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        extra="ignore",
+        frozen=True,
+    )
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class InitializeParams(Wire):
+    protocol_version: int
+    client_capabilities: dict[str, Any] = Field(default_factory=dict)
+    client_info: dict[str, Any] | None = None
+
+    @field_validator("protocol_version", mode="before")
+    @classmethod
+    def _legacy_string_version(cls, value: Any) -> Any:
+        # Early clients sent a date string (e.g. "2024-11-05"); they speak version 1.
+        if isinstance(value, str) and not value.isdigit():
+            return 1
+        return value
+
+
+class AuthenticateParams(Wire):
+    method_id: str
+
+
+class NewSessionParams(Wire):
+    cwd: str
+    mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+    additional_directories: list[str] = Field(default_factory=list)
+
+
+class PromptParams(Wire):
+    session_id: str
+    prompt: list[dict[str, Any]]
+
+
+class CancelParams(Wire):
+    session_id: str
+
+
+class TextContent(Wire):
+    type: Literal["text"]
+    text: str
+
+
+class ResourceLinkContent(Wire):
+    type: Literal["resource_link"]
+    uri: str
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+
+
+class EmbeddedResource(Wire):
+    uri: str
+    text: str | None = None
+    blob: str | None = None
+    mime_type: str | None = None
+
+
+class ResourceContent(Wire):
+    type: Literal["resource"]
+    resource: EmbeddedResource
+
+
+class ImageContent(Wire):
+    type: Literal["image"]
+    data: str
+    mime_type: str
+    uri: str | None = None
