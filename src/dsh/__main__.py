@@ -1,5 +1,5 @@
 """``python -m dsh`` is the ``dsh`` command."""
 
-from dsh.cli import main
+from dsh._entry import main
 
 main()

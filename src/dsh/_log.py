@@ -1,53 +1,101 @@
-"""Structured logging, lazily imported and never on stdout.
+"""Structured logging: JSON lines on stderr (or a file), never on stdout, and never paid for until used.
 
-``import structlog`` costs about 120 ms here (it pulls in rich when rich is installed), and most modules only
-log on rare paths, so :func:`get_logger` returns a proxy that imports structlog on the first call that logs.
-structlog's unconfigured default prints to *stdout*, which belongs to the protocol; the first logger to be
-used therefore installs :func:`configure_logging`'s stderr set-up unless the process already configured one.
+``import structlog`` costs about 120 ms here (it pulls in rich when rich is installed), and a healthy daemon
+logs nothing at the default level, so:
+
+* :func:`configure_logging` only records the level and destination and sets up the standard library's
+  ``logging`` (for third-party loggers) with a small JSON formatter; it does not import structlog.
+* :func:`get_logger` returns a proxy that imports and configures structlog on the first call that logs.
+* structlog's unconfigured default prints to *stdout*, which belongs to the protocol: the proxy always
+  installs our configuration first unless the process configured structlog itself (tests do).
+* :func:`bind_context` adds keys (``session_id``, ``turn``) to every log line of the current task and the
+  tasks it starts, through a ``ContextVar``: cheap enough for the loop to call on every turn.
 """
 
 from __future__ import annotations
 
+import contextvars
+import json
+import logging
 import sys
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager
 from typing import Any, TextIO
 
-__all__ = ["configure_logging", "get_logger"]
+__all__ = ["bind_context", "configure_logging", "get_logger"]
 
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "warn": 30, "error": 40, "critical": 50}
+_settings: dict[str, Any] = {"level": 30, "file": None}
+_applied = False
+_context: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("dsh_log_context", default={})  # noqa: B039 - never mutated, only replaced
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "event": record.getMessage(),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            **_context.get(),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
 
 
 def configure_logging(level: str = "warning", file: TextIO | None = None) -> None:
-    """Send JSON log lines to *file* (stderr by default) at *level* and above; stdlib logging follows."""
-    import logging
-
-    import structlog
-
+    """Log at *level* and above to *file* (stderr by default) as JSON lines; stdlib logging follows."""
+    global _applied
     numeric = _LEVELS.get(level.lower())
     if numeric is None:
         raise ValueError(f"unknown log level {level!r}; use one of {', '.join(_LEVELS)}")
-    stream = file if file is not None else sys.stderr
-    shared: list[Any] = [
-        structlog.contextvars.merge_contextvars,
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-    ]
+    _settings["level"] = numeric
+    _settings["file"] = file
+    _applied = False
+    handler = logging.StreamHandler(file if file is not None else sys.stderr)
+    handler.setFormatter(_JsonFormatter())
+    logging.basicConfig(handlers=[handler], level=max(numeric, logging.WARNING), force=True)
+    if "structlog" in sys.modules:
+        _apply()
+
+
+def _merge_context(logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    for key, value in _context.get().items():
+        event.setdefault(key, value)
+    return event
+
+
+def _apply() -> None:
+    global _applied
+    import structlog
+
     structlog.configure(
         cache_logger_on_first_use=False,  # capture_logs() in tests must see every logger
-        wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        processors=[*shared, structlog.processors.dict_tracebacks, structlog.processors.JSONRenderer()],
-        logger_factory=structlog.WriteLoggerFactory(file=stream),
+        wrapper_class=structlog.make_filtering_bound_logger(_settings["level"]),
+        processors=[
+            _merge_context,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.dict_tracebacks,
+            structlog.processors.JSONRenderer(),
+        ],
+        logger_factory=structlog.WriteLoggerFactory(file=_settings["file"] or sys.stderr),
     )
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(
-            foreign_pre_chain=shared,
-            processors=[
-                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                structlog.processors.JSONRenderer(),
-            ],
-        )
-    )
-    logging.basicConfig(handlers=[handler], level=max(numeric, logging.WARNING), force=True)
+    _applied = True
+
+
+@contextmanager
+def bind_context(**values: Any) -> Iterator[None]:
+    """Add *values* to every log line written by this task (and tasks it starts) inside the block."""
+    token = _context.set({**_context.get(), **values})
+    try:
+        yield
+    finally:
+        _context.reset(token)
+
+
+def _discard(*args: Any, **kwargs: Any) -> None:
+    return None
 
 
 class _LazyLogger:
@@ -58,11 +106,13 @@ class _LazyLogger:
         self._logger: Any = None
 
     def __getattr__(self, method: str) -> Any:
+        if self._logger is None and "structlog" not in sys.modules and _LEVELS.get(method, 100) < _settings["level"]:
+            return _discard  # below the level and structlog never loaded: do not load it for nothing
         if self._logger is None:
             import structlog
 
-            if not structlog.is_configured():
-                configure_logging()
+            if not _applied and not structlog.is_configured():
+                _apply()
             self._logger = structlog.get_logger(logger_name=self._name)  # a lazy proxy: follows later configure()
         return getattr(self._logger, method)
 

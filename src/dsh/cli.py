@@ -37,6 +37,19 @@ def prompt(
 
 
 @app.command()
+def acp(
+    model: Annotated[str, typer.Option(help="Model for new sessions (provider:model).", envvar="DSH_MODEL")] = "echo",
+    system: Annotated[str | None, typer.Option(help="Extra system prompt for new sessions.")] = None,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.", envvar="DSH_LOG_LEVEL")] = "warning",
+    log_file: Annotated[str | None, typer.Option(help="Append logs to this file instead of stderr.")] = None,
+) -> None:
+    """Run the ACP daemon on stdin/stdout (what editors spawn)."""
+    from dsh.frontends.acp import DaemonOptions, run
+
+    raise typer.Exit(run(DaemonOptions(model=model, system_prompt=system, log_level=log_level, log_file=log_file)))
+
+
+@app.command()
 def version() -> None:
     """Print the version."""
     from dsh import __version__
@@ -45,4 +58,5 @@ def version() -> None:
 
 
 def main() -> None:
+    """Run the typer application (the console script goes through :mod:`dsh._entry` first)."""
     app()

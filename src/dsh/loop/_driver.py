@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from dsh import events as ev
-from dsh._log import get_logger
+from dsh._log import bind_context, get_logger
 from dsh.errors import DshError, as_exception, error_code, error_message, is_control_flow
 from dsh.events import TurnEndReason
 from dsh.kernel import AbortedError, CancelToken
@@ -79,7 +79,8 @@ async def run_loop(agent: ReactLoopAgent) -> None:
                     continue
             turn = last_turn_number(agent.session) + 1
             try:
-                await _run_turn(agent, turn)
+                with bind_context(session_id=agent.session.id, turn=turn):
+                    await _run_turn(agent, turn)
             except BaseException as raw:
                 if is_control_flow(raw):
                     raise

@@ -31,7 +31,7 @@ log = get_logger("dsh.loop")
 
 
 class ConfiguredAgent(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     id: str = Field(min_length=1)
     model: str | None = None
     system_prompt: str | None = None
@@ -39,7 +39,7 @@ class ConfiguredAgent(BaseModel):
 
 
 class AgentLoopConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     agents: list[ConfiguredAgent] = Field(default_factory=list)
 
 

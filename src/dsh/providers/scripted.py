@@ -32,7 +32,7 @@ __all__ = ["ScriptStep", "ScriptedModels", "scripted_plugin"]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
 
 class ScriptToolCall(_Strict):

@@ -30,6 +30,7 @@ class Wire(BaseModel):
         serialize_by_alias=True,
         extra="ignore",
         frozen=True,
+        defer_build=True,  # built on first use: start-up (spawn → initialize) pays only for what it parses
     )
     meta: dict[str, Any] | None = Field(default=None, alias="_meta")
 
