@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -37,6 +38,8 @@ class DaemonOptions:
     system_prompt: str | None = None
     log_level: str = "warning"
     log_file: str | None = None
+    plugins: tuple[str, ...] = ()
+    """Extra plugins as ``module:attribute`` import paths (``DSH_PLUGINS``, comma-separated)."""
 
     @classmethod
     def resolve(
@@ -54,6 +57,7 @@ class DaemonOptions:
             system_prompt=system_prompt,
             log_level=log_level or env.get("DSH_LOG_LEVEL") or cls.log_level,
             log_file=log_file or env.get("DSH_LOG_FILE") or None,
+            plugins=tuple(p.strip() for p in env.get("DSH_PLUGINS", "").split(",") if p.strip()),
         )
 
 
@@ -71,6 +75,17 @@ def run(options: DaemonOptions) -> int:
     finally:
         if log_stream is not None:
             log_stream.close()
+
+
+def _import_plugin(path: str) -> Any:
+    """Load ``module:attribute``; a bad path is an error that names it (the daemon must not start half-made)."""
+    import importlib
+
+    module_name, _, attribute = path.partition(":")
+    try:
+        return getattr(importlib.import_module(module_name), attribute or "plugin")
+    except (ImportError, AttributeError) as exc:
+        raise SystemExit(f"dsh: cannot load plugin {path!r}: {exc}") from None
 
 
 async def _watch_signals(stop: anyio.Event) -> None:
@@ -94,6 +109,8 @@ async def _serve(protocol_fd: int, options: DaemonOptions) -> int:
         async with App() as app:
             ctx = app.ctx
             load_core(ctx)
+            for path in options.plugins:
+                ctx.plugin(_import_plugin(path))
             ctx.plugin(acp_plugin, AcpOptions(writer.send, model=options.model, system_prompt=options.system_prompt))
             frontend: AcpFrontend = ctx.acp
             connection = frontend.connection
