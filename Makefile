@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test lint typecheck run bench check
+.PHONY: install test lint typecheck run demo bench check
 
 $(BIN)/dsh: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,10 +24,17 @@ typecheck: install
 	$(BIN)/mypy
 
 run: install
-	$(BIN)/dsh prompt "hello from dsh on the offline echo model"
+	$(BIN)/dsh acp
+
+demo: install
+	@printf '%s\n' \
+	  '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}' \
+	  '{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}' \
+	  | $(BIN)/dsh acp
 
 bench: install
 	$(BIN)/python scripts/bench_loop.py
 	$(BIN)/python scripts/bench_import.py
+	$(BIN)/python scripts/bench_acp.py
 
 check: lint typecheck test

@@ -65,6 +65,8 @@ def run(options: DaemonOptions) -> int:
     """Run the daemon until the editor hangs up; return the process exit code."""
     from dsh.frontends.acp._stdio import claim_stdout
 
+    if os.isatty(0):
+        sys.stderr.write("dsh acp: waiting for ACP messages on stdin (editors spawn this command; Ctrl-D quits)\n")
     protocol_fd = claim_stdout()
     log_stream = open(options.log_file, "a", buffering=1, encoding="utf-8") if options.log_file else None  # noqa: SIM115
     configure_logging(options.log_level, log_stream)
