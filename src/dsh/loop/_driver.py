@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 
 from dsh import events as ev
 from dsh._log import bind_context, get_logger
@@ -45,6 +46,10 @@ if TYPE_CHECKING:
 __all__ = ["inject", "run_loop"]
 
 log = get_logger("dsh.loop")
+
+_FAIRNESS = 32
+"""Yield to the event loop at least every this many chunks: an adapter that never awaits (echo, a replay)
+must not starve the rest of the process (the protocol reader that brings ``session/cancel``, the writer)."""
 
 
 def _emit_error(agent: ReactLoopAgent, turn: int, step: int, error: BaseException) -> None:
@@ -326,12 +331,16 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
         remove = signal.add_callback(lambda _reason: stream_scope.cancel())
         try:
             stream = await ctx.llm.stream(request)
+            count = 0
             async for chunk in stream:
                 if signal.aborted:
                     break
                 append("assistant/chunk", {"turn": turn_number, "step": step, "chunk": chunk})
                 emit(chunk_event, agent, turn_number, step, chunk)
                 feed(chunk)
+                count += 1
+                if not count % _FAIRNESS:
+                    await anyio.lowlevel.checkpoint()
         finally:
             remove()
     aclose = getattr(stream, "aclose", None) if stream is not None else None
