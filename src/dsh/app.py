@@ -6,6 +6,7 @@ run the same plugin graph; each adds its own plugins on top.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from dsh.kernel import Context
@@ -15,10 +16,18 @@ __all__ = ["DEFAULT_MODEL", "load_core"]
 DEFAULT_MODEL = "echo"
 
 
-def load_core(ctx: Context, *, agent_loop: dict[str, Any] | None = None, scripts: dict[str, Any] | None = None) -> None:
-    """Load the interface services, the ``echo`` and ``scripted`` models and the agent loop into *ctx*.
+def load_core(
+    ctx: Context,
+    *,
+    agent_loop: dict[str, Any] | None = None,
+    scripts: dict[str, Any] | None = None,
+    data_dir: str | Path | None = None,
+) -> None:
+    """Load the interface services, the ``echo`` and ``scripted`` models and the agent loop into *ctx*;
+    with *data_dir*, also the JSONL session persistence (sessions become durable and resumable).
 
-    Order does not matter: each plugin applies once the services it injects exist.
+    Application order does not matter: each plugin applies once the services it injects exist. Disposal is
+    the reverse of this call order, so persistence is loaded first and goes last.
     """
     from dsh.loop import agent_loop_plugin
     from dsh.providers.echo import echo_plugin
@@ -29,6 +38,10 @@ def load_core(ctx: Context, *, agent_loop: dict[str, Any] | None = None, scripts
     from dsh.services.system_prompt import system_prompt_plugin
     from dsh.services.tools import tools_plugin
 
+    if data_dir is not None:
+        from dsh.plugins.persistence import jsonl_persistence_plugin
+
+        ctx.plugin(jsonl_persistence_plugin, data_dir)
     ctx.plugin(agent_loop_plugin, agent_loop or {})
     ctx.plugin(echo_plugin)
     ctx.plugin(scripted_plugin, {"scripts": scripts or {}})

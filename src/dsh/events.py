@@ -8,6 +8,7 @@ Waterfall listeners receive the context arguments, then the value, then ``next``
 | session/created            | emit      | session                                     |
 | session/event              | emit      | session, event  (after the push)            |
 | session/flush              | parallel  | session  (the durability checkpoint)        |
+| session/disposed           | emit      | session  (no longer live: close its files)  |
 | system-prompt/change       | emit      | —                                           |
 | system-prompt/assemble     | waterfall | assembly                                    |
 | tools/change               | emit      | —                                           |
@@ -61,6 +62,7 @@ class QueuedInfo(TypedDict):
 SESSION_CREATED: EmitEvent[[Session]] = EmitEvent("session/created")
 SESSION_EVENT: EmitEvent[[Session, SessionEvent]] = EmitEvent("session/event")
 SESSION_FLUSH: ParallelEvent[[Session]] = ParallelEvent("session/flush")
+SESSION_DISPOSED: EmitEvent[[Session]] = EmitEvent("session/disposed")
 
 # -- system prompt --------------------------------------------------------------------------------------
 SystemPromptAssembleListener: TypeAlias = Callable[

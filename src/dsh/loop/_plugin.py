@@ -83,15 +83,21 @@ class AgentLoop:
             )
         self._check_free(agent_id)
         loaded = await persistence.load(resume_session_id)
-        self._check_free(agent_id)
-        header = loaded.header
-        meta: dict[str, Any] = {"created_at": header.created_at}
-        if header.cwd is not None:
-            meta["cwd"] = header.cwd
-        if header.parent_session is not None:
-            meta["parent_session"] = header.parent_session
-        session = self._ctx.sessions.prepare(resume_session_id, seed=loaded.events, meta=meta)
-        return await self._handle(agent_id, session, agent_options)
+        try:
+            self._check_free(agent_id)  # the await may have let another caller take the id
+            header = loaded.header
+            meta: dict[str, Any] = {"created_at": header.created_at}
+            if header.cwd is not None:
+                meta["cwd"] = header.cwd
+            if header.parent_session is not None:
+                meta["parent_session"] = header.parent_session
+            session = self._ctx.sessions.prepare(resume_session_id, seed=loaded.events, meta=meta)
+            return await self._handle(agent_id, session, agent_options)
+        except BaseException:
+            release = getattr(persistence, "release", None)
+            if release is not None:
+                release(resume_session_id)
+            raise
 
     # -- internals --------------------------------------------------------------------------------------
 

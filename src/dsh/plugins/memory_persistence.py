@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from dsh import events as ev
 from dsh.kernel import plugin
-from dsh.services.sessions import LoadedSession, Session, SessionEvent, SessionHeader
+from dsh.services.sessions import LoadedSession, Session, SessionEvent, SessionHeader, SessionInfo
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
@@ -53,8 +53,14 @@ class MemoryPersistence:
             raise KeyError(f"no stored session {session_id!r}")
         return LoadedSession(self.store.headers[session_id], list(self.store.events.get(session_id, [])))
 
-    async def list(self) -> list[SessionHeader]:
-        return list(self.store.headers.values())
+    async def list(self) -> list[SessionInfo]:
+        infos = [
+            SessionInfo(
+                h.id, h.cwd, h.created_at, max((e.time for e in self.store.events.get(h.id, [])), default=h.created_at)
+            )
+            for h in self.store.headers.values()
+        ]
+        return sorted(infos, key=lambda info: -info.updated_at)
 
     async def has(self, session_id: str) -> bool:
         return session_id in self.store.headers

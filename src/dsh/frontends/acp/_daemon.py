@@ -38,6 +38,8 @@ class DaemonOptions:
     system_prompt: str | None = None
     log_level: str = "warning"
     log_file: str | None = None
+    data_dir: str | None = None
+    """Where sessions are stored (``--data-dir``, ``DSH_DATA_DIR``, else the XDG data directory)."""
     plugins: tuple[str, ...] = ()
     """Extra plugins as ``module:attribute`` import paths (``DSH_PLUGINS``, comma-separated)."""
 
@@ -49,6 +51,7 @@ class DaemonOptions:
         system_prompt: str | None = None,
         log_level: str | None = None,
         log_file: str | None = None,
+        data_dir: str | None = None,
     ) -> DaemonOptions:
         """Explicit values win; then ``DSH_MODEL``, ``DSH_LOG_LEVEL``, ``DSH_LOG_FILE``; then the defaults."""
         env = os.environ
@@ -57,6 +60,7 @@ class DaemonOptions:
             system_prompt=system_prompt,
             log_level=log_level or env.get("DSH_LOG_LEVEL") or cls.log_level,
             log_file=log_file or env.get("DSH_LOG_FILE") or None,
+            data_dir=data_dir or env.get("DSH_DATA_DIR") or None,
             plugins=tuple(p.strip() for p in env.get("DSH_PLUGINS", "").split(",") if p.strip()),
         )
 
@@ -110,7 +114,9 @@ async def _serve(protocol_fd: int, options: DaemonOptions) -> int:
         root.start_soon(writer.run, name="acp-writer")
         async with App() as app:
             ctx = app.ctx
-            load_core(ctx)
+            from dsh.plugins.persistence import default_data_dir
+
+            load_core(ctx, data_dir=options.data_dir or default_data_dir())
             for path in options.plugins:
                 ctx.plugin(_import_plugin(path))
             ctx.plugin(acp_plugin, AcpOptions(writer.send, model=options.model, system_prompt=options.system_prompt))

@@ -33,14 +33,25 @@ import anyio
 from dsh import __version__
 from dsh import events as ev
 from dsh._log import get_logger
+from dsh.errors import error_code, error_message
 from dsh.events import TurnEndReason
 from dsh.frontends.acp._content import prompt_content
 from dsh.frontends.acp._dispatch import MethodTable, make_dispatch
 from dsh.frontends.acp._projection import failed_update, project
 from dsh.frontends.acp._rpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, Connection, RpcError, dumps
-from dsh.frontends.acp._wire import AuthenticateParams, CancelParams, InitializeParams, NewSessionParams, PromptParams
+from dsh.frontends.acp._wire import (
+    AuthenticateParams,
+    CancelParams,
+    InitializeParams,
+    ListSessionsParams,
+    LoadSessionParams,
+    NewSessionParams,
+    PromptParams,
+    SessionIdParams,
+)
 from dsh.kernel import plugin
 from dsh.services.agents import Agent, AgentHandle, AgentOptions, AgentStatus
+from dsh.services.sessions import check_session_id, title_from_content
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
@@ -50,6 +61,7 @@ __all__ = ["AUTH_METHOD_ID", "AcpFrontend", "AcpOptions", "acp_plugin"]
 
 AUTH_METHOD_ID = "dsh-local"
 CANCEL_WATCHDOG = 2.0
+LIST_PAGE = 50
 log = get_logger("dsh.acp")
 
 
@@ -83,6 +95,7 @@ class _AcpSession:
     open_calls: dict[str, None] = field(default_factory=dict)
     current_turn: int | None = None
     turn_open: bool = False
+    titled: bool = False
     cancelling: int = 0
     """Generation of the pending cancel (0: none); the watchdog only acts on its own generation."""
 
@@ -98,6 +111,31 @@ def _stop_reason(reason: TurnEndReason) -> dict[str, Any] | RpcError:
     return {"stopReason": "end_turn"}
 
 
+def _normal(path: str) -> str:
+    """A lexically normal path (no file-system access): ``/a/./b/`` and ``/a/b`` are the same directory."""
+    return os.path.normpath(path)
+
+
+def _iso(timestamp: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
+
+
+def _resume_error(session_id: str, error: Exception) -> RpcError:
+    """A resume failure as the JSON-RPC error a client can act on (never a bare -32603)."""
+    code = error_code(error)
+    data = {"sessionId": session_id}
+    if code == "SESSION_NOT_FOUND" or isinstance(error, KeyError):
+        return RpcError(RESOURCE_NOT_FOUND, f"unknown session {session_id!r}", data)
+    if code == "SESSION_LOCKED":
+        return RpcError(RESOURCE_NOT_FOUND, error_message(error), data | {"reason": "locked"})
+    if code == "SESSION_CORRUPT":
+        return RpcError(INTERNAL_ERROR, error_message(error), data | {"reason": "corrupt"})
+    log.exception("resume failed", session_id=session_id)
+    return RpcError(INTERNAL_ERROR, f"cannot open session {session_id}: {error_message(error)}", data)
+
+
 class AcpFrontend:
     def __init__(self, ctx: Context, options: AcpOptions) -> None:
         self._ctx = ctx
@@ -106,6 +144,7 @@ class AcpFrontend:
         self._sessions: dict[str, _AcpSession] = {}
         self._generations = 0
         self._closing = False
+        self._opening: set[str] = set()
         self.client_capabilities: dict[str, Any] = {}
         self.connection = Connection(options.send_frame, make_dispatch(self._methods()))
 
@@ -116,19 +155,25 @@ class AcpFrontend:
             "session/new": (NewSessionParams, self.new_session),
             "session/prompt": (PromptParams, self.prompt),
             "session/cancel": (CancelParams, self.cancel),
+            "session/load": (LoadSessionParams, self.load_session),
+            "session/resume": (LoadSessionParams, self.resume_session),
+            "session/list": (ListSessionsParams, self.list_sessions),
+            "session/close": (SessionIdParams, self.close_session),
+            "session/delete": (SessionIdParams, self.delete_session),
         }
 
     # -- methods ----------------------------------------------------------------------------------------
 
     async def initialize(self, params: InitializeParams) -> dict[str, Any]:
         self.client_capabilities = params.client_capabilities
+        durable = self._persistence() is not None
         return {
             "protocolVersion": min(params.protocol_version, 1),
             "agentCapabilities": {
-                "loadSession": False,
+                "loadSession": durable,
                 "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
                 "mcpCapabilities": {"http": False, "sse": False},
-                "sessionCapabilities": {},
+                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}} if durable else {},
             },
             "authMethods": [
                 {
@@ -203,6 +248,122 @@ class AcpFrontend:
         else:
             self._settle_cancelled(record)
 
+    # -- durable sessions -------------------------------------------------------------------------------
+
+    def _persistence(self) -> Any:
+        return self._ctx.get("session_persistence")
+
+    def _stored_id(self, session_id: str) -> str:
+        try:
+            return check_session_id(session_id)
+        except ValueError as exc:
+            raise RpcError(INVALID_PARAMS, str(exc), {"sessionId": session_id[:200]}) from None
+
+    async def load_session(self, params: LoadSessionParams) -> dict[str, Any]:
+        """Resume a stored session and replay its whole log as updates, then answer."""
+        record = await self._open_stored(params)
+        for event in record.handle.agent.session.events:
+            for update in project(event, replay=True):
+                self._update(record.id, update)
+        self._sessions[record.id] = record
+        return {}
+
+    async def resume_session(self, params: LoadSessionParams) -> dict[str, Any]:
+        """Resume a stored session without replaying it."""
+        record = await self._open_stored(params)
+        self._sessions[record.id] = record
+        return {}
+
+    async def _open_stored(self, params: LoadSessionParams) -> _AcpSession:
+        self._check_open()
+        session_id = self._stored_id(params.session_id)
+        if not os.path.isabs(params.cwd):
+            raise RpcError(INVALID_PARAMS, f"cwd must be an absolute path, got {params.cwd!r}", {"field": "cwd"})
+        if session_id in self._sessions or session_id in self._opening:
+            raise RpcError(INVALID_PARAMS, f"session {session_id} is already open", {"sessionId": session_id})
+        if self._persistence() is None:
+            raise RpcError(INTERNAL_ERROR, "session persistence is not configured")
+        self._opening.add(session_id)
+        try:
+            handle = await self._ctx.agents.resume(
+                agent_id=session_id,
+                resume_session_id=session_id,
+                agent_options=AgentOptions(model=self._options.model, system_prompt=self._options.system_prompt),
+            )
+        except Exception as exc:
+            raise _resume_error(session_id, exc) from None
+        finally:
+            self._opening.discard(session_id)
+        session = handle.agent.session
+        stored_cwd = session.header.cwd
+        if stored_cwd is None or _normal(stored_cwd) != _normal(params.cwd):
+            await handle.dispose()
+            raise RpcError(
+                INVALID_PARAMS,
+                f"session {session_id} belongs to {stored_cwd or 'no directory'}, not {params.cwd}",
+                {"sessionId": session_id, "cwd": stored_cwd},
+            )
+        record = _AcpSession(session_id, params.cwd, handle, list(params.mcp_servers))
+        record.titled = session.last("user/message") is not None
+        last = session.last("turn/start")
+        record.current_turn = int(last.data["turn"]) if last is not None else None
+        return record
+
+    async def list_sessions(self, params: ListSessionsParams) -> dict[str, Any]:
+        persistence = self._persistence()
+        if persistence is None:
+            return {"sessions": []}
+        if params.cwd is not None and not os.path.isabs(params.cwd):
+            raise RpcError(INVALID_PARAMS, f"cwd must be an absolute path, got {params.cwd!r}", {"field": "cwd"})
+        try:
+            offset = int(params.cursor) if params.cursor is not None else 0
+            if offset < 0:
+                raise ValueError
+        except ValueError:
+            raise RpcError(INVALID_PARAMS, f"invalid cursor {params.cursor!r}", {"field": "cursor"}) from None
+        wanted = _normal(params.cwd) if params.cwd is not None else None
+        infos = [
+            info
+            for info in await persistence.list()
+            if info.cwd is not None and (wanted is None or _normal(info.cwd) == wanted)
+        ]
+        page = infos[offset : offset + LIST_PAGE]
+        result: dict[str, Any] = {
+            "sessions": [
+                {"sessionId": info.id, "cwd": info.cwd, "updatedAt": _iso(info.updated_at)}
+                | ({"title": info.title} if info.title else {})
+                for info in page
+            ]
+        }
+        if offset + LIST_PAGE < len(infos):
+            result["nextCursor"] = str(offset + LIST_PAGE)
+        return result
+
+    async def close_session(self, params: SessionIdParams) -> dict[str, Any]:
+        """Cancel the session's work as ``session/cancel`` would, then dispose its agent and free it."""
+        record = self._session(params.session_id)
+        await self._close(record)
+        return {}
+
+    async def delete_session(self, params: SessionIdParams) -> dict[str, Any]:
+        """Close the session if it is open here, then remove it from storage (unknown ids succeed)."""
+        session_id = self._stored_id(params.session_id)
+        record = self._sessions.get(session_id)
+        if record is not None:
+            await self._close(record)
+        persistence = self._persistence()
+        if persistence is not None:
+            await persistence.delete(session_id)
+        return {}
+
+    async def _close(self, record: _AcpSession) -> None:
+        del self._sessions[record.id]
+        record.handle.agent.cancel("session/close")
+        for prompt in record.prompts:
+            prompt.cancelled = True
+        self._settle_cancelled(record)
+        await record.handle.dispose()
+
     # -- events -----------------------------------------------------------------------------------------
 
     def on_session_event(self, session: Session, event: SessionEvent) -> None:
@@ -227,6 +388,14 @@ class AcpFrontend:
             prompt = record.by_message.get(source.get("message_id", "")) if isinstance(source, dict) else None
             if prompt is not None:
                 prompt.turn = record.current_turn
+            if not record.titled:
+                title = title_from_content(data.get("content", []))
+                if title is not None:
+                    record.titled = True
+                    self._update(
+                        record.id,
+                        {"sessionUpdate": "session_info_update", "title": title, "updatedAt": _iso(event.time)},
+                    )
         elif kind == "tool/call":
             record.open_calls[data["call_id"]] = None
         elif kind == "tool/result":
@@ -287,6 +456,11 @@ class AcpFrontend:
             self._settle_cancelled(record)
 
     # -- lifecycle --------------------------------------------------------------------------------------
+
+    def _update(self, session_id: str, update: dict[str, Any]) -> None:
+        self._send(
+            dumps({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session_id, "update": update}})
+        )
 
     def _check_open(self) -> None:
         if self._closing:

@@ -17,8 +17,11 @@ __all__ = [
     "AuthenticateParams",
     "CancelParams",
     "InitializeParams",
+    "ListSessionsParams",
+    "LoadSessionParams",
     "NewSessionParams",
     "PromptParams",
+    "SessionIdParams",
 ]
 
 
@@ -57,6 +60,22 @@ class NewSessionParams(Wire):
     cwd: str
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
     additional_directories: list[str] = Field(default_factory=list)
+
+
+class LoadSessionParams(Wire):
+    session_id: str
+    cwd: str
+    mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+    additional_directories: list[str] = Field(default_factory=list)
+
+
+class ListSessionsParams(Wire):
+    cwd: str | None = None
+    cursor: str | None = None
+
+
+class SessionIdParams(Wire):
+    session_id: str
 
 
 class PromptParams(Wire):

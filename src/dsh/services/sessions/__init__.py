@@ -1,9 +1,9 @@
 """The ``sessions`` interface service: append-only event logs and the store of live ones."""
 
 from dsh.services.sessions._json import NotJsonError, copy_json
-from dsh.services.sessions._persistence import LoadedSession, SessionPersistence
-from dsh.services.sessions._session import Session, SessionEvent, SessionHeader
-from dsh.services.sessions._store import SessionStore, sessions_plugin
+from dsh.services.sessions._persistence import LoadedSession, SessionInfo, SessionPersistence
+from dsh.services.sessions._session import Session, SessionEvent, SessionHeader, title_from_content
+from dsh.services.sessions._store import SessionStore, check_session_id, sessions_plugin
 
 __all__ = [
     "LoadedSession",
@@ -12,7 +12,10 @@ __all__ = [
     "Session",
     "SessionEvent",
     "SessionHeader",
+    "SessionInfo",
     "SessionStore",
+    "check_session_id",
     "copy_json",
     "sessions_plugin",
+    "title_from_content",
 ]

@@ -11,7 +11,7 @@ from typing import Protocol
 
 from dsh.services.sessions._session import SessionEvent, SessionHeader
 
-__all__ = ["LoadedSession", "SessionPersistence"]
+__all__ = ["LoadedSession", "SessionInfo", "SessionPersistence"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,12 +20,25 @@ class LoadedSession:
     events: list[SessionEvent]
 
 
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """What ``list`` tells about a stored session without loading it (``updated_at``: last write)."""
+
+    id: str
+    cwd: str | None
+    created_at: float
+    updated_at: float
+    title: str | None = None
+
+
 class SessionPersistence(Protocol):
     async def load(self, session_id: str) -> LoadedSession:
         """The stored header and events (after crash repair); raises ``KeyError`` for an unknown id."""
         ...
 
-    async def list(self) -> list[SessionHeader]: ...
+    async def list(self) -> list[SessionInfo]:
+        """Every stored session, most recently updated first."""
+        ...
 
     async def has(self, session_id: str) -> bool: ...
 

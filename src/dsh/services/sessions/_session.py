@@ -22,7 +22,20 @@ from typing import Any, cast
 from dsh.services.llm._types import ContentBlock, Message
 from dsh.services.sessions._json import copy_json
 
-__all__ = ["Session", "SessionEvent", "SessionHeader"]
+__all__ = ["Session", "SessionEvent", "SessionHeader", "title_from_content"]
+
+TITLE_LENGTH = 80
+
+
+def title_from_content(content: list[Any]) -> str | None:
+    """A session title from a user message: its text, whitespace collapsed, at most 80 characters."""
+    text = " ".join(
+        " ".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text").split()
+    )
+    if not text:
+        return None
+    return text if len(text) <= TITLE_LENGTH else text[: TITLE_LENGTH - 1] + "…"
+
 
 SESSION_FORMAT_VERSION = 1
 

@@ -18,13 +18,33 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dsh import events as ev
+from dsh._log import get_logger
 from dsh.kernel import Disposer, current_scope, plugin
 from dsh.services.sessions._session import Session, SessionEvent, SessionHeader
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
 
-__all__ = ["SessionStore"]
+__all__ = ["SessionStore", "check_session_id"]
+
+log = get_logger("dsh.sessions")
+_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+
+
+def check_session_id(session_id: object) -> str:
+    """Return *session_id* if it is safe as a file name: 1-128 of ``[A-Za-z0-9._-]``, not all dots.
+
+    Ids that come from clients reach file names; this is the one gate, so no input can name a path.
+    """
+    if (
+        not isinstance(session_id, str)
+        or not 1 <= len(session_id) <= 128
+        or not _ID_CHARS.issuperset(session_id)
+        or set(session_id) == {"."}
+    ):
+        shown = repr(session_id)[:60]
+        raise ValueError(f"invalid session id {shown}: use 1-128 characters of A-Z a-z 0-9 . _ -")
+    return session_id
 
 
 class SessionStore:
@@ -60,7 +80,8 @@ class SessionStore:
         return Session(header, seed)
 
     def enter(self, session: Session) -> Disposer:
-        """Make *session* live: appends now emit ``session/event``. Returns the detacher."""
+        """Make *session* live: appends now emit ``session/event``. Returns the detacher, which emits
+        ``session/disposed`` once the session is no longer live."""
         if session.id in self._live:
             raise ValueError(f"session {session.id!r} already exists")
         self._live[session.id] = session
@@ -77,6 +98,10 @@ class SessionStore:
                 del self._live[session.id]
             if session._hook is notify:
                 session._hook = None
+                try:
+                    self._ctx.emit(ev.SESSION_DISPOSED, session)
+                except Exception:
+                    log.exception("session/disposed listener failed", session_id=session.id)
 
         scope = current_scope() or self._ctx.scope
         return scope.effect(detach)

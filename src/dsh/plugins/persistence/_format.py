@@ -1,0 +1,173 @@
+"""The JSONL session file format and crash repair, as pure functions over bytes (no I/O).
+
+Format (version 1): line 1 is the header ``{"type": "session", "version": 1, "id", "created_at", "cwd"?,
+"parent_session"?}``; every further line is one event ``{"type", "seq", "time", "data"}``, chunks included,
+``seq`` contiguous from 0. Lines end with ``\\n``; JSON is compact and ASCII (lossless for any string).
+
+Repair on load (:func:`scan`), the rules of reference §6.3:
+
+* A torn final line (no newline, or not parseable) is cut.
+* A bad line anywhere before it (unparseable, not an event, a ``seq`` out of order) is an error naming the
+  file and line, and nothing is changed.
+* A final turn without ``turn/end`` is closed, never truncated: an error ``tool/result`` for each of its tool
+  calls without a result, ``step/end`` if a step is open, then ``turn/end {kind: "interrupted"}``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from dsh.errors import DshError
+from dsh.services.sessions import SessionEvent, SessionHeader
+
+__all__ = ["CorruptSessionError", "ScanResult", "encode_event", "encode_header", "scan"]
+
+FORMAT_VERSION = 1
+INTERRUPTED_TEXT = "Tool call interrupted by a crash; no result was recorded."
+
+
+class CorruptSessionError(DshError, ValueError):
+    """A session file cannot be loaded as it is; the message names the file and line."""
+
+    default_code = "SESSION_CORRUPT"
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_decoder = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def encode_header(header: SessionHeader) -> bytes:
+    return json.dumps({"type": "session", **header.to_json()}, separators=(",", ":")).encode() + b"\n"
+
+
+def encode_event(event: SessionEvent) -> bytes:
+    return (
+        json.dumps(
+            {"type": event.type, "seq": event.seq, "time": event.time, "data": event.data}, separators=(",", ":")
+        ).encode()
+        + b"\n"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    header: SessionHeader
+    events: list[SessionEvent]
+    """The events in the file (after a torn tail was cut), then the closers to append."""
+    keep_bytes: int
+    """Length of the file's sound prefix; the file must be truncated to it when shorter than the file."""
+    closers: list[SessionEvent]
+    """Events to append so the last turn is closed (already included at the end of ``events``)."""
+
+
+def _parse_header(line: bytes, where: str) -> SessionHeader:
+    try:
+        raw = _decoder.decode(line.decode())
+    except ValueError as exc:
+        raise CorruptSessionError(f"{where}:1: the header is not valid JSON ({exc})") from None
+    if not isinstance(raw, dict) or raw.get("type") != "session" or not isinstance(raw.get("id"), str):
+        raise CorruptSessionError(f"{where}:1: not a dsh session header")
+    if raw.get("version") != FORMAT_VERSION:
+        raise CorruptSessionError(f"{where}:1: session format version {raw.get('version')!r} is not supported")
+    return SessionHeader(
+        id=raw["id"],
+        created_at=float(raw.get("created_at", 0.0)),
+        cwd=raw.get("cwd"),
+        parent_session=raw.get("parent_session"),
+    )
+
+
+def _parse_event(line: bytes, expected_seq: int) -> SessionEvent:
+    raw = _decoder.decode(line.decode())
+    if not isinstance(raw, dict):
+        raise ValueError("not an event object")
+    kind, seq, data = raw.get("type"), raw.get("seq"), raw.get("data")
+    if not isinstance(kind, str) or type(seq) is not int or not isinstance(data, dict):
+        raise ValueError("not an event (type, seq, data)")
+    if seq != expected_seq:
+        raise ValueError(f"seq {seq} where {expected_seq} was expected")
+    stamp = raw.get("time", 0.0)
+    return SessionEvent(kind, seq, float(stamp) if isinstance(stamp, int | float) else 0.0, data)
+
+
+def scan(content: bytes, where: str) -> ScanResult:
+    """Parse a whole session file; decide what repair it needs. Raises :class:`CorruptSessionError`."""
+    lines = content.split(b"\n")
+    # After the split, the last element is what follows the final newline: b"" for a clean file.
+    complete, tail = lines[:-1], lines[-1]
+    if not complete:
+        if tail:
+            raise CorruptSessionError(f"{where}:1: the header is incomplete (the file was cut while being created)")
+        raise CorruptSessionError(f"{where}: the file is empty")
+    header = _parse_header(complete[0], where)
+    events: list[SessionEvent] = []
+    keep = len(complete[0]) + 1
+    last = len(complete) - 1
+    for index in range(1, len(complete)):
+        line = complete[index]
+        try:
+            event = _parse_event(line, len(events))
+        except (ValueError, UnicodeDecodeError) as exc:
+            if index == last and not tail:
+                break  # the final line is torn (e.g. a partial write): cut it
+            raise CorruptSessionError(f"{where}:{index + 1}: {exc}") from None
+        events.append(event)
+        keep += len(line) + 1
+    closers = _closers(events)
+    return ScanResult(header, events + closers, keep, closers)
+
+
+def _closers(events: list[SessionEvent]) -> list[SessionEvent]:
+    """The events that close an interrupted final turn (empty when the log ends balanced)."""
+    last_start = None
+    for index in range(len(events) - 1, -1, -1):
+        kind = events[index].type
+        if kind == "turn/end":
+            return []
+        if kind == "turn/start":
+            last_start = index
+            break
+    if last_start is None:
+        return []
+    turn = events[last_start].data.get("turn")
+    open_calls: dict[str, dict[str, Any]] = {}
+    step_open: dict[str, Any] | None = None
+    for event in events[last_start:]:
+        data = event.data
+        if event.type == "tool/call":
+            open_calls[data.get("call_id", "")] = data
+        elif event.type == "tool/result":
+            open_calls.pop(data.get("call_id", ""), None)
+        elif event.type == "step/start":
+            step_open = data
+        elif event.type == "step/end":
+            step_open = None
+    now = time.time()
+    closers: list[dict[str, Any]] = []
+    for call_id, call in open_calls.items():
+        closers.append(
+            {
+                "type": "tool/result",
+                "data": {
+                    "turn": call.get("turn", turn),
+                    "step": call.get("step", 0),
+                    "call_id": call_id,
+                    "content": [{"type": "text", "text": INTERRUPTED_TEXT}],
+                    "is_error": True,
+                    "error": {"name": "InterruptedError", "code": "interrupted"},
+                },
+            }
+        )
+    if step_open is not None:
+        closers.append(
+            {"type": "step/end", "data": {"turn": step_open.get("turn", turn), "step": step_open.get("step", 0)}}
+        )
+    closers.append({"type": "turn/end", "data": {"turn": turn, "reason": {"kind": "interrupted"}}})
+    base = len(events)
+    return [SessionEvent(c["type"], base + i, now, c["data"]) for i, c in enumerate(closers)]
