@@ -15,7 +15,6 @@ disposed > aborted > error > max-tokens (sticky within a turn) > completed. See
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +36,7 @@ from dsh.services.llm import (
     MessageSource,
     ToolCallBlock,
 )
+from dsh.services.sessions import parse_json
 from dsh.services.system_prompt import render_prompt
 from dsh.services.tools import ToolExecution
 
@@ -296,7 +296,7 @@ def _parse_arguments(raw: str) -> Any:
     if not raw.strip():
         return {}
     try:
-        return json.loads(raw)
+        return parse_json(raw)
     except ValueError:
         return raw
 

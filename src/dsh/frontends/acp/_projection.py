@@ -18,10 +18,9 @@ Mapping:
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from dsh.services.sessions import SessionEvent
+from dsh.services.sessions import SessionEvent, parse_json
 
 __all__ = ["failed_update", "project", "tool_kind"]
 
@@ -50,8 +49,8 @@ def _raw_input(arguments: str) -> Any:
     if not arguments.strip():
         return {}
     try:
-        return json.loads(arguments)
-    except ValueError:
+        return parse_json(arguments)
+    except ValueError:  # not (lossless) JSON: shown as the model wrote it
         return arguments
 
 

@@ -114,19 +114,18 @@ class Connection:
         request_id = next(self._ids)
         slot = _Outbound()
         self._outbound[request_id] = slot
+        timed_out = False
         try:
             self._send_frame(dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}))
             with anyio.move_on_after(deadline) as scope:
                 await slot.done.wait()
-            if scope.cancelled_caught:
-                self.notify("$/cancel_request", {"requestId": request_id})
-                raise RpcError(REQUEST_CANCELLED, f"{method} timed out after {deadline} s")
-        except BaseException:
-            if not slot.done.is_set():
-                self.notify("$/cancel_request", {"requestId": request_id})
-            raise
+            timed_out = scope.cancelled_caught
         finally:
             self._outbound.pop(request_id, None)
+            if not slot.done.is_set():  # timed out, or the caller was cancelled: tell the client, once
+                self.notify("$/cancel_request", {"requestId": request_id})
+        if timed_out:
+            raise RpcError(REQUEST_CANCELLED, f"{method} timed out after {deadline} s")
         if slot.error is not None:
             raise slot.error
         return slot.result
@@ -135,8 +134,9 @@ class Connection:
         """Fail every outbound request still waiting for an answer."""
         self._closed = True
         for slot in self._outbound.values():
-            slot.error = RpcError(INTERNAL_ERROR, "the connection closed before the client answered")
-            slot.done.set()
+            if not slot.done.is_set():  # an answer that arrived stays the answer
+                slot.error = RpcError(INTERNAL_ERROR, "the connection closed before the client answered")
+                slot.done.set()
 
     # -- receiving --------------------------------------------------------------------------------------
 
@@ -219,18 +219,18 @@ class Connection:
 
     def _receive_response(self, message: dict[str, Any]) -> None:
         request_id = message["id"]
-        slot = self._outbound.get(request_id) if isinstance(request_id, int) else None
+        is_ours = isinstance(request_id, int) and not isinstance(request_id, bool)  # we never send bool ids
+        slot = self._outbound.get(request_id) if is_ours else None
         if slot is None:
             log.warning("response to an unknown request", request_id=repr(request_id)[:80])
             return
         error = message.get("error")
         if error is not None:
-            if isinstance(error, dict):
-                slot.error = RpcError(
-                    int(error.get("code", INTERNAL_ERROR)), str(error.get("message", "")), error.get("data")
-                )
+            code = error.get("code") if isinstance(error, dict) else None
+            if isinstance(error, dict) and isinstance(code, int) and not isinstance(code, bool):
+                slot.error = RpcError(code, str(error.get("message", "")), error.get("data"))
             else:
-                slot.error = RpcError(INTERNAL_ERROR, "malformed error response")
+                slot.error = RpcError(INTERNAL_ERROR, f"malformed error response from the client: {error!r:.200}")
         else:
             slot.result = message.get("result")
         slot.done.set()

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsh.errors import DshError
-from dsh.services.sessions import SessionEvent, SessionHeader
+from dsh.services.sessions import SessionEvent, SessionHeader, parse_json
 
 __all__ = ["CorruptSessionError", "ScanResult", "encode_event", "encode_header", "scan"]
 
@@ -33,13 +33,6 @@ class CorruptSessionError(DshError, ValueError):
     """A session file cannot be loaded as it is; the message names the file and line."""
 
     default_code = "SESSION_CORRUPT"
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-_decoder = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 def encode_header(header: SessionHeader) -> bytes:
@@ -68,7 +61,7 @@ class ScanResult:
 
 def _parse_header(line: bytes, where: str) -> SessionHeader:
     try:
-        raw = _decoder.decode(line.decode())
+        raw = parse_json(line)
     except ValueError as exc:
         raise CorruptSessionError(f"{where}:1: the header is not valid JSON ({exc})") from None
     if not isinstance(raw, dict) or raw.get("type") != "session" or not isinstance(raw.get("id"), str):
@@ -84,7 +77,7 @@ def _parse_header(line: bytes, where: str) -> SessionHeader:
 
 
 def _parse_event(line: bytes, expected_seq: int) -> SessionEvent:
-    raw = _decoder.decode(line.decode())
+    raw = parse_json(line)
     if not isinstance(raw, dict):
         raise ValueError("not an event object")
     kind, seq, data = raw.get("type"), raw.get("seq"), raw.get("data")

@@ -1,6 +1,6 @@
 """The ``sessions`` interface service: append-only event logs and the store of live ones."""
 
-from dsh.services.sessions._json import NotJsonError, copy_json
+from dsh.services.sessions._json import NotJsonError, copy_json, parse_json
 from dsh.services.sessions._persistence import LoadedSession, SessionInfo, SessionPersistence
 from dsh.services.sessions._session import Session, SessionEvent, SessionHeader, title_from_content
 from dsh.services.sessions._store import SessionStore, check_session_id, sessions_plugin
@@ -16,6 +16,7 @@ __all__ = [
     "SessionStore",
     "check_session_id",
     "copy_json",
+    "parse_json",
     "sessions_plugin",
     "title_from_content",
 ]

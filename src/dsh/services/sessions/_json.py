@@ -8,10 +8,11 @@ non-string keys and any other type. The copy means later mutation of the caller'
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
-__all__ = ["NotJsonError", "copy_json"]
+__all__ = ["NotJsonError", "copy_json", "parse_json"]
 
 
 class NotJsonError(ValueError):
@@ -37,3 +38,25 @@ def copy_json(value: Any, path: str = "$") -> Any:
             raise NotJsonError(f"{path}: {value!r} has no JSON spelling")
         return value
     raise NotJsonError(f"{path}: {kind.__name__} is not a JSON type")
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} does not fit a finite number")
+    return value
+
+
+_strict = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+
+
+def parse_json(text: str | bytes) -> Any:
+    """``json.loads`` that yields lossless JSON only: ``NaN``, ``Infinity`` and overflowing numbers raise
+    ``ValueError`` instead of becoming floats no JSON encoder may write."""
+    if isinstance(text, bytes):
+        text = text.decode()
+    return _strict.decode(text)
