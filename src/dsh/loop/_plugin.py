@@ -91,7 +91,9 @@ class AgentLoop:
                 meta["cwd"] = header.cwd
             if header.parent_session is not None:
                 meta["parent_session"] = header.parent_session
-            session = self._ctx.sessions.prepare(resume_session_id, seed=loaded.events, meta=meta)
+            session = self._ctx.sessions.prepare(
+                resume_session_id, seed=loaded.events, meta=meta, seed_owned=loaded.owned
+            )
             return await self._handle(agent_id, session, agent_options)
         except BaseException:
             release = getattr(persistence, "release", None)

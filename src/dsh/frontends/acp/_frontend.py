@@ -22,6 +22,7 @@ is produced after the ``turn/end`` event was projected.
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Callable
@@ -38,7 +39,7 @@ from dsh.events import TurnEndReason
 from dsh.frontends.acp._content import prompt_content
 from dsh.frontends.acp._dispatch import MethodTable, make_dispatch
 from dsh.frontends.acp._projection import failed_update, project
-from dsh.frontends.acp._rpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, Connection, RpcError, dumps
+from dsh.frontends.acp._rpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, Connection, RpcError
 from dsh.frontends.acp._wire import (
     AuthenticateParams,
     CancelParams,
@@ -145,6 +146,7 @@ class AcpFrontend:
         self._generations = 0
         self._closing = False
         self._opening: set[str] = set()
+        self._prefixes: dict[str, bytes] = {}
         self.client_capabilities: dict[str, Any] = {}
         self.connection = Connection(options.send_frame, make_dispatch(self._methods()))
 
@@ -371,11 +373,7 @@ class AcpFrontend:
         if record is None:
             return
         for update in project(event):
-            self._send(
-                dumps(
-                    {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": record.id, "update": update}}
-                )
-            )
+            self._update(record.id, update)
         kind = event.type
         if kind == "assistant/chunk":
             return
@@ -425,12 +423,7 @@ class AcpFrontend:
     def _settle_cancelled(self, record: _AcpSession) -> None:
         record.cancelling = 0
         for call_id in list(record.open_calls):
-            update = failed_update(call_id, "Cancelled by the user.")
-            self._send(
-                dumps(
-                    {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": record.id, "update": update}}
-                )
-            )
+            self._update(record.id, failed_update(call_id, "Cancelled by the user."))
         record.open_calls.clear()
         for prompt in list(record.prompts):
             if prompt.cancelled:
@@ -458,9 +451,13 @@ class AcpFrontend:
     # -- lifecycle --------------------------------------------------------------------------------------
 
     def _update(self, session_id: str, update: dict[str, Any]) -> None:
-        self._send(
-            dumps({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session_id, "update": update}})
-        )
+        """Send one ``session/update``. This is on the chunk path: the constant part of the frame is encoded
+        once per session, so each update costs one small ``json.dumps``."""
+        prefix = self._prefixes.get(session_id)
+        if prefix is None:
+            prefix = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
+            prefix = self._prefixes[session_id] = prefix + json.dumps(session_id).encode() + b',"update":'
+        self._send(prefix + json.dumps(update, separators=(",", ":")).encode() + b"}}")
 
     def _check_open(self) -> None:
         if self._closing:

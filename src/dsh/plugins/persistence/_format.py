@@ -15,6 +15,7 @@ Repair on load (:func:`scan`), the rules of reference §6.3:
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 from dataclasses import dataclass
@@ -99,6 +100,10 @@ def scan(content: bytes, where: str) -> ScanResult:
             raise CorruptSessionError(f"{where}:1: the header is incomplete (the file was cut while being created)")
         raise CorruptSessionError(f"{where}: the file is empty")
     header = _parse_header(complete[0], where)
+    fast = _parse_all(complete[1:])
+    if fast is not None:
+        closers = _closers(fast)
+        return ScanResult(header, fast + closers, len(content) - len(tail), closers)
     events: list[SessionEvent] = []
     keep = len(complete[0]) + 1
     last = len(complete) - 1
@@ -114,6 +119,39 @@ def scan(content: bytes, where: str) -> ScanResult:
         keep += len(line) + 1
     closers = _closers(events)
     return ScanResult(header, events + closers, keep, closers)
+
+
+def _parse_all(lines: list[bytes]) -> list[SessionEvent] | None:
+    """The fast path for a sound file: one parser call for all lines, then a shape check of each event.
+
+    Returns None when anything is off (a bad line, a line holding two values, a seq out of place); the
+    line-by-line path then finds and names the culprit. 100 000 events load in a fraction of the time.
+    """
+    if not lines:
+        return []
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # 100k fresh containers would trigger full collections for nothing
+    try:
+        try:
+            raw = parse_json(b"[" + b",".join(lines) + b"]")
+        except (ValueError, UnicodeDecodeError):
+            return None
+        if len(raw) != len(lines):
+            return None
+        events = []
+        for seq, item in enumerate(raw):
+            if type(item) is not dict:
+                return None
+            kind, data, stamp = item.get("type"), item.get("data"), item.get("time", 0.0)
+            if type(kind) is not str or item.get("seq") != seq or type(data) is not dict:
+                return None
+            if type(item.get("seq")) is not int:
+                return None
+            events.append(SessionEvent(kind, seq, float(stamp) if isinstance(stamp, int | float) else 0.0, data))
+        return events
+    finally:
+        if gc_was_enabled:
+            gc.enable()
 
 
 def _closers(events: list[SessionEvent]) -> list[SessionEvent]:

@@ -243,7 +243,7 @@ class JsonlPersistence:
             os.close(fd)
             raise
         self._loaded[session_id] = _Writer(session_id, result.header, path, fd, next_seq=len(result.events))
-        return LoadedSession(result.header, result.events)
+        return LoadedSession(result.header, result.events, owned=True)
 
     def release(self, session_id: str) -> None:
         """Give up a loaded session that never became live (its resume failed)."""

@@ -18,6 +18,9 @@ __all__ = ["LoadedSession", "SessionInfo", "SessionPersistence"]
 class LoadedSession:
     header: SessionHeader
     events: list[SessionEvent]
+    owned: bool = False
+    """True when the events' data were freshly parsed from JSON (strictly) and are handed over: the session
+    adopts them without a validating copy."""
 
 
 @dataclass(frozen=True, slots=True)

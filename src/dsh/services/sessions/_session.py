@@ -87,12 +87,16 @@ class Session:
 
     __slots__ = ("_derived", "_derived_upto", "_events", "_hook", "header")
 
-    def __init__(self, header: SessionHeader, seed: Sequence[SessionEvent] = ()) -> None:
-        events: list[SessionEvent] = []
+    def __init__(self, header: SessionHeader, seed: Sequence[SessionEvent] = (), *, seed_owned: bool = False) -> None:
+        """*seed_owned*: the seed's data were just parsed from JSON by a strict parser and nobody else holds
+        them (a persistence backend's load), so they are adopted without the validating copy."""
         for index, event in enumerate(seed):
             if event.seq != index:
                 raise ValueError(f"seeded event {index} has seq {event.seq}; seqs must be contiguous from 0")
-            events.append(SessionEvent(event.type, index, event.time, copy_json(event.data, f"{event.type}#{index}")))
+        if seed_owned:
+            events = list(seed)
+        else:
+            events = [SessionEvent(e.type, e.seq, e.time, copy_json(e.data, f"{e.type}#{e.seq}")) for e in seed]
         self.header = header
         self._events = events
         self._hook: AppendHook | None = None

@@ -59,8 +59,10 @@ class SessionStore:
         *,
         seed: Sequence[SessionEvent] = (),
         meta: dict[str, Any] | None = None,
+        seed_owned: bool = False,
     ) -> Session:
-        """Build a session (not yet live). ``meta`` may hold ``cwd``, ``parent_session``, ``created_at``."""
+        """Build a session (not yet live). ``meta`` may hold ``cwd``, ``parent_session``, ``created_at``;
+        ``seed_owned`` as for :class:`Session`."""
         meta = meta or {}
         if id is None:
             id = f"session-{next(self._counter)}"
@@ -77,7 +79,7 @@ class SessionStore:
             cwd=cwd,
             parent_session=meta.get("parent_session"),
         )
-        return Session(header, seed)
+        return Session(header, seed, seed_owned=seed_owned)
 
     def enter(self, session: Session) -> Disposer:
         """Make *session* live: appends now emit ``session/event``. Returns the detacher, which emits
