@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import os
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -13,6 +14,21 @@ from dsh.kernel import App, Context
 @pytest.fixture(scope="session")
 def anyio_backend() -> tuple[str, dict[str, Any]]:
     return ("asyncio", {"debug": True})
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_data_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """No test, and no daemon a test spawns, ever writes sessions into the real home directory."""
+    root = tmp_path_factory.mktemp("dsh-data")
+    saved = {name: os.environ.get(name) for name in ("DSH_DATA_DIR", "XDG_DATA_HOME")}
+    os.environ["DSH_DATA_DIR"] = str(root / "sessions")
+    os.environ["XDG_DATA_HOME"] = str(root / "xdg")
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture

@@ -39,7 +39,7 @@ from dsh.events import TurnEndReason
 from dsh.frontends.acp._content import prompt_content
 from dsh.frontends.acp._dispatch import MethodTable, make_dispatch
 from dsh.frontends.acp._projection import failed_update, project
-from dsh.frontends.acp._rpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, Connection, RpcError
+from dsh.frontends.acp._rpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, Connection, RpcError, arrival
 from dsh.frontends.acp._wire import (
     AuthenticateParams,
     CancelParams,
@@ -97,6 +97,9 @@ class _AcpSession:
     current_turn: int | None = None
     turn_open: bool = False
     titled: bool = False
+    cancelled_at: int = -1
+    """Arrival number of the last ``session/cancel``: a prompt that arrived before it is cancelled too,
+    even if its handler runs after the cancel's."""
     cancelling: int = 0
     """Generation of the pending cancel (0: none); the watchdog only acts on its own generation."""
 
@@ -212,6 +215,8 @@ class AcpFrontend:
     async def prompt(self, params: PromptParams) -> dict[str, Any]:
         record = self._session(params.session_id)
         content = prompt_content(params.prompt, accept_images=False)
+        if arrival() < record.cancelled_at:
+            return {"stopReason": "cancelled"}  # sent before a cancel that overtook this handler
         pending = _Prompt(message_id=str(uuid.uuid4()))
         record.prompts.append(pending)
         record.by_message[pending.message_id] = pending
@@ -236,6 +241,7 @@ class AcpFrontend:
         record = self._sessions.get(params.session_id)
         if record is None:
             return
+        record.cancelled_at = arrival()
         pending = [p for p in record.prompts if not p.settled]
         agent = record.handle.agent
         if not pending and agent.status != "running":

@@ -16,6 +16,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import json
 from collections.abc import Awaitable, Callable, Hashable
@@ -29,6 +30,7 @@ from dsh.frontends.acp._framing import Oversized
 
 __all__ = [
     "INTERNAL_ERROR",
+    "arrival",
     "INVALID_PARAMS",
     "INVALID_REQUEST",
     "METHOD_NOT_FOUND",
@@ -50,6 +52,18 @@ RESOURCE_NOT_FOUND = -32002
 log = get_logger("dsh.acp")
 
 Dispatch = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
+
+_arrival: contextvars.ContextVar[int] = contextvars.ContextVar("dsh_rpc_arrival", default=-1)
+
+
+def arrival() -> int:
+    """The arrival number of the request or notification being handled (frames are numbered as read).
+
+    Handlers run concurrently, so one that must respect the order in which the client *sent* things (a cancel
+    must cover every prompt sent before it, even if that prompt's task has not reached the agent yet)
+    compares arrival numbers instead of trusting the order in which tasks happen to run.
+    """
+    return _arrival.get()
 
 
 class RpcError(Exception):
@@ -89,6 +103,7 @@ class Connection:
         self._send_frame = send_frame
         self._dispatch = dispatch
         self._ids = itertools.count()
+        self._arrivals = itertools.count()
         self._outbound: dict[int, _Outbound] = {}
         self._inbound: dict[Hashable, anyio.CancelScope] = {}
         self._closed = False
@@ -182,16 +197,22 @@ class Connection:
                 self._respond_error(request_id, problem)
             return
         call = {"jsonrpc": "2.0", "method": method, "params": params}
+        number = next(self._arrivals)
         if not is_request:
             if method == "$/cancel_request":
                 self._cancel_inbound(params.get("requestId"))
                 return
-            await self._dispatch(call)
+            token = _arrival.set(number)
+            try:
+                await self._dispatch(call)
+            finally:
+                _arrival.reset(token)
             return
         call["id"] = request_id
-        handlers.start_soon(self._serve, call, name=f"rpc:{method}")
+        handlers.start_soon(self._serve, call, number, name=f"rpc:{method}")
 
-    async def _serve(self, call: dict[str, Any]) -> None:
+    async def _serve(self, call: dict[str, Any], number: int) -> None:
+        _arrival.set(number)  # this task's own context
         request_id = call["id"]
         key = _key(request_id)
         scope = anyio.CancelScope()
