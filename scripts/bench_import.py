@@ -35,7 +35,7 @@ def main() -> None:
     runs = 7
     bare = statistics.median(spawn("pass") for _ in range(runs))
     print(f"bare interpreter: {bare * 1000:.0f} ms (median of {runs})")
-    print(f"{'module':<24} {'wall − bare':>12} {'importtime cumulative':>22}")
+    print(f"{'module':<24} {'wall - bare':>12} {'importtime cumulative':>22}")
     for module in MODULES:
         wall = statistics.median(spawn(f"import {module}") for _ in range(runs)) - bare
         print(f"{module:<24} {wall * 1000:>9.0f} ms {importtime_total(module) / 1000:>19.1f} ms")

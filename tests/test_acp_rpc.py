@@ -307,9 +307,7 @@ async def test_params_that_are_not_an_object_are_invalid_params(
     ],
     ids=["version", "method-type", "params-type", "params-invalid", "unknown", "crash", "rpc-error"],
 )
-async def test_a_notification_never_gets_a_response(
-    conn: Connection, sent: Sent, message: dict[str, Any]
-) -> None:
+async def test_a_notification_never_gets_a_response(conn: Connection, sent: Sent, message: dict[str, Any]) -> None:
     with capture_logs():
         await receive_all(conn, frame(message))
     assert sent.frames == []
@@ -357,7 +355,9 @@ ID_VALUES: list[Any] = [
 
 
 @pytest.mark.parametrize("request_id", ID_VALUES, ids=[json.dumps(v) for v in ID_VALUES])
-async def test_request_ids_of_every_json_type_are_echoed_verbatim(conn: Connection, sent: Sent, request_id: Any) -> None:
+async def test_request_ids_of_every_json_type_are_echoed_verbatim(
+    conn: Connection, sent: Sent, request_id: Any
+) -> None:
     await receive_all(conn, request(request_id, "echo", {"sessionId": "s", "count": 2}))
     assert len(sent.frames) == 1
     reply = sent.messages[0]
@@ -457,86 +457,98 @@ def outbound(sent: Sent, method: str) -> list[dict[str, Any]]:
     return [m for m in sent.messages if m.get("method") == method]
 
 
+async def sent_requests(sent: Sent, method: str, count: int = 1) -> list[dict[str, Any]]:
+    """Wait until *count* requests of *method* went out; return them."""
+    await sent.wait_for(lambda _: len(outbound(sent, method)) >= count)
+    return outbound(sent, method)
+
+
+class Outcomes:
+    """What background ``conn.request`` calls returned (or the :class:`RpcError` they raised), in order."""
+
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+        self._changed = anyio.Event()
+
+    def start(
+        self,
+        tg: anyio.abc.TaskGroup,
+        conn: Connection,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        label: str | None = None,
+    ) -> None:
+        async def run() -> None:
+            value: Any
+            try:
+                value = await conn.request(method, params or {})
+            except RpcError as exc:
+                value = exc
+            self.values.append(value if label is None else (label, value))
+            changed, self._changed = self._changed, anyio.Event()
+            changed.set()
+
+        tg.start_soon(run)
+
+    async def wait(self, count: int = 1) -> list[Any]:
+        with anyio.fail_after(5):
+            while len(self.values) < count:
+                await self._changed.wait()
+        return self.values
+
+
+@pytest.fixture
+def outcomes() -> Outcomes:
+    return Outcomes()
+
+
 async def test_request_sends_a_request_and_resolves_with_the_clients_result(
-    conn: Connection, sent: Sent, tg: anyio.abc.TaskGroup
+    conn: Connection, sent: Sent, tg: anyio.abc.TaskGroup, outcomes: Outcomes
 ) -> None:
-    results: list[Any] = []
-
-    async def ask() -> None:
-        results.append(await conn.request("fs/read_text_file", {"sessionId": "s", "path": "/a"}))
-
-    tg.start_soon(ask)
-    sent_request = await sent.wait_for(lambda m: m.get("method") == "fs/read_text_file")
+    outcomes.start(tg, conn, "fs/read_text_file", {"sessionId": "s", "path": "/a"})
+    (sent_request,) = await sent_requests(sent, "fs/read_text_file")
     assert set(sent_request) == {"jsonrpc", "id", "method", "params"}
     assert sent_request["params"] == {"sessionId": "s", "path": "/a"}
     await conn.receive(frame({"jsonrpc": "2.0", "id": sent_request["id"], "result": {"content": "hello"}}), tg)
-    with anyio.fail_after(5):
-        while not results:
-            await anyio.sleep(0.001)
-    assert results == [{"content": "hello"}]
+    assert await outcomes.wait() == [{"content": "hello"}]
     assert len(sent.frames) == 1  # a response is never answered
 
 
 @pytest.mark.parametrize("result", [None, [], [1, 2], "text", 0, {"nested": {"a": [None]}}])
 async def test_request_returns_a_result_of_any_json_type(
-    conn: Connection, sent: Sent, tg: anyio.abc.TaskGroup, result: Any
+    conn: Connection, sent: Sent, tg: anyio.abc.TaskGroup, outcomes: Outcomes, result: Any
 ) -> None:
-    box: list[Any] = []
-
-    async def ask() -> None:
-        box.append(await conn.request("x/y", {}))
-
-    tg.start_soon(ask)
-    sent_request = await sent.wait_for(lambda m: m.get("method") == "x/y")
+    outcomes.start(tg, conn, "x/y")
+    (sent_request,) = await sent_requests(sent, "x/y")
     await conn.receive(frame({"jsonrpc": "2.0", "id": sent_request["id"], "result": result}), tg)
-    with anyio.fail_after(5):
-        while not box:
-            await anyio.sleep(0.001)
-    assert _same(box[0], result)
+    (value,) = await outcomes.wait()
+    assert _same(value, result)
 
 
-async def test_request_raises_the_clients_error(conn: Connection, sent: Sent, tg: anyio.abc.TaskGroup) -> None:
-    errors: list[RpcError] = []
-
-    async def ask() -> None:
-        try:
-            await conn.request("fs/read_text_file", {"sessionId": "s", "path": "/nope"})
-        except RpcError as exc:
-            errors.append(exc)
-
-    tg.start_soon(ask)
-    sent_request = await sent.wait_for(lambda m: m.get("method") == "fs/read_text_file")
+async def test_request_raises_the_clients_error(
+    conn: Connection, sent: Sent, tg: anyio.abc.TaskGroup, outcomes: Outcomes
+) -> None:
+    outcomes.start(tg, conn, "fs/read_text_file", {"sessionId": "s", "path": "/nope"})
+    (sent_request,) = await sent_requests(sent, "fs/read_text_file")
     error = {"code": RESOURCE_NOT_FOUND, "message": "no such file", "data": {"uri": "/nope"}}
     await conn.receive(frame({"jsonrpc": "2.0", "id": sent_request["id"], "error": error}), tg)
-    with anyio.fail_after(5):
-        while not errors:
-            await anyio.sleep(0.001)
-    (exc,) = errors
+    (exc,) = await outcomes.wait()
+    assert isinstance(exc, RpcError)
     assert (exc.code, exc.message, exc.data) == (RESOURCE_NOT_FOUND, "no such file", {"uri": "/nope"})
     assert exc.to_json() == error
 
 
 async def test_concurrent_requests_get_distinct_ids_and_their_own_answers(
-    conn: Connection, sent: Sent, tg: anyio.abc.TaskGroup
+    conn: Connection, sent: Sent, tg: anyio.abc.TaskGroup, outcomes: Outcomes
 ) -> None:
-    results: dict[str, Any] = {}
-
-    async def ask(name: str) -> None:
-        results[name] = await conn.request("x/ask", {"name": name})
-
     for name in ("a", "b", "c"):
-        tg.start_soon(ask, name)
-    with anyio.fail_after(5):
-        while len(outbound(sent, "x/ask")) < 3:
-            await anyio.sleep(0.001)
-    asked = {m["params"]["name"]: m["id"] for m in outbound(sent, "x/ask")}
+        outcomes.start(tg, conn, "x/ask", {"name": name}, label=name)
+    asked = {m["params"]["name"]: m["id"] for m in await sent_requests(sent, "x/ask", 3)}
     assert len(set(asked.values())) == 3
     for name in ("c", "a", "b"):  # answered out of order
         await conn.receive(frame({"jsonrpc": "2.0", "id": asked[name], "result": name.upper()}), tg)
-    with anyio.fail_after(5):
-        while len(results) < 3:
-            await anyio.sleep(0.001)
-    assert results == {"a": "A", "b": "B", "c": "C"}
+    assert dict(await outcomes.wait(3)) == {"a": "A", "b": "B", "c": "C"}
 
 
 async def test_request_times_out_with_deadline_and_then_sends_cancel_request(conn: Connection, sent: Sent) -> None:
@@ -562,7 +574,7 @@ async def test_a_caller_cancelled_while_waiting_sends_exactly_one_cancel_request
     with anyio.CancelScope() as scope:
 
         async def cancel_when_sent() -> None:
-            await sent.wait_for(lambda m: m.get("method") == "x/slow")
+            await sent_requests(sent, "x/slow")
             scope.cancel()
 
         tg.start_soon(cancel_when_sent)
@@ -574,25 +586,15 @@ async def test_a_caller_cancelled_while_waiting_sends_exactly_one_cancel_request
     ]
 
 
-async def test_close_fails_pending_requests_and_later_requests(conn: Connection, sent: Sent, tg: anyio.abc.TaskGroup) -> None:
-    errors: list[RpcError] = []
-
-    async def ask() -> None:
-        try:
-            await conn.request("x/pending", {})
-        except RpcError as exc:
-            errors.append(exc)
-
-    tg.start_soon(ask)
-    tg.start_soon(ask)
-    with anyio.fail_after(5):
-        while len(outbound(sent, "x/pending")) < 2:
-            await anyio.sleep(0.001)
+async def test_close_fails_pending_requests_and_later_requests(
+    conn: Connection, sent: Sent, tg: anyio.abc.TaskGroup, outcomes: Outcomes
+) -> None:
+    outcomes.start(tg, conn, "x/pending")
+    outcomes.start(tg, conn, "x/pending")
+    await sent_requests(sent, "x/pending", 2)
     conn.close()
-    with anyio.fail_after(5):
-        while len(errors) < 2:
-            await anyio.sleep(0.001)
-    assert {e.code for e in errors} == {INTERNAL_ERROR}
+    errors = await outcomes.wait(2)
+    assert all(isinstance(e, RpcError) and e.code == INTERNAL_ERROR for e in errors)
     before = len(sent.frames)
     with pytest.raises(RpcError) as caught:
         await conn.request("x/after", {})
@@ -601,17 +603,28 @@ async def test_close_fails_pending_requests_and_later_requests(conn: Connection,
     assert len(sent.frames) == before
 
 
+async def test_an_answer_that_arrived_before_close_stays_the_answer(
+    conn: Connection, sent: Sent, tg: anyio.abc.TaskGroup, outcomes: Outcomes
+) -> None:
+    outcomes.start(tg, conn, "x/ask")
+    (sent_request,) = await sent_requests(sent, "x/ask")
+    await conn.receive(frame({"jsonrpc": "2.0", "id": sent_request["id"], "result": "answered"}), tg)
+    conn.close()  # before the waiting task got to run
+    assert await outcomes.wait() == ["answered"]
+
+
+async def settle() -> None:
+    """Let every ready task run (used only to show that something does *not* happen)."""
+    for _ in range(20):
+        await anyio.lowlevel.checkpoint()
+
+
 @pytest.mark.parametrize("stray_id", [999, "0", None, 0.5, [0]], ids=["unknown-int", "str", "null", "float", "array"])
 async def test_responses_with_unknown_ids_are_dropped_with_a_warning(
-    conn: Connection, sent: Sent, tg: anyio.abc.TaskGroup, stray_id: Any
+    conn: Connection, sent: Sent, tg: anyio.abc.TaskGroup, outcomes: Outcomes, stray_id: Any
 ) -> None:
-    box: list[Any] = []
-
-    async def ask() -> None:
-        box.append(await conn.request("x/ask", {}))
-
-    tg.start_soon(ask)
-    sent_request = await sent.wait_for(lambda m: m.get("method") == "x/ask")
+    outcomes.start(tg, conn, "x/ask")
+    (sent_request,) = await sent_requests(sent, "x/ask")
     assert sent_request["id"] == 0  # the stray "0" below differs from it only by type
     with capture_logs() as logs:
         await conn.receive(frame({"jsonrpc": "2.0", "id": stray_id, "result": "stray"}), tg)
@@ -619,14 +632,10 @@ async def test_responses_with_unknown_ids_are_dropped_with_a_warning(
     warnings = [entry for entry in logs if entry["log_level"] == "warning"]
     assert len(warnings) == 2
     assert sent.frames == [sent.frames[0]]  # nothing answered
-    for _ in range(10):
-        await anyio.lowlevel.checkpoint()
-    assert box == []  # still waiting for its own answer
+    await settle()
+    assert outcomes.values == []  # still waiting for its own answer
     await conn.receive(frame({"jsonrpc": "2.0", "id": 0, "result": "mine"}), tg)
-    with anyio.fail_after(5):
-        while not box:
-            await anyio.sleep(0.001)
-    assert box == ["mine"]
+    assert await outcomes.wait() == ["mine"]
 
 
 async def test_a_late_response_after_a_timeout_is_dropped_with_a_warning(
@@ -643,75 +652,48 @@ async def test_a_late_response_after_a_timeout_is_dropped_with_a_warning(
 
 
 async def test_a_boolean_response_id_does_not_match_an_integer_request(
-    conn: Connection, sent: Sent, tg: anyio.abc.TaskGroup
+    conn: Connection, sent: Sent, tg: anyio.abc.TaskGroup, outcomes: Outcomes
 ) -> None:
-    box: list[Any] = []
-
-    async def ask() -> None:
-        try:
-            box.append(await conn.request("x/ask", {}))
-        except RpcError:
-            pass  # closed at the end of the test
-
-    tg.start_soon(ask)
-    tg.start_soon(ask)
-    with anyio.fail_after(5):
-        while len(outbound(sent, "x/ask")) < 2:
-            await anyio.sleep(0.001)
-    assert sorted(m["id"] for m in outbound(sent, "x/ask")) == [0, 1]
-    with capture_logs():
+    outcomes.start(tg, conn, "x/ask")
+    outcomes.start(tg, conn, "x/ask")
+    assert sorted(m["id"] for m in await sent_requests(sent, "x/ask", 2)) == [0, 1]
+    with capture_logs() as logs:
         await conn.receive(b'{"jsonrpc":"2.0","id":true,"result":"bool"}', tg)
-    for _ in range(10):
-        await anyio.lowlevel.checkpoint()
-    try:
-        assert box == []
-    finally:
-        conn.close()
+    assert [entry["log_level"] for entry in logs] == ["warning"]
+    await settle()
+    assert outcomes.values == []
+    conn.close()
+    await outcomes.wait(2)
 
 
-@pytest.mark.parametrize("code", ["abc", None, [1], {"c": 1}])
+@pytest.mark.parametrize("code", ["abc", None, [1], {"c": 1}, True, "-32000"])
 async def test_a_malformed_error_code_from_the_client_fails_the_request_not_the_connection(
-    conn: Connection, sent: Sent, tg: anyio.abc.TaskGroup, code: Any
+    conn: Connection, sent: Sent, tg: anyio.abc.TaskGroup, outcomes: Outcomes, code: Any
 ) -> None:
-    errors: list[RpcError] = []
-
-    async def ask() -> None:
-        try:
-            await conn.request("x/ask", {})
-        except RpcError as exc:
-            errors.append(exc)
-
-    tg.start_soon(ask)
-    sent_request = await sent.wait_for(lambda m: m.get("method") == "x/ask")
+    outcomes.start(tg, conn, "x/ask")
+    (sent_request,) = await sent_requests(sent, "x/ask")
     try:
-        await conn.receive(frame({"jsonrpc": "2.0", "id": sent_request["id"], "error": {"code": code, "message": "m"}}), tg)
+        await conn.receive(
+            frame({"jsonrpc": "2.0", "id": sent_request["id"], "error": {"code": code, "message": "m"}}), tg
+        )
     finally:
         conn.close()  # whatever happened, let the waiting task finish
-    with anyio.fail_after(5):
-        while not errors:
-            await anyio.sleep(0.001)
-    assert errors[0].code == INTERNAL_ERROR
-    assert "closed" not in errors[0].message  # failed by the malformed answer, not by close()
+    (error,) = await outcomes.wait()
+    assert isinstance(error, RpcError)
+    assert error.code == INTERNAL_ERROR
+    assert "closed" not in error.message  # failed by the malformed answer, not by close()
 
 
+@pytest.mark.parametrize("error", ["boom", 5, ["x"], True], ids=["string", "int", "list", "bool"])
 async def test_a_non_object_error_from_the_client_is_a_malformed_error(
-    conn: Connection, sent: Sent, tg: anyio.abc.TaskGroup
+    conn: Connection, sent: Sent, tg: anyio.abc.TaskGroup, outcomes: Outcomes, error: Any
 ) -> None:
-    errors: list[RpcError] = []
-
-    async def ask() -> None:
-        try:
-            await conn.request("x/ask", {})
-        except RpcError as exc:
-            errors.append(exc)
-
-    tg.start_soon(ask)
-    sent_request = await sent.wait_for(lambda m: m.get("method") == "x/ask")
-    await conn.receive(frame({"jsonrpc": "2.0", "id": sent_request["id"], "error": "boom"}), tg)
-    with anyio.fail_after(5):
-        while not errors:
-            await anyio.sleep(0.001)
-    assert errors[0].code == INTERNAL_ERROR
+    outcomes.start(tg, conn, "x/ask")
+    (sent_request,) = await sent_requests(sent, "x/ask")
+    await conn.receive(frame({"jsonrpc": "2.0", "id": sent_request["id"], "error": error}), tg)
+    (exc,) = await outcomes.wait()
+    assert isinstance(exc, RpcError)
+    assert exc.code == INTERNAL_ERROR
 
 
 # -- make_dispatch: the jsonrpcserver adapter -----------------------------------------------------------------

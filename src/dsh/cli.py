@@ -8,7 +8,7 @@ owns stdout for protocol frames only.
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -55,6 +55,94 @@ def version() -> None:
     from dsh import __version__
 
     sys.stdout.write(f"dsh {__version__}\n")
+
+
+sessions_app = typer.Typer(
+    help="Stored sessions: list, show, export and delete them. Reading never locks or changes a session file.",
+    no_args_is_help=True,
+)
+app.add_typer(sessions_app, name="sessions")
+
+DataDirOption = Annotated[
+    str | None,
+    typer.Option(
+        "--data-dir",
+        metavar="DIR",
+        envvar="DSH_DATA_DIR",
+        help="Session store (default: $XDG_DATA_HOME/dsh/sessions).",
+    ),
+]
+SessionIdArgument = Annotated[str, typer.Argument(metavar="ID", help="The session id.")]
+
+
+@sessions_app.command("list")
+def sessions_list(
+    data_dir: DataDirOption = None,
+    cwd: Annotated[str | None, typer.Option(metavar="DIR", help="Only sessions started in DIR.")] = None,
+) -> None:
+    """One line per stored session, newest first: id, last update, working directory, title."""
+    import anyio
+
+    from dsh.frontends import sessions_cli
+
+    with sessions_cli.reported_errors():
+        root = sessions_cli.resolve_data_dir(data_dir)
+        infos = anyio.run(sessions_cli.list_sessions, root, cwd)
+        if not infos:
+            where = f"for {cwd} " if cwd is not None else ""
+            typer.echo(f"No sessions {where}in {root}.")
+            return
+        typer.echo(sessions_cli.render_list(infos), nl=False)
+
+
+@sessions_app.command("show")
+def sessions_show(session_id: SessionIdArgument, data_dir: DataDirOption = None) -> None:
+    """Print a session as a readable transcript (works while a daemon is using the session)."""
+    from dsh.frontends import sessions_cli
+
+    with sessions_cli.reported_errors():
+        root = sessions_cli.resolve_data_dir(data_dir)
+        stored = sessions_cli.read_session(root, sessions_cli.valid_id(session_id))
+        typer.echo(sessions_cli.render_transcript(stored), nl=False)
+
+
+@sessions_app.command("export")
+def sessions_export(
+    session_id: SessionIdArgument,
+    data_dir: DataDirOption = None,
+    format: Annotated[
+        Literal["jsonl", "markdown"],
+        typer.Option("--format", help="jsonl: the stored lines verbatim; markdown: a Markdown transcript."),
+    ] = "jsonl",
+) -> None:
+    """Write a session to stdout, as its JSONL lines (header included) or as Markdown."""
+    from dsh.frontends import sessions_cli
+
+    with sessions_cli.reported_errors():
+        root = sessions_cli.resolve_data_dir(data_dir)
+        session_id = sessions_cli.valid_id(session_id)
+        if format == "markdown":
+            typer.echo(sessions_cli.render_markdown(sessions_cli.read_session(root, session_id)), nl=False)
+            return
+        content = sessions_cli.read_raw(root, session_id)
+        lines = sessions_cli.complete_lines(content)
+        if len(lines) < len(content):
+            typer.echo(f"dsh: left out an incomplete final line ({len(content) - len(lines)} bytes)", err=True)
+        typer.echo(lines, nl=False)
+
+
+@sessions_app.command("rm")
+def sessions_rm(session_id: SessionIdArgument, data_dir: DataDirOption = None) -> None:
+    """Delete a stored session (refused while another dsh process is using it)."""
+    import anyio
+
+    from dsh.frontends import sessions_cli
+
+    with sessions_cli.reported_errors():
+        root = sessions_cli.resolve_data_dir(data_dir)
+        session_id = sessions_cli.valid_id(session_id)
+        anyio.run(sessions_cli.delete_session, root, session_id)
+        typer.echo(f"Deleted session {session_id}.")
 
 
 def main() -> None:

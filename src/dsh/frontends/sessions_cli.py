@@ -344,9 +344,7 @@ def build_transcript(events: Sequence[SessionEvent]) -> list[Turn]:
                 key = "text" if chunk["type"] == "text-delta" else "reasoning"
                 streamed[key].append(str(chunk.get("text", "")))
         elif kind == "user/message":
-            source = data.get("source")
-            label = "user" if _source_label(source) == "user" else _source_label(source)
-            turn().items.append(Item("user", content_text(data.get("content")), label))
+            turn().items.append(Item("user", content_text(data.get("content")), _source_label(data.get("source"))))
         elif kind in ("context/message", "steering/message"):
             item_kind: ItemKind = "context" if kind == "context/message" else "steering"
             turn().items.append(Item(item_kind, content_text(data.get("content")), _source_label(data.get("source"))))
@@ -462,12 +460,12 @@ def _item_heading(item: Item) -> str:
             what = "Reasoning" if item.flag == "reasoning" else "Assistant"
             return f"{what} (partial: streamed, the step did not finish)"
         case "tool_call":
-            suffix = " (not run)" if item.flag else ""
-            return f"Tool call{suffix}: {item.label} [{item.call_id}]"
+            suffix = " (requested, not run)" if item.flag else ""
+            return f"Tool call {item.label} [{item.call_id}]{suffix}"
         case "tool_result":
             name = f"{item.label} " if item.label else ""
             status = " (error" + (f" {item.code}" if item.code else "") + ")" if item.flag == "error" else ""
-            return f"Tool result{status}: {name}[{item.call_id}]"
+            return f"Tool result {name}[{item.call_id}]{status}"
         case "error":
             return "Error" + (f" [{item.code}]" if item.code else "")
     return item.kind  # pragma: no cover - every kind is matched above
@@ -533,7 +531,7 @@ def _md_item(item: Item) -> list[str]:
         case "partial":
             return [f"*{_item_heading(item)}*", "", *_quote(item.text)]
         case "tool_call":
-            suffix = " (not run)" if item.flag else ""
+            suffix = " (requested, not run)" if item.flag else ""
             head = f"**Tool call{suffix}** {_code(item.label)} ({_code(item.call_id)})"
             return [head, "", *_fence(item.text, "json" if item.text[:1] in "{[" else "")]
         case "tool_result":

@@ -27,6 +27,7 @@ def _invalid(message: str, index: int | None = None) -> RpcError:
 
 def prompt_content(blocks: list[dict[str, Any]], *, accept_images: bool) -> list[ContentBlock]:
     content: list[ContentBlock] = []
+    index = 0
     try:
         for index, raw in enumerate(blocks):
             kind = raw.get("type") if isinstance(raw, dict) else None
@@ -50,8 +51,11 @@ def prompt_content(blocks: list[dict[str, Any]], *, accept_images: bool) -> list
             else:
                 raise _invalid(f"unsupported content block type {kind!r}", index)
     except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_context=False, include_input=False)
+        for error in errors:
+            error["loc"] = ("prompt", index, *error["loc"])
         raise RpcError(
-            INVALID_PARAMS, "Invalid params", exc.errors(include_url=False, include_context=False, include_input=False)
+            INVALID_PARAMS, f"Invalid params: prompt[{index}] is not a valid content block", errors
         ) from None
     if not any(block["type"] == "image" or (block["type"] == "text" and block["text"].strip()) for block in content):
         raise _invalid("empty prompt: send some text")

@@ -463,7 +463,7 @@ class AcpFrontend:
         if prefix is None:
             prefix = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
             prefix = self._prefixes[session_id] = prefix + json.dumps(session_id).encode() + b',"update":'
-        self._send(prefix + json.dumps(update, separators=(",", ":")).encode() + b"}}")
+        self._send(prefix + json.dumps(update, separators=(",", ":"), allow_nan=False).encode() + b"}}")
 
     def _check_open(self) -> None:
         if self._closing:

@@ -83,8 +83,9 @@ class RpcError(Exception):
 
 
 def dumps(message: dict[str, Any]) -> bytes:
-    """Compact JSON, ASCII-safe (always valid UTF-8, whatever lone surrogates a tool produced)."""
-    return json.dumps(message, separators=(",", ":")).encode()
+    """Compact JSON, ASCII-safe (always valid UTF-8, whatever lone surrogates a tool produced); a non-finite
+    number raises rather than put ``NaN`` (not JSON) on the wire."""
+    return json.dumps(message, separators=(",", ":"), allow_nan=False).encode()
 
 
 class _Outbound:

@@ -1,0 +1,314 @@
+"""ACP daemon benchmark: dsh against a minimal agent on the official Python ACP SDK, over raw pipes.
+
+Three measurements, each for both agents in the same run (their spawns interleaved so drift hits both alike):
+
+* **initialize**: spawn → ``initialize`` answered, median of ``--spawns`` fresh processes (the initialize
+  request is written right after the spawn, so this is start-up plus the first round trip).
+* **updates/s**: an N-word echo prompt (``--words``) streams N ``session/update`` notifications;
+  rate = N / (time from writing the prompt to reading its answer), median of ``--repeats`` fresh sessions in
+  one process, after one small warm-up prompt.
+* **cancel**: a ``--cancel-words`` echo prompt; at its first update we write ``session/cancel`` and time
+  until the prompt's answer arrives (it should say ``cancelled``), median of ``--cancels`` fresh sessions.
+
+The client is deliberately dumb (subprocess pipes, ``readline``, ``json.loads``; stderr to /dev/null) so the
+numbers are the agents', not a client library's. dsh runs as ``python -m dsh acp`` with its default ``echo``
+model; the peer is ``scripts/peers/sdk_echo_agent.py``. Not a test: it prints a table and never fails on it.
+
+Run: ``.venv/bin/python scripts/bench_acp.py`` (about a minute; ``--quick`` for a smoke run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+ROOT = Path(__file__).resolve().parent.parent
+AGENTS: dict[str, list[str]] = {
+    "dsh": [sys.executable, "-m", "dsh", "acp"],
+    "sdk peer": [sys.executable, str(ROOT / "scripts" / "peers" / "sdk_echo_agent.py")],
+}
+UPDATE_PREFIX = b'{"jsonrpc":"2.0","method":"session/update"'
+"""Both agents write compact JSON in this key order; other lines are parsed (the prefix is only a fast path)."""
+CHUNK_MARK = b'"sessionUpdate":"agent_message_chunk"'
+
+BLASTER = r"""
+import json, sys
+out = sys.stdout.buffer
+for line in sys.stdin.buffer:
+    msg = json.loads(line)
+    method, rid = msg.get("method"), msg.get("id")
+    if method == "initialize":
+        result = {"protocolVersion": 1}
+    elif method == "session/new":
+        result = {"sessionId": "s"}
+    elif method == "session/prompt":
+        words = msg["params"]["prompt"][0]["text"].split(" ")
+        out.write(b"".join(
+            json.dumps({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {
+                "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": w + " "}}}},
+                separators=(",", ":")).encode() + b"\n" for w in words))
+        result = {"stopReason": "end_turn"}
+    else:
+        continue
+    out.write(json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}, separators=(",", ":")).encode() + b"\n")
+    out.flush()
+"""
+"""A fake agent that writes all of a prompt's updates at once: how fast this client can read (its ceiling)."""
+
+TARGET_INITIALIZE_S = 0.25
+TARGET_UPDATES_PER_S = 50_000
+TARGET_CANCEL_S = 0.020
+
+
+class AgentProcess:
+    """One agent over raw pipes: write request lines, read response lines."""
+
+    def __init__(self, command: list[str]) -> None:
+        env = {key: value for key, value in os.environ.items() if not key.startswith("DSH_")}  # dsh defaults
+        self.started = time.perf_counter()
+        self.proc = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT, env=env
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._stdin: IO[bytes] = self.proc.stdin
+        self._stdout: IO[bytes] = self.proc.stdout
+        self._ids = itertools.count()
+
+    def send(self, message: dict[str, Any]) -> None:
+        self._stdin.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+        self._stdin.flush()
+
+    def request(self, method: str, params: dict[str, Any]) -> int:
+        request_id = next(self._ids)
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        return request_id
+
+    def notify(self, method: str, params: dict[str, Any]) -> None:
+        self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def read_line(self) -> bytes:
+        line = self._stdout.readline()
+        if not line:
+            raise EOFError(f"the agent closed its stdout (exit code {self.proc.poll()})")
+        return line
+
+    def wait_response(self, request_id: int, on_update: Callable[[], None] | None = None) -> dict[str, Any]:
+        """Read until the answer to *request_id*; call *on_update* for every ``session/update`` on the way."""
+        while True:
+            line = self.read_line()
+            if line.startswith(UPDATE_PREFIX):
+                if on_update is not None:
+                    on_update()
+                continue
+            message: dict[str, Any] = json.loads(line)
+            if message.get("method") == "session/update":
+                if on_update is not None:
+                    on_update()
+            elif "method" not in message and message.get("id") == request_id:
+                if "error" in message:
+                    raise RuntimeError(f"request {request_id} failed: {message['error']}")
+                return message
+
+    def initialize(self) -> dict[str, Any]:
+        return self.wait_response(self.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}}))
+
+    def new_session(self) -> str:
+        response = self.wait_response(self.request("session/new", {"cwd": str(ROOT), "mcpServers": []}))
+        return str(response["result"]["sessionId"])
+
+    def close(self) -> None:
+        try:
+            self._stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._stdout.close()
+
+
+def prompt_params(session_id: str, words: int) -> dict[str, Any]:
+    text = " ".join(f"w{i}" for i in range(words))
+    return {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+
+
+@dataclass
+class Results:
+    initialize: list[float] = field(default_factory=list)
+    rates: list[float] = field(default_factory=list)
+    updates_seen: list[int] = field(default_factory=list)
+    cancels: list[float] = field(default_factory=list)
+    cancel_reasons: list[str] = field(default_factory=list)
+    after_cancel: list[int] = field(default_factory=list)
+
+
+def measure_initialize(command: list[str]) -> float:
+    agent = AgentProcess(command)
+    try:
+        agent.initialize()
+        return time.perf_counter() - agent.started
+    finally:
+        agent.close()
+
+
+def measure_throughput(command: list[str], words: int, repeats: int, results: Results) -> None:
+    agent = AgentProcess(command)
+    try:
+        agent.initialize()
+        warm = agent.new_session()
+        agent.wait_response(agent.request("session/prompt", prompt_params(warm, 50)))
+        for _ in range(repeats):
+            session_id = agent.new_session()
+            params = prompt_params(session_id, words)
+            seen = 0
+
+            def count() -> None:
+                nonlocal seen
+                seen += 1
+
+            start = time.perf_counter()
+            response = agent.wait_response(agent.request("session/prompt", params), count)
+            elapsed = time.perf_counter() - start
+            assert response["result"]["stopReason"] == "end_turn", response
+            results.rates.append(words / elapsed)
+            results.updates_seen.append(seen)
+    finally:
+        agent.close()
+
+
+def measure_cancel(command: list[str], words: int, repeats: int, results: Results) -> None:
+    agent = AgentProcess(command)
+    try:
+        agent.initialize()
+        for _ in range(repeats):
+            session_id = agent.new_session()
+            prompt_id = agent.request("session/prompt", prompt_params(session_id, words))
+            while True:  # the first streamed chunk: the turn is running
+                line = agent.read_line()
+                if line.startswith(UPDATE_PREFIX) and CHUNK_MARK in line:
+                    break
+            after = 0
+
+            def count() -> None:
+                nonlocal after
+                after += 1
+
+            start = time.perf_counter()
+            agent.notify("session/cancel", {"sessionId": session_id})
+            response = agent.wait_response(prompt_id, count)
+            results.cancels.append(time.perf_counter() - start)
+            results.cancel_reasons.append(str(response["result"]["stopReason"]))
+            results.after_cancel.append(after)
+    finally:
+        agent.close()
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--spawns", type=int, default=15)
+    parser.add_argument("--words", type=int, default=20_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--cancel-words", type=int, default=200_000)
+    parser.add_argument("--cancels", type=int, default=5)
+    parser.add_argument("--only", choices=sorted(AGENTS), help="measure one agent only")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: few spawns, small prompts")
+    args = parser.parse_args()
+    if args.quick:
+        args.spawns, args.words, args.repeats, args.cancel_words, args.cancels = 3, 2_000, 1, 20_000, 2
+    agents = {name: command for name, command in AGENTS.items() if args.only in (None, name)}
+    results = {name: Results() for name in agents}
+    began = time.perf_counter()
+
+    for _ in range(args.spawns):
+        for name, command in agents.items():
+            results[name].initialize.append(measure_initialize(command))
+    for name, command in agents.items():
+        measure_throughput(command, args.words, args.repeats, results[name])
+    for name, command in agents.items():
+        measure_cancel(command, args.cancel_words, args.cancels, results[name])
+    ceiling = Results()
+    measure_throughput([sys.executable, "-c", BLASTER], args.words, args.repeats, ceiling)
+
+    print(
+        f"ACP benchmark: {args.spawns} spawns; throughput {args.words} words x {args.repeats}; "
+        f"cancel {args.cancel_words} words x {args.cancels}; python {sys.version.split()[0]}; "
+        f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}; run took {time.perf_counter() - began:.1f} s"
+    )
+    print()
+    names = list(agents)
+    rows: list[tuple[str, list[float], Callable[[float], str], str, Callable[[float], bool]]] = [
+        (
+            "spawn -> initialize answered (median)",
+            [median(results[n].initialize) for n in names],
+            lambda v: f"{v * 1000:.0f} ms",
+            f"<= {TARGET_INITIALIZE_S * 1000:.0f} ms",
+            lambda v: v <= TARGET_INITIALIZE_S,
+        ),
+        (
+            f"session/update throughput, {args.words} words (median)",
+            [median(results[n].rates) for n in names],
+            lambda v: f"{v:,.0f} /s",
+            f">= {TARGET_UPDATES_PER_S:,} /s",
+            lambda v: v >= TARGET_UPDATES_PER_S,
+        ),
+        (
+            "cancel -> prompt answered (median)",
+            [median(results[n].cancels) for n in names],
+            lambda v: f"{v * 1000:.1f} ms",
+            f"<= {TARGET_CANCEL_S * 1000:.0f} ms",
+            lambda v: v <= TARGET_CANCEL_S,
+        ),
+    ]
+    header = ["metric", *names]
+    if len(names) == 2:
+        header.append(f"ratio {names[0]}/{names[1]}")
+    header += ["target", f"{names[0]} meets"]
+    table: list[list[str]] = [header]
+    for label, values, fmt, target, meets in rows:
+        row = [label, *(fmt(v) for v in values)]
+        if len(names) == 2:
+            row.append(f"{values[0] / values[1]:.2f}" if values[1] else "-")
+        row += [target, "yes" if meets(values[0]) else "NO"]
+        table.append(row)
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    for index, row in enumerate(table):
+        print(" | ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+        if index == 0:
+            print("-+-".join("-" * width for width in widths))
+
+    print()
+    for name in names:
+        r = results[name]
+        print(f"{name}:")
+        print(
+            f"  initialize s: min {min(r.initialize):.3f}  median {median(r.initialize):.3f}  max {max(r.initialize):.3f}"
+        )
+        print(f"  updates/s per run: {', '.join(f'{v:,.0f}' for v in r.rates)}  (updates seen: {r.updates_seen})")
+        print(
+            f"  cancel ms per run: {', '.join(f'{v * 1000:.1f}' for v in r.cancels)}  stopReason: {r.cancel_reasons}"
+            f"  updates after cancel: {r.after_cancel}"
+        )
+    print(
+        f"client read ceiling (a fake agent writing every update at once): {median(ceiling.rates):,.0f} updates/s; "
+        "throughput near it is bounded by this client, not the agent"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""The sans-IO newline framer: the same frames for every split of the stream, bounded memory, resync."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import pairwise
+from typing import TypeAlias
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dsh.frontends.acp._framing import DEFAULT_MAX_FRAME, LineFramer, Oversized
+
+Frame: TypeAlias = bytes | Oversized
+
+frame_bytes = st.binary(max_size=40).map(lambda raw: raw.replace(b"\n", b""))
+
+
+def split_at(stream: bytes, cuts: Sequence[int]) -> list[bytes]:
+    """*stream* cut at the given offsets (duplicates and unsorted offsets allowed; empty chunks kept)."""
+    points = [0, *sorted(cuts), len(stream)]
+    return [stream[a:b] for a, b in pairwise(points)]
+
+
+def run(framer: LineFramer, chunks: Sequence[bytes], *, close: bool = True) -> list[Frame]:
+    out: list[Frame] = []
+    for chunk in chunks:
+        out.extend(framer.feed(chunk))
+    if close:
+        out.extend(framer.close())
+    return out
+
+
+def expected(frames: Sequence[bytes], max_frame: int) -> list[Frame]:
+    return [frame if len(frame) <= max_frame else Oversized(len(frame)) for frame in frames]
+
+
+@st.composite
+def stream_and_cuts(draw: st.DrawFn, frames: st.SearchStrategy[list[bytes]]) -> tuple[list[bytes], bytes, list[int]]:
+    chosen = draw(frames)
+    stream = b"".join(frame + b"\n" for frame in chosen)
+    cuts = draw(st.lists(st.integers(0, len(stream)), max_size=30))
+    return chosen, stream, cuts
+
+
+# -- every split yields the same frames ---------------------------------------------------------------
+
+
+@given(stream_and_cuts(st.lists(frame_bytes, max_size=20)))
+def test_every_split_yields_the_same_frames(case: tuple[list[bytes], bytes, list[int]]) -> None:
+    frames, stream, cuts = case
+    out = run(LineFramer(), split_at(stream, cuts))
+    assert out == frames
+    assert all(type(frame) is bytes for frame in out)
+
+
+@given(st.lists(frame_bytes, min_size=1, max_size=20), st.data())
+def test_a_final_frame_without_newline_comes_out_of_close(frames: list[bytes], data: st.DataObject) -> None:
+    stream = b"\n".join(frames)
+    cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=30))
+    framer = LineFramer()
+    fed: list[Frame] = []
+    for chunk in split_at(stream, cuts):
+        fed.extend(framer.feed(chunk))
+    assert fed == frames[:-1]
+    closed = framer.close()
+    assert closed == ([frames[-1]] if frames[-1] else [])
+    assert framer.close() == []  # close is idempotent: nothing is produced twice
+
+
+def test_frames_keep_a_trailing_carriage_return_and_empty_lines() -> None:
+    assert run(LineFramer(), [b'{"a":1}\r\n\n  \nx']) == [b'{"a":1}\r', b"", b"  ", b"x"]
+
+
+def test_returned_frames_do_not_alias_the_internal_buffer() -> None:
+    framer = LineFramer()
+    framer.feed(b"abc")
+    (first,) = framer.feed(b"def\n")
+    framer.feed(b"zzzzzz")
+    assert first == b"abcdef"
+
+
+def test_default_limit_allows_at_least_64_mib() -> None:
+    assert DEFAULT_MAX_FRAME >= 64 * 1024 * 1024
+
+
+# -- oversized frames -----------------------------------------------------------------------------------
+
+MAX = 16
+
+
+@settings(max_examples=300)
+@given(stream_and_cuts(st.lists(st.binary(max_size=3 * MAX).map(lambda b: b.replace(b"\n", b"")), max_size=12)))
+def test_oversized_frames_yield_one_marker_each_for_every_split(case: tuple[list[bytes], bytes, list[int]]) -> None:
+    frames, stream, cuts = case
+    assert run(LineFramer(MAX), split_at(stream, cuts)) == expected(frames, MAX)
+
+
+@given(st.lists(st.binary(max_size=3 * MAX).map(lambda b: b.replace(b"\n", b"")), min_size=1, max_size=12), st.data())
+def test_an_oversized_final_frame_without_newline_is_reported_by_close(
+    frames: list[bytes], data: st.DataObject
+) -> None:
+    stream = b"\n".join(frames)
+    cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=30))
+    framer = LineFramer(MAX)
+    out = run(framer, split_at(stream, cuts))
+    last = frames[-1]
+    want = expected(frames[:-1], MAX) + ([last if len(last) <= MAX else Oversized(len(last))] if last else [])
+    assert out == want
+
+
+def test_a_frame_of_exactly_max_bytes_is_a_frame_and_one_more_byte_is_oversized() -> None:
+    framer = LineFramer(MAX)
+    assert framer.feed(b"a" * MAX + b"\n") == [b"a" * MAX]
+    assert framer.feed(b"b" * (MAX + 1) + b"\n") == [Oversized(MAX + 1)]
+    assert framer.feed(b"c\n") == [b"c"]
+
+
+def test_oversized_frame_in_one_chunk_then_resync() -> None:
+    framer = LineFramer(MAX)
+    big = b"x" * 1000
+    assert framer.feed(b"ok\n" + big + b"\nnext\n") == [b"ok", Oversized(1000), b"next"]
+    assert framer.close() == []
+
+
+def test_oversized_frame_in_many_chunks_then_resync() -> None:
+    framer = LineFramer(MAX)
+    out: list[Frame] = []
+    out += framer.feed(b"ok\nxxxx")
+    for _ in range(250):
+        out += framer.feed(b"xxxx")
+    out += framer.feed(b"xx\nne")
+    out += framer.feed(b"xt\n")
+    assert out == [b"ok", Oversized(4 + 250 * 4 + 2), b"next"]
+    assert framer.close() == []
+
+
+def test_memory_stays_bounded_while_a_huge_frame_arrives_in_small_chunks() -> None:
+    max_frame = 64 * 1024
+    chunk = b"y" * 4096
+    framer = LineFramer(max_frame)
+    total = 0
+    for _ in range(10 * 1024 * 1024 // len(chunk)):  # a 10 MiB frame
+        assert framer.feed(chunk) == []
+        total += len(chunk)
+        assert len(framer._buffer) <= max_frame + len(chunk)
+    assert framer.feed(b"\n{}\n") == [Oversized(total), b"{}"]
+    assert len(framer._buffer) == 0
+
+
+def test_memory_stays_bounded_when_a_huge_frame_arrives_in_one_chunk() -> None:
+    max_frame = 1024
+    framer = LineFramer(max_frame)
+    huge = b"z" * (4 * 1024 * 1024)
+    assert framer.feed(huge) == []
+    assert len(framer._buffer) <= max_frame
+    assert framer.feed(huge + b"\n") == [Oversized(2 * len(huge))]
+    assert framer.feed(b"after\n") == [b"after"]
