@@ -82,6 +82,8 @@ class _Writer:
     fd: int | None = None
     pending: list[bytes] = field(default_factory=list)
     next_seq: int = 0
+    unsynced: bool = False
+    """Bytes were written since the last fsync."""
 
 
 def _lock(fd: int, path: Path) -> None:
@@ -145,7 +147,8 @@ class JsonlPersistence:
         if writer is None:
             return
         self._write(writer)
-        if writer.fd is not None:
+        if writer.fd is not None and writer.unsynced:
+            writer.unsynced = False
             await anyio.to_thread.run_sync(os.fsync, writer.fd)
 
     def on_disposed(self, session: Session) -> None:
@@ -172,14 +175,22 @@ class JsonlPersistence:
         self._loaded.clear()
 
     def _write(self, writer: _Writer) -> None:
+        """Write the queued lines; on failure they stay queued and the file is as it was before."""
         if not writer.pending:
             return
+        count = len(writer.pending)
         data = b"".join(writer.pending)
-        writer.pending.clear()
         if writer.fd is None:
             writer.fd = self._create(writer, data)
         else:
-            _write_all(writer.fd, data)
+            size = os.lseek(writer.fd, 0, os.SEEK_END)
+            try:
+                _write_all(writer.fd, data)
+            except OSError:
+                os.ftruncate(writer.fd, size)  # no half line left behind to be taken for a torn tail
+                raise
+        del writer.pending[:count]
+        writer.unsynced = True
 
     def _create(self, writer: _Writer, first: bytes) -> int:
         """Create the file with its header and first lines, atomically; return the locked append fd."""
@@ -205,7 +216,7 @@ class JsonlPersistence:
     def _close(self, writer: _Writer) -> None:
         try:
             self._write(writer)
-            if writer.fd is not None:
+            if writer.fd is not None and writer.unsynced:  # usually synced already by the last turn's flush
                 os.fsync(writer.fd)
         except OSError:
             log.exception("cannot write session file on close", session_id=writer.id)
@@ -263,7 +274,7 @@ class JsonlPersistence:
                 continue
             try:
                 infos.append(_read_info(path))
-            except (OSError, ValueError):
+            except Exception:  # one bad file must not hide the others
                 log.warning("skipping an unreadable session file", path=str(path))
         infos.sort(key=lambda info: (-info.updated_at, info.id))
         return infos

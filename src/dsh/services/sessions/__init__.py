@@ -1,11 +1,12 @@
 """The ``sessions`` interface service: append-only event logs and the store of live ones."""
 
-from dsh.services.sessions._json import NotJsonError, copy_json, parse_json
+from dsh.services.sessions._json import STRICT_DECODER, NotJsonError, copy_json, parse_json
 from dsh.services.sessions._persistence import LoadedSession, SessionInfo, SessionPersistence
 from dsh.services.sessions._session import Session, SessionEvent, SessionHeader, title_from_content
 from dsh.services.sessions._store import SessionStore, check_session_id, sessions_plugin
 
 __all__ = [
+    "STRICT_DECODER",
     "LoadedSession",
     "NotJsonError",
     "SessionPersistence",

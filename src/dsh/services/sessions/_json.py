@@ -12,7 +12,7 @@ import json
 import math
 from typing import Any
 
-__all__ = ["NotJsonError", "copy_json", "parse_json"]
+__all__ = ["STRICT_DECODER", "NotJsonError", "copy_json", "parse_json"]
 
 
 class NotJsonError(ValueError):
@@ -51,7 +51,8 @@ def _finite_float(text: str) -> float:
     return value
 
 
-_strict = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+STRICT_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+"""A decoder that yields lossless JSON only (see :func:`parse_json`); ``raw_decode`` parses in place."""
 
 
 def parse_json(text: str | bytes) -> Any:
@@ -59,4 +60,4 @@ def parse_json(text: str | bytes) -> Any:
     ``ValueError`` instead of becoming floats no JSON encoder may write."""
     if isinstance(text, bytes):
         text = text.decode()
-    return _strict.decode(text)
+    return STRICT_DECODER.decode(text)
