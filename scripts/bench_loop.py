@@ -49,7 +49,9 @@ async def bench(turns: int, words: int, repeats: int) -> None:
     chunk_rates.sort()
     best_turns, best_chunks = turn_rates[-1], chunk_rates[-1]
     median_turns, median_chunks = turn_rates[len(turn_rates) // 2], chunk_rates[len(chunk_rates) // 2]
-    print(f"turns/s   (1-word echo turns, {turns} per fresh session): median {median_turns:,.0f}  best {best_turns:,.0f}")
+    print(
+        f"turns/s   (1-word echo turns, {turns} per fresh session): median {median_turns:,.0f}  best {best_turns:,.0f}"
+    )
     print(
         f"chunks/s  ({words}-word echo turn):             median {median_chunks:,.0f}  best {best_chunks:,.0f}"
         f"  ({1e6 / median_chunks:.1f} µs/chunk)"

@@ -152,7 +152,7 @@ def handlers() -> Handlers:
 
 @pytest.fixture
 def conn(sent: Sent, handlers: Handlers) -> Connection:
-    return Connection(sent.send, make_dispatch(handlers.table()))
+    return Connection(sent.send, make_dispatch(handlers.table()), notifications=frozenset({"note"}))
 
 
 @pytest.fixture
@@ -401,6 +401,18 @@ async def test_notifications_are_handled_inline_in_arrival_order(
     await conn.receive(notification("note", {"sessionId": "b"}), tg)
     await conn.receive(notification("note", {"sessionId": "c"}), tg)
     assert handlers.calls == [("note", "a"), ("note", "b"), ("note", "c")]
+    assert sent.frames == []
+
+
+async def test_a_method_that_is_not_a_notification_is_ignored_without_an_id(
+    conn: Connection, sent: Sent, handlers: Handlers, tg: anyio.abc.TaskGroup
+) -> None:
+    """A request sent as a notification cannot be answered, so it is never run (it could block the reader)."""
+    await conn.receive(notification("block", {"sessionId": "s"}), tg)
+    for _ in range(5):
+        await anyio.lowlevel.checkpoint()
+    assert handlers.calls == []
+    assert not handlers.started.is_set()
     assert sent.frames == []
 
 

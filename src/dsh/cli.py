@@ -38,15 +38,27 @@ def prompt(
 
 @app.command()
 def acp(
-    model: Annotated[str, typer.Option(help="Model for new sessions (provider:model).", envvar="DSH_MODEL")] = "echo",
+    model: Annotated[
+        str | None, typer.Option(help="Model for new sessions (provider:model) [env DSH_MODEL; default echo].")
+    ] = None,
     system: Annotated[str | None, typer.Option(help="Extra system prompt for new sessions.")] = None,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.", envvar="DSH_LOG_LEVEL")] = "warning",
-    log_file: Annotated[str | None, typer.Option(help="Append logs to this file instead of stderr.")] = None,
+    log_level: Annotated[
+        str | None, typer.Option(help="debug, info, warning or error [env DSH_LOG_LEVEL; default warning].")
+    ] = None,
+    log_file: Annotated[
+        str | None, typer.Option(help="Append logs to this file instead of stderr [env DSH_LOG_FILE].")
+    ] = None,
+    data_dir: Annotated[
+        str | None, typer.Option(help="Session storage [env DSH_DATA_DIR; default ~/.local/share/dsh/sessions].")
+    ] = None,
 ) -> None:
     """Run the ACP daemon on stdin/stdout (what editors spawn)."""
     from dsh.frontends.acp import DaemonOptions, run
 
-    raise typer.Exit(run(DaemonOptions(model=model, system_prompt=system, log_level=log_level, log_file=log_file)))
+    options = DaemonOptions.resolve(
+        model=model, system_prompt=system, log_level=log_level, log_file=log_file, data_dir=data_dir
+    )
+    raise typer.Exit(run(options))
 
 
 @app.command()

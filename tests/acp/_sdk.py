@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import anyio
+from acp import Client, RequestError, connect_to_agent, text_block
 from acp.client.connection import ClientSideConnection
 from acp.connection import StreamEvent
 from acp.schema import (
@@ -49,8 +50,6 @@ from acp.schema import (
     TextContentBlock,
 )
 from pydantic import BaseModel, ValidationError
-
-from acp import Client, RequestError, connect_to_agent, text_block
 
 __all__ = [
     "RESULT_MODELS",

@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
+from acp import RequestError
 from acp.schema import (
     AgentMessageChunk,
     AvailableCommandsUpdate,
@@ -27,7 +28,6 @@ from acp.schema import (
     UsageUpdate,
 )
 
-from acp import RequestError
 from tests.acp._sdk import DshProcess, check_frames, run_dsh, write_script
 
 DEADLINE = 10

@@ -122,8 +122,9 @@ def _header(line: bytes, where: str) -> SessionHeader:
         raise CorruptSessionError(f"{where}:1: the header is not valid JSON ({exc})") from None
     if not isinstance(raw, dict) or raw.get("type") != "session" or not isinstance(raw.get("id"), str):
         raise CorruptSessionError(f"{where}:1: not a dsh session header")
-    if raw.get("version") != SUPPORTED_VERSION:
-        raise CorruptSessionError(f"{where}:1: session format version {raw.get('version')!r} is not supported")
+    version = raw.get("version")
+    if type(version) is not int or version != SUPPORTED_VERSION:
+        raise CorruptSessionError(f"{where}:1: session format version {version!r} is not supported")
     created = raw.get("created_at")
     cwd, parent = raw.get("cwd"), raw.get("parent_session")
     return SessionHeader(

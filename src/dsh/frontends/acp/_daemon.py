@@ -72,10 +72,11 @@ def run(options: DaemonOptions) -> int:
     if os.isatty(0):
         sys.stderr.write("dsh acp: waiting for ACP messages on stdin (editors spawn this command; Ctrl-D quits)\n")
     protocol_fd = claim_stdout()
+    plugins = [_import_plugin(path) for path in options.plugins]  # after the claim: imports may print
     log_stream = open(options.log_file, "a", buffering=1, encoding="utf-8") if options.log_file else None  # noqa: SIM115
     configure_logging(options.log_level, log_stream)
     try:
-        return anyio.run(_serve, protocol_fd, options)
+        return anyio.run(_serve, protocol_fd, options, plugins)
     except KeyboardInterrupt:
         return 0
     finally:
@@ -101,7 +102,7 @@ async def _watch_signals(stop: anyio.Event) -> None:
             return
 
 
-async def _serve(protocol_fd: int, options: DaemonOptions) -> int:
+async def _serve(protocol_fd: int, options: DaemonOptions, plugins: list[Any]) -> int:
     from dsh.app import load_core
     from dsh.frontends.acp._framing import LineFramer
     from dsh.frontends.acp._frontend import AcpFrontend, AcpOptions, acp_plugin
@@ -117,8 +118,8 @@ async def _serve(protocol_fd: int, options: DaemonOptions) -> int:
             from dsh.plugins.persistence import default_data_dir
 
             load_core(ctx, data_dir=options.data_dir or default_data_dir())
-            for path in options.plugins:
-                ctx.plugin(_import_plugin(path))
+            for extra in plugins:
+                ctx.plugin(extra)
             ctx.plugin(acp_plugin, AcpOptions(writer.send, model=options.model, system_prompt=options.system_prompt))
             frontend: AcpFrontend = ctx.acp
             connection = frontend.connection

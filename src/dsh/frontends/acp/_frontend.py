@@ -61,6 +61,7 @@ if TYPE_CHECKING:
 __all__ = ["AUTH_METHOD_ID", "AcpFrontend", "AcpOptions", "acp_plugin"]
 
 AUTH_METHOD_ID = "dsh-local"
+PROTOCOL_VERSION = 1
 CANCEL_WATCHDOG = 2.0
 LIST_PAGE = 50
 log = get_logger("dsh.acp")
@@ -151,7 +152,9 @@ class AcpFrontend:
         self._opening: set[str] = set()
         self._prefixes: dict[str, bytes] = {}
         self.client_capabilities: dict[str, Any] = {}
-        self.connection = Connection(options.send_frame, make_dispatch(self._methods()))
+        self.connection = Connection(
+            options.send_frame, make_dispatch(self._methods()), notifications=frozenset({"session/cancel"})
+        )
 
     def _methods(self) -> MethodTable:
         return {
@@ -173,7 +176,7 @@ class AcpFrontend:
         self.client_capabilities = params.client_capabilities
         durable = self._persistence() is not None
         return {
-            "protocolVersion": min(params.protocol_version, 1),
+            "protocolVersion": PROTOCOL_VERSION,  # the only version we speak, whatever was asked (spec rule)
             "agentCapabilities": {
                 "loadSession": durable,
                 "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},

@@ -27,6 +27,7 @@ import anyio.abc
 
 from dsh._log import get_logger
 from dsh.frontends.acp._framing import Oversized
+from dsh.services.sessions import parse_json
 
 __all__ = [
     "INTERNAL_ERROR",
@@ -100,9 +101,15 @@ class _Outbound:
 class Connection:
     """One JSON-RPC peer. ``dispatch`` answers a request or notification dict (jsonrpcserver behind it)."""
 
-    def __init__(self, send_frame: Callable[[bytes], None], dispatch: Dispatch) -> None:
+    def __init__(
+        self, send_frame: Callable[[bytes], None], dispatch: Dispatch, *, notifications: frozenset[str] = frozenset()
+    ) -> None:
+        """*notifications*: the methods that are notifications (handled inline, in order); any other method
+        that arrives without an id is ignored, never run: a request sent as a notification could not be
+        answered, and running it inline would stall the reader."""
         self._send_frame = send_frame
         self._dispatch = dispatch
+        self._notifications = notifications
         self._ids = itertools.count()
         self._arrivals = itertools.count()
         self._outbound: dict[int, _Outbound] = {}
@@ -157,15 +164,23 @@ class Connection:
     # -- receiving --------------------------------------------------------------------------------------
 
     async def receive(self, frame: bytes | Oversized, handlers: anyio.abc.TaskGroup) -> None:
-        """Handle one inbound frame; requests are started in *handlers*."""
+        """Handle one inbound frame; requests are started in *handlers*. Never raises: whatever one frame
+        does, the reader goes on to the next."""
+        try:
+            await self._receive(frame, handlers)
+        except Exception:
+            log.exception("frame handling failed")
+            self._respond_error(None, RpcError(INTERNAL_ERROR, "Internal error"))
+
+    async def _receive(self, frame: bytes | Oversized, handlers: anyio.abc.TaskGroup) -> None:
         if isinstance(frame, Oversized):
             self._respond_error(None, RpcError(INVALID_REQUEST, f"message of {frame.size} bytes is too large"))
             return
         if not frame.strip():
             return
         try:
-            message = json.loads(frame)
-        except ValueError as exc:  # includes UnicodeDecodeError
+            message = parse_json(frame)  # UTF-8 only; NaN, Infinity and 1e400 are not JSON
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
             self._respond_error(None, RpcError(PARSE_ERROR, "Parse error", str(exc)[:200]))
             return
         if isinstance(message, list):
@@ -203,6 +218,9 @@ class Connection:
             if method == "$/cancel_request":
                 self._cancel_inbound(params.get("requestId"))
                 return
+            if method not in self._notifications:
+                log.info("ignored a notification", method=method[:100])
+                return
             token = _arrival.set(number)
             try:
                 await self._dispatch(call)
@@ -231,7 +249,14 @@ class Connection:
                 del self._inbound[key]
         if response is not None:
             response["id"] = request_id  # verbatim, whatever its JSON type
-            self._send_frame(dumps(response))
+            try:
+                frame = dumps(response)
+            except ValueError:  # a result that is not JSON: a bug, but the client still gets its answer
+                log.exception("response is not JSON", method=call["method"])
+                frame = dumps(
+                    {"jsonrpc": "2.0", "id": request_id, "error": {"code": INTERNAL_ERROR, "message": "Internal error"}}
+                )
+            self._send_frame(frame)
 
     def _cancel_inbound(self, request_id: Any) -> None:
         key = _key(request_id)

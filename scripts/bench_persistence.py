@@ -1,0 +1,247 @@
+"""Durable sessions benchmark (issue 5): what JSONL persistence costs the loop, and how fast ``session/load`` is.
+
+* **append rate**: events/s through the real loop with the ``echo`` model, JSONL persistence on and off, in two
+  shapes: one long turn (a ``--words``-word prompt echoed back, one ``assistant/chunk`` per word, one flush and
+  fsync at the end of the turn) and many short turns (``--turns`` one-word prompts, a flush and fsync per turn).
+  Time runs from the first ``send`` to ``when_idle()`` after the last turn, so every flush is inside it; rate =
+  events appended to the session / that time. Median of ``--repeats``, each on a fresh session. (A turn's cost
+  grows with the session's length, persistence or not, since each request carries the whole history: compare
+  the two columns at the same ``--turns``.)
+* **session/load**: a session of about ``--load-events`` events (built through the loop: one long echo turn) is
+  loaded by a freshly spawned ``python -m dsh acp`` over raw pipes: spawn → ``initialize`` and ``session/load``
+  written → the load's answer read (after every replayed ``session/update``). Median of ``--spawns``;
+  target ≤ 1 s.
+
+Files go to a temporary directory (``--data-dir`` to pick the disk: fsync on tmpfs is nearly free). Not a test:
+it prints numbers and never fails on them. Run: ``.venv/bin/python scripts/bench_persistence.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from dsh.app import load_core
+from dsh.kernel import App, Context
+from dsh.services.agents import Agent, AgentOptions
+
+LOAD_TARGET_S = 1.0
+ECHO = AgentOptions(model="echo")
+
+
+def _text(value: str) -> list[Any]:
+    return [{"type": "text", "text": value}]
+
+
+def _long_text(words: int) -> str:
+    return " ".join(f"w{i}" for i in range(words))
+
+
+async def _new_agent(ctx: Context, session_id: str, cwd: Path) -> Agent:
+    handle = await ctx.agents.create(
+        agent_id=session_id, session_id=session_id, meta={"cwd": str(cwd)}, agent_options=ECHO
+    )
+    return handle.agent
+
+
+async def _timed(agent: Agent, prompts: list[str]) -> tuple[int, float]:
+    """Events appended and seconds taken for *prompts*, one turn each (the flush of each turn included)."""
+    gc.collect()
+    before = agent.session.seq
+    start = time.perf_counter()
+    for value in prompts:
+        agent.send(_text(value))
+        await agent.when_idle()
+    return agent.session.seq - before, time.perf_counter() - start
+
+
+async def _append_rates(data_dir: Path | None, words: int, turns: int, repeats: int) -> dict[str, tuple[int, float]]:
+    """{shape: (events, median seconds)} in one process lifetime, persistence in *data_dir* or off."""
+    cwd = Path(tempfile.gettempdir())
+    results: dict[str, list[tuple[int, float]]] = {"long": [], "short": []}
+    long_prompt = _long_text(words)
+    async with App() as app:
+        ctx = app.ctx
+        load_core(ctx, data_dir=data_dir)
+        warm = await _new_agent(ctx, "warm-up", cwd)
+        await _timed(warm, ["warm up", _long_text(1000)])
+        for run in range(repeats):
+            results["long"].append(await _timed(await _new_agent(ctx, f"long-{run}", cwd), [long_prompt]))
+            results["short"].append(await _timed(await _new_agent(ctx, f"short-{run}", cwd), ["hi"] * turns))
+    out: dict[str, tuple[int, float]] = {}
+    for shape, runs in results.items():
+        out[shape] = (runs[0][0], statistics.median(seconds for _, seconds in runs))
+    return out
+
+
+def _rate_line(label: str, events: int, seconds: float, extra: str = "") -> str:
+    return (
+        f"  {label:<44} {events:>8,} events  {seconds * 1e3:8.1f} ms  "
+        f"{events / seconds:>10,.0f} events/s  {seconds / events * 1e6:6.2f} µs/event{extra}"
+    )
+
+
+async def _build_load_session(data_dir: Path, cwd: Path, target_events: int) -> tuple[str, int]:
+    """Write a session of about *target_events* events through the loop; return its id and event count."""
+    session_id = "load-bench"
+    async with App() as app:
+        ctx = app.ctx
+        load_core(ctx, data_dir=data_dir)
+        agent = await _new_agent(ctx, session_id, cwd)
+        agent.send(_text(_long_text(max(1, target_events - 9))))  # one echo turn: words + 9 other events
+        await agent.when_idle()
+        return session_id, agent.session.seq
+
+
+def _daemon_env(data_dir: Path) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("DSH_")}
+    env.pop("PYTHONWARNINGS", None)
+    env["DSH_DATA_DIR"] = str(data_dir)
+    return env
+
+
+def _frame(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+
+
+def _load_once(data_dir: Path, session_id: str, cwd: Path) -> tuple[float, float, int]:
+    """Spawn the daemon, initialize, load *session_id*. Returns seconds from spawn to the ``initialize`` answer
+    and to the load's answer, and the number of ``session/update`` notifications read before the latter."""
+    start = time.perf_counter()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dsh", "acp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=_daemon_env(data_dir),
+    )
+    assert process.stdin is not None and process.stdout is not None
+    client = {"name": "bench_persistence", "version": "0"}
+    process.stdin.write(
+        _frame(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": client},
+            }
+        )
+        + _frame(
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "session/load",
+                "params": {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []},
+            }
+        )
+    )
+    process.stdin.flush()
+    updates = 0
+    initialized = elapsed = 0.0
+    try:
+        while True:
+            line = process.stdout.readline()
+            if not line:
+                raise RuntimeError("the daemon closed stdout before answering session/load")
+            if line.startswith(b'{"jsonrpc":"2.0","method":"session/update"'):
+                updates += 1
+                continue
+            message = json.loads(line)
+            if message.get("method") == "session/update":
+                updates += 1
+            elif message.get("id") == 1:
+                initialized = time.perf_counter() - start
+            elif message.get("id") == 2:
+                if "error" in message:
+                    raise RuntimeError(f"session/load failed: {message['error']}")
+                elapsed = time.perf_counter() - start
+                break
+    finally:
+        process.stdin.close()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return initialized, elapsed, updates
+
+
+def _section(title: str) -> None:
+    print(f"\n{title}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--words", type=int, default=100_000, help="words in the long echo turn")
+    parser.add_argument("--turns", type=int, default=300, help="short turns (one flush + fsync each)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--load-events", type=int, default=100_000, help="events in the session to load")
+    parser.add_argument("--spawns", type=int, default=3, help="daemon spawns for session/load (median)")
+    parser.add_argument("--data-dir", type=Path, default=None, help="parent directory for the session files")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-", dir=args.data_dir) as scratch:
+        base = Path(scratch)
+        print(f"dsh persistence benchmark (python {sys.version.split()[0]}, files in {base})")
+
+        _section(f"append rate: echo model, median of {args.repeats}")
+        rates: dict[str, dict[str, tuple[int, float]]] = {}
+        runs: list[tuple[str, Callable[[], Any]]] = [
+            ("off", lambda: anyio.run(_append_rates, None, args.words, args.turns, args.repeats)),
+            ("on", lambda: anyio.run(_append_rates, base / "append", args.words, args.turns, args.repeats)),
+        ]
+        for name, run in runs:
+            rates[name] = run()
+        for shape, label in (
+            ("long", f"one {args.words:,}-word turn"),
+            ("short", f"{args.turns:,} one-word turns"),
+        ):
+            for name in ("off", "on"):
+                events, seconds = rates[name][shape]
+                extra = ""
+                if name == "on":
+                    off_events, off_seconds = rates["off"][shape]
+                    overhead = seconds / events - off_seconds / off_events
+                    extra = f"  (+{overhead * 1e6:.2f} µs/event for persistence)"
+                    if shape == "short":
+                        extra += f", {seconds / args.turns * 1e3:.3f} ms/turn incl. fsync"
+                tag = "JSONL persistence" if name == "on" else "no persistence"
+                print(_rate_line(f"{label}, {tag}", events, seconds, extra))
+
+        _section(f"session/load over ACP: spawn → answer, median of {args.spawns} spawns")
+        load_dir, cwd = base / "load", base / "project"
+        cwd.mkdir()
+        build_start = time.perf_counter()
+        session_id, events = anyio.run(_build_load_session, load_dir, cwd, args.load_events)
+        size = (load_dir / f"{session_id}.jsonl").stat().st_size
+        print(
+            f"  built {events:,} events ({size / 1e6:.1f} MB) through the loop in "
+            f"{time.perf_counter() - build_start:.2f} s"
+        )
+        timings: list[float] = []
+        for spawn in range(args.spawns):
+            initialized, seconds, updates = _load_once(load_dir, session_id, cwd)
+            timings.append(seconds)
+            print(
+                f"  spawn {spawn + 1}: {seconds * 1e3:7.1f} ms  (initialize answered at {initialized * 1e3:.0f} ms; "
+                f"load + {updates:,} replayed session/update notifications {(seconds - initialized) * 1e3:.0f} ms)"
+            )
+        median = statistics.median(timings)
+        verdict = "meets" if median <= LOAD_TARGET_S else "MISSES"
+        print(f"  median {median * 1e3:.1f} ms for {events:,} events: {verdict} the target of ≤ {LOAD_TARGET_S:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
