@@ -38,7 +38,7 @@ from dsh.errors import error_code, error_message
 from dsh.events import TurnEndReason
 from dsh.frontends.acp._content import prompt_content
 from dsh.frontends.acp._dispatch import MethodTable, make_dispatch
-from dsh.frontends.acp._projection import failed_update, project
+from dsh.frontends.acp._projection import encode_update, failed_update, project
 from dsh.frontends.acp._rpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, Connection, RpcError, arrival
 from dsh.frontends.acp._wire import (
     AuthenticateParams,
@@ -466,7 +466,7 @@ class AcpFrontend:
         if prefix is None:
             prefix = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
             prefix = self._prefixes[session_id] = prefix + json.dumps(session_id).encode() + b',"update":'
-        self._send(prefix + json.dumps(update, separators=(",", ":"), allow_nan=False).encode() + b"}}")
+        self._send(prefix + encode_update(update) + b"}}")
 
     def _check_open(self) -> None:
         if self._closing:

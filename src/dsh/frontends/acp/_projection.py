@@ -18,11 +18,12 @@ Mapping:
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from dsh.services.sessions import SessionEvent, parse_json
 
-__all__ = ["failed_update", "project", "tool_kind"]
+__all__ = ["encode_update", "failed_update", "project", "tool_kind"]
 
 _KINDS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("read", "cat", "view", "open"), "read"),
@@ -132,3 +133,32 @@ def project(event: SessionEvent, *, replay: bool = False) -> list[dict[str, Any]
                 updates.append(chunk_update)
         return updates
     return []
+
+
+_dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+_TEXT_CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk", "user_message_chunk"})
+
+
+def encode_update(update: dict[str, Any]) -> bytes:
+    """Compact JSON of an update, byte for byte what ``json.dumps(update, separators=(",", ":"))`` gives.
+
+    Text chunks (nearly every update of a turn, and of a replay) are assembled around one ``dumps`` of their
+    text instead of encoding three nested dicts: this is on the chunk path.
+    """
+    content = update.get("content")
+    if (
+        update.get("sessionUpdate") in _TEXT_CHUNKS
+        and len(update) == 3
+        and type(update.get("messageId")) is str
+        and type(content) is dict
+        and len(content) == 2
+        and content.get("type") == "text"
+        and type(content.get("text")) is str
+        and list(update) == ["sessionUpdate", "content", "messageId"]
+        and list(content) == ["type", "text"]
+    ):
+        return (
+            f'{{"sessionUpdate":"{update["sessionUpdate"]}","content":{{"type":"text","text":'
+            f'{_dumps(content["text"])}}},"messageId":{_dumps(update["messageId"])}}}'
+        ).encode()
+    return _dumps(update).encode()

@@ -145,17 +145,28 @@ def _parse_all(body: bytes) -> list[SessionEvent] | None:
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        decode, size = STRICT_DECODER.raw_decode, len(text)
+        decode, size, event = STRICT_DECODER.raw_decode, len(text), SessionEvent
         events: list[SessionEvent] = []
-        position = 0
+        append = events.append
+        position = seq = 0
         while position < size:
             try:
                 raw, end = decode(text, position)
-                if end >= size or text[end] != "\n":
-                    return None
-                events.append(_event(raw, len(events)))
             except ValueError:
                 return None
+            if end >= size or text[end] != "\n" or type(raw) is not dict:
+                return None
+            kind, data, stamp = raw.get("type"), raw.get("data"), raw.get("time", 0.0)
+            if (
+                raw.get("seq") != seq
+                or type(raw.get("seq")) is not int
+                or type(kind) is not str
+                or type(data) is not dict
+                or type(stamp) is not float
+            ):
+                return None  # the careful path gives the reason (ints, bools and odd times included)
+            append(event(kind, seq, stamp, data))
+            seq += 1
             position = end + 1
         return events
     finally:
