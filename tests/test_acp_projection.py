@@ -376,16 +376,18 @@ def test_projection_is_a_pure_function_and_every_output_validates(item: SessionE
 # -- encode_update: a faster serializer, byte for byte the same as json.dumps --------------------------------
 
 
-@given(
-    st.sampled_from(["agent_message_chunk", "agent_thought_chunk", "user_message_chunk"]),
-    st.text(),
-    st.text(),
-)
-def test_encode_update_of_a_text_chunk_equals_json_dumps(kind: str, text: str, message_id: str) -> None:
+@given(st.sampled_from(["text-delta", "reasoning-delta"]), st.text(), st.integers(0, 10**6), st.integers(0, 10**6))
+def test_encode_update_of_a_projected_text_chunk_equals_json_dumps(
+    chunk_type: str, text: str, turn: int, step: int
+) -> None:
     from dsh.frontends.acp._projection import encode_update
 
-    update = {"sessionUpdate": kind, "content": {"type": "text", "text": text}, "messageId": message_id}
+    event = SessionEvent(
+        "assistant/chunk", 0, 0.0, {"turn": turn, "step": step, "chunk": {"type": chunk_type, "text": text}}
+    )
+    (update,) = project(event)
     assert encode_update(update) == json.dumps(update, separators=(",", ":")).encode()
+    assert json.loads(encode_update(update)) == update
 
 
 @pytest.mark.parametrize(

@@ -304,11 +304,6 @@ async def test_delete_from_another_daemon_leaves_a_live_session_alone(tmp_path: 
         assert (await first.prompt(session_id, "still mine")).stop_reason == "end_turn"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: session/delete of a session another daemon holds answers -32603 'Internal error (SessionLockedError)' "
-    "(and logs a traceback) instead of the clear -32002 {reason: locked} that session/load gives",
-)
 async def test_delete_from_another_daemon_is_a_clear_locked_error(tmp_path: Path, data: Path) -> None:
     project = directory(tmp_path, "project")
     async with run_daemon(tmp_path, data, name="A") as first:

@@ -304,12 +304,6 @@ async def test_hostile_ids_are_invalid_params_and_touch_nothing(
         assert (await daemon.prompt(session_id, "still fine")).stop_reason == "end_turn"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: session/load replays a prompt's resource_link as a user_message_chunk of rendered text "
-    "('\\n[resource_link name=... uri=...]\\n') instead of the resource_link block the user sent "
-    "(the log keeps only the model's rendering)",
-)
 async def test_replay_gives_back_the_prompts_content_blocks(tmp_path: Path, data: Path, project: Path) -> None:
     link = ResourceContentBlock(type="resource_link", name="main.py", uri="file:///work/project/main.py")
     async with run_daemon(tmp_path, data, name="writer") as daemon:

@@ -138,15 +138,7 @@ def _samples(strategy: st.SearchStrategy[dict[str, Any]]) -> list[dict[str, Any]
     return samples
 
 
-CLOSE_DIVERGES = pytest.mark.xfail(
-    strict=True,
-    reason="BUG: session/close during a tool call sends the client a synthesized tool_call_update "
-    "('Cancelled by the user.') while the log records the tool's real result ('Error: stopped: session/close'), "
-    "so session/load replays a different final update than the client saw live",
-)
-
-
-@pytest.mark.parametrize("how", ["cancel", pytest.param("close", marks=CLOSE_DIVERGES)])
+@pytest.mark.parametrize("how", ["cancel", "close"])
 async def test_a_tool_call_stopped_mid_run_replays_as_it_streamed(tmp_path: Path, how: str) -> None:
     """A turn stopped while a (well-behaved) tool runs: the updates the client got live, its tool call's final
     update included, are the ones a load replays."""

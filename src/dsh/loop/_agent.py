@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 __all__ = ["AgentDisposedError", "ReactLoopAgent"]
 
 log = get_logger("dsh.loop")
+STOP_GRACE = 1.0
+"""Seconds a disposed agent's loop gets to end its turn before its task is cancelled."""
 
 
 def _user() -> MessageSource:
@@ -161,9 +163,14 @@ class ReactLoopAgent:
         scope.effect(self._stop)
 
     async def _stop(self) -> None:
+        """Graceful stop, bounded: the turn is aborted and normally ends (and is flushed) at once; a loop still
+        running after :data:`STOP_GRACE` seconds (a tool that ignores its cancel token) is left to the next
+        effect, which cancels its task. Disposal can therefore never wedge on a misbehaving plugin."""
         self.dispose_now()
-        with anyio.CancelScope(shield=True):
+        with anyio.CancelScope(shield=True), anyio.move_on_after(STOP_GRACE):
             await self._done.wait()
+        if not self._done.is_set():
+            log.warning("agent loop did not stop in time; cancelling it", agent_id=self._id, grace=STOP_GRACE)
 
     def dispose_now(self) -> None:
         """Begin disposal (idempotent, infallible): wake the loop, release waiters, abort the step."""

@@ -52,6 +52,7 @@ from dsh.frontends.acp._wire import (
 )
 from dsh.kernel import plugin
 from dsh.services.agents import Agent, AgentHandle, AgentOptions, AgentStatus
+from dsh.services.llm import MessageSource
 from dsh.services.sessions import check_session_id, title_from_content
 
 if TYPE_CHECKING:
@@ -150,6 +151,7 @@ class AcpFrontend:
         self._generations = 0
         self._closing = False
         self._opening: set[str] = set()
+        self._closing_ids: set[str] = set()
         self._prefixes: dict[str, bytes] = {}
         self.client_capabilities: dict[str, Any] = {}
         self.connection = Connection(
@@ -223,8 +225,11 @@ class AcpFrontend:
         pending = _Prompt(message_id=str(uuid.uuid4()))
         record.prompts.append(pending)
         record.by_message[pending.message_id] = pending
+        source: MessageSource = {"kind": "user", "message_id": pending.message_id}
+        if any(isinstance(b, dict) and b.get("type") != "text" for b in params.prompt):
+            source["shown"] = params.prompt  # replays give back the links and resources the user sent
         try:
-            record.handle.agent.send(content, {"kind": "user", "message_id": pending.message_id})
+            record.handle.agent.send(content, source)
         except Exception:
             self._forget(record, pending)
             raise
@@ -353,7 +358,13 @@ class AcpFrontend:
     async def close_session(self, params: SessionIdParams) -> dict[str, Any]:
         """Cancel the session's work as ``session/cancel`` would, then dispose its agent and free it."""
         record = self._session(params.session_id)
-        await self._close(record)
+        if record.id in self._closing_ids:
+            raise RpcError(INVALID_PARAMS, f"session {record.id} is already closing", {"sessionId": record.id})
+        self._closing_ids.add(record.id)
+        try:
+            await self._close(record)
+        finally:
+            self._closing_ids.discard(record.id)
         return {}
 
     async def delete_session(self, params: SessionIdParams) -> dict[str, Any]:
@@ -364,16 +375,23 @@ class AcpFrontend:
             await self._close(record)
         persistence = self._persistence()
         if persistence is not None:
-            await persistence.delete(session_id)
+            try:
+                await persistence.delete(session_id)
+            except Exception as exc:
+                raise _resume_error(session_id, exc) from None
         return {}
 
-    async def _close(self, record: _AcpSession) -> None:
-        del self._sessions[record.id]
-        record.handle.agent.cancel("session/close")
+    async def _close(self, record: _AcpSession, reason: str = "session/close") -> None:
+        """Cancel, then dispose while the session is still ours, so the aborted turn's real last updates
+        (tool results, the end of the turn) reach the client live exactly as a later load will replay them.
+        Disposal is bounded by the agent itself (a loop that does not stop in time is cancelled); whatever is
+        still open afterwards is closed here: every tool card ends, every prompt is answered."""
+        record.handle.agent.cancel(reason)
         for prompt in record.prompts:
             prompt.cancelled = True
-        self._settle_cancelled(record)
         await record.handle.dispose()
+        self._settle_cancelled(record)
+        self._sessions.pop(record.id, None)
 
     # -- events -----------------------------------------------------------------------------------------
 
@@ -483,16 +501,9 @@ class AcpFrontend:
         """Cancel every turn, answer every pending prompt ``cancelled``, dispose every agent (each closing
         ``turn/end`` is flushed while its session is still attached)."""
         self._closing = True
-        records = list(self._sessions.values())
-        for record in records:
-            record.handle.agent.cancel("shutdown")
-            for prompt in record.prompts:
-                prompt.cancelled = True
-            self._settle_cancelled(record)
         async with anyio.create_task_group() as group:
-            for record in records:
-                group.start_soon(record.handle.dispose)
-        self._sessions.clear()
+            for record in list(self._sessions.values()):
+                group.start_soon(self._close, record, "shutdown")
 
 
 @plugin("acp", inject=("agents", "sessions"))

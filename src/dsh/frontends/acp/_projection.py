@@ -19,6 +19,7 @@ Mapping:
 from __future__ import annotations
 
 import json
+from json.encoder import encode_basestring_ascii as _encode_text
 from typing import Any
 
 from dsh.services.sessions import SessionEvent, parse_json
@@ -81,21 +82,9 @@ def project(event: SessionEvent, *, replay: bool = False) -> list[dict[str, Any]
         chunk = data["chunk"]
         chunk_type = chunk.get("type")
         if chunk_type == "text-delta":
-            return [
-                {
-                    "sessionUpdate": "agent_message_chunk",
-                    "content": {"type": "text", "text": chunk["text"]},
-                    "messageId": f"m{data['turn']}.{data['step']}",
-                }
-            ]
+            return [_text_chunk("agent_message_chunk", chunk["text"], f"m{data['turn']}.{data['step']}")]
         if chunk_type == "reasoning-delta":
-            return [
-                {
-                    "sessionUpdate": "agent_thought_chunk",
-                    "content": {"type": "text", "text": chunk["text"]},
-                    "messageId": f"t{data['turn']}.{data['step']}",
-                }
-            ]
+            return [_text_chunk("agent_thought_chunk", chunk["text"], f"t{data['turn']}.{data['step']}")]
         return []
     if kind == "tool/call":
         name = data["name"]
@@ -120,45 +109,46 @@ def project(event: SessionEvent, *, replay: bool = False) -> list[dict[str, Any]
             update["content"] = content
         return [update]
     if kind == "user/message" and replay:
-        source = data.get("source") or {}
+        source = data.get("source")
+        source = source if isinstance(source, dict) else {}
+        shown = source.get("shown")
+        if isinstance(shown, list):  # the blocks as the client sent them (links, resources)
+            blocks = [block for block in shown if isinstance(block, dict)]
+        else:
+            blocks = [{"type": "text", "text": b["text"]} for b in data.get("content", []) if b.get("type") == "text"]
         updates = []
-        for block in data.get("content", []):
-            if block.get("type") == "text":
-                chunk_update: dict[str, Any] = {
-                    "sessionUpdate": "user_message_chunk",
-                    "content": {"type": "text", "text": block["text"]},
-                }
-                if isinstance(source, dict) and isinstance(source.get("message_id"), str):
-                    chunk_update["messageId"] = source["message_id"]
-                updates.append(chunk_update)
+        for block in blocks:
+            chunk_update: dict[str, Any] = {"sessionUpdate": "user_message_chunk", "content": block}
+            if isinstance(source.get("message_id"), str):
+                chunk_update["messageId"] = source["message_id"]
+            updates.append(chunk_update)
         return updates
     return []
 
 
 _dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
-_TEXT_CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk", "user_message_chunk"})
+
+
+class _TextChunk(dict[str, Any]):
+    """A text-chunk update exactly as :func:`project` builds it: keys ``sessionUpdate``, ``content`` (``type``,
+    ``text``) and ``messageId``, in that order. The type tells :func:`encode_update` it may take the fast path."""
+
+    __slots__ = ()
+
+
+def _text_chunk(kind: str, text: str, message_id: str) -> dict[str, Any]:
+    return _TextChunk(sessionUpdate=kind, content={"type": "text", "text": text}, messageId=message_id)
 
 
 def encode_update(update: dict[str, Any]) -> bytes:
     """Compact JSON of an update, byte for byte what ``json.dumps(update, separators=(",", ":"))`` gives.
 
-    Text chunks (nearly every update of a turn, and of a replay) are assembled around one ``dumps`` of their
-    text instead of encoding three nested dicts: this is on the chunk path.
+    Text chunks (nearly every update of a turn, and of a replay) are assembled around one encoding of their
+    text instead of walking three nested dicts: this is on the chunk path.
     """
-    content = update.get("content")
-    if (
-        update.get("sessionUpdate") in _TEXT_CHUNKS
-        and len(update) == 3
-        and type(update.get("messageId")) is str
-        and type(content) is dict
-        and len(content) == 2
-        and content.get("type") == "text"
-        and type(content.get("text")) is str
-        and list(update) == ["sessionUpdate", "content", "messageId"]
-        and list(content) == ["type", "text"]
-    ):
+    if type(update) is _TextChunk:
         return (
             f'{{"sessionUpdate":"{update["sessionUpdate"]}","content":{{"type":"text","text":'
-            f'{_dumps(content["text"])}}},"messageId":{_dumps(update["messageId"])}}}'
+            f'{_encode_text(update["content"]["text"])}}},"messageId":{_encode_text(update["messageId"])}}}'
         ).encode()
     return _dumps(update).encode()

@@ -145,14 +145,15 @@ def _parse_all(body: bytes) -> list[SessionEvent] | None:
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        decode, size, event = STRICT_DECODER.raw_decode, len(text), SessionEvent
+        # scan_once is the C scanner behind JSONDecoder.raw_decode, without its Python wrapper.
+        scan_once, size, event = getattr(STRICT_DECODER, "scan_once"), len(text), SessionEvent  # noqa: B009
         events: list[SessionEvent] = []
         append = events.append
         position = seq = 0
         while position < size:
             try:
-                raw, end = decode(text, position)
-            except ValueError:
+                raw, end = scan_once(text, position)
+            except (StopIteration, ValueError):
                 return None
             if end >= size or text[end] != "\n" or type(raw) is not dict:
                 return None

@@ -89,12 +89,15 @@ class MessageSource(TypedDict):
 
     ``message_id`` names one submitted message: a front end sets it to recognise, in the log, the
     ``user/message`` (and so the turn) that consumed its prompt, and replays show it as the message's id.
+    ``shown`` keeps the message as the user's client showed it when that differs from what the model gets
+    (an ACP resource link is rendered into text for the model, but replays give back the link).
     """
 
     kind: Literal["user", "plugin", "agent"]
     plugin: NotRequired[str]
     agent_id: NotRequired[str]
     message_id: NotRequired[str]
+    shown: NotRequired[list[dict[str, Any]]]
 
 
 class Usage(TypedDict, total=False):
