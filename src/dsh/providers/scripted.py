@@ -1,7 +1,7 @@
 """The ``scripted:<path>`` model: a reproducible model for tests, plugin authors and bug reports.
 
-The script is a YAML or JSON list of steps; each model call consumes the next one (see
-``rfcs/0003-scripted-model.md`` for the format). ``<path>`` is a file path, or the name of a script given
+The script is a YAML or JSON list of steps; each model call consumes the next one (the format is in
+the README, "The scripted model's format"). ``<path>`` is a file path, or the name of a script given
 inline in the plugin's config (``scripts: {name: [steps…]}``). Steps are validated when the script is loaded,
 so a typo is an error that names the step, not a silent default.
 
@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from dsh.errors import DshError, LlmError
 from dsh.kernel import plugin
@@ -27,34 +26,16 @@ from dsh.services.llm import GenerateRequest, StreamChunk, Usage
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
-
-__all__ = ["ScriptStep", "ScriptedModels", "scripted_plugin"]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
+    from dsh.providers._script_format import ScriptStep
 
 
-class ScriptToolCall(_Strict):
-    name: str
-    arguments: dict[str, Any] | str = Field(default_factory=dict)
-    id: str | None = None
+def load_steps(raw: Any, origin: str) -> list[ScriptStep]:
+    from dsh.providers._script_format import load_steps as load
+
+    return load(raw, origin)
 
 
-class ScriptError(_Strict):
-    message: str
-    code: str | None = None
-
-
-class ScriptStep(_Strict):
-    text: str | None = None
-    reasoning: str | None = None
-    tool_calls: list[ScriptToolCall] = Field(default_factory=list)
-    finish: Literal["stop", "tool-calls", "max-tokens", "error"] | None = None
-    error: ScriptError | str | None = None
-    delay: float = Field(default=0.0, ge=0.0)
-    hang: bool = False
-    usage: dict[str, int] | None = None
+__all__ = ["ScriptedModels", "load_steps", "scripted_plugin"]
 
 
 class ScriptedModelError(DshError):
@@ -66,39 +47,6 @@ class _Script:
         self.name = name
         self.steps = steps
         self.cursor = 0
-
-
-def load_steps(raw: Any, origin: str) -> list[ScriptStep]:
-    if not isinstance(raw, list):
-        raise LlmError(f"scripted model {origin}: the script must be a list of steps", "BAD_SCRIPT")
-    steps: list[ScriptStep] = []
-    for index, item in enumerate(raw):
-        try:
-            steps.append(ScriptStep.model_validate(item))
-        except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'step'}: {e['msg']}" for e in exc.errors())
-            raise LlmError(f"scripted model {origin}: step {index + 1}: {problems}", "BAD_SCRIPT") from None
-    return steps
-
-
-def _read_file(path: str) -> list[ScriptStep]:
-    file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise LlmError(f"scripted model: cannot read {path}: {exc.strerror}", "BAD_SCRIPT") from None
-    try:
-        if file.suffix == ".json":
-            raw = json.loads(text)
-        else:
-            import yaml
-
-            raw = yaml.safe_load(text)
-    except ValueError as exc:  # json.JSONDecodeError
-        raise LlmError(f"scripted model: {path} is not valid JSON: {exc}", "BAD_SCRIPT") from None
-    except Exception as exc:  # yaml.YAMLError
-        raise LlmError(f"scripted model: {path} is not valid YAML: {exc}", "BAD_SCRIPT") from None
-    return load_steps(raw, path)
 
 
 class ScriptedModels:
@@ -120,7 +68,9 @@ class ScriptedModels:
     def _script(self, name: str) -> _Script:
         script = self._scripts.get(name)
         if script is None:
-            script = self._scripts[name] = _Script(name, _read_file(name))
+            from dsh.providers._script_format import read_script_file
+
+            script = self._scripts[name] = _Script(name, read_script_file(name))
         return script
 
     def __call__(self, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
@@ -168,8 +118,9 @@ class ScriptedModels:
             call_id = call.id or f"call_{step_number}_{index + 1}"
             yield {"type": "tool-call-delta", "id": call_id, "name": call.name, "arguments_delta": arguments}
         if step.error is not None:
-            error = ScriptError(message=step.error) if isinstance(step.error, str) else step.error
-            raise ScriptedModelError(error.message, error.code)
+            if isinstance(step.error, str):
+                raise ScriptedModelError(step.error)
+            raise ScriptedModelError(step.error.message, step.error.code)
         usage: Usage = {"input_tokens": rough_tokens(request.messages, request.system), "output_tokens": count}
         if step.usage is not None:
             usage = step.usage  # type: ignore[assignment]
