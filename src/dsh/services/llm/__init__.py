@@ -1,7 +1,7 @@
 """The ``llm`` interface service: model vocabulary, adapter registry, stream seam and block assembler."""
 
 from dsh.services.llm._assembler import BlockAssembler, GenerateResult
-from dsh.services.llm._service import LlmService, llm_plugin
+from dsh.services.llm._service import LlmService, ModelInfo, llm_plugin
 from dsh.services.llm._types import (
     Adapter,
     BlockEnd,
@@ -37,6 +37,7 @@ __all__ = [
     "ImageBlock",
     "LlmService",
     "Message",
+    "ModelInfo",
     "MessageSource",
     "ReasoningBlock",
     "ReasoningDelta",

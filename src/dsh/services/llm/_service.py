@@ -11,6 +11,7 @@ goes through the ``llm/stream`` waterfall, so a plugin can replay, record or rer
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dsh import events as ev
@@ -22,13 +23,22 @@ from dsh.services.llm._types import Adapter, GenerateRequest, StreamChunk
 if TYPE_CHECKING:
     from dsh.kernel import Context
 
-__all__ = ["LlmService", "llm_plugin"]
+__all__ = ["LlmService", "ModelInfo", "llm_plugin"]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """What front ends may show about a model: a display name and the context window in tokens."""
+
+    name: str | None = None
+    context_window: int | None = None
 
 
 class LlmService:
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
         self._adapters: dict[str, Adapter] = {}
+        self._info: dict[str, ModelInfo] = {}
 
     def register_adapter(self, models: list[str], adapter: Adapter) -> Disposer:
         """Serve *models* with *adapter* (owned by the calling scope); emits ``llm/adapter-change``."""
@@ -49,6 +59,20 @@ class LlmService:
 
     def models(self) -> list[str]:
         return list(self._adapters)
+
+    def set_model_info(self, model: str, info: ModelInfo) -> Disposer:
+        """Describe *model* (owned by the calling scope; a later description replaces an earlier one)."""
+        self._info[model] = info
+
+        def remove() -> None:
+            if self._info.get(model) is info:
+                del self._info[model]
+
+        return (current_scope() or self._ctx.scope).effect(remove)
+
+    def model_info(self, model: str) -> ModelInfo:
+        """What is known about *model* (an empty description when nothing is)."""
+        return self._info.get(model) or ModelInfo()
 
     def resolve(self, model: str) -> Adapter:
         adapter = self._adapters.get(model)
