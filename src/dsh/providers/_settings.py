@@ -1,0 +1,75 @@
+"""Settings of remote model providers, shared by the provider plugins and the configuration file.
+
+A provider is a name (the part before ``:`` in ``name:model``) and a wire type: ``openai`` (Chat Completions,
+also DeepSeek, vLLM, Ollama, llama.cpp, LM Studio, OpenRouter) or ``anthropic`` (Messages). Three providers
+are built in and need no configuration beyond their key: ``openai``, ``deepseek`` and ``anthropic``; a
+configuration file can change them or add more (``ollama: {type: openai, base_url: ...}``).
+
+Keys are read from the environment variable named by ``api_key_env`` (or given in ``api_key``) at call time;
+they are ``SecretStr`` so they never show in a ``repr``, a log or ``dsh config show``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+__all__ = ["BUILTIN_PROVIDERS", "ProviderSettings", "merge_providers"]
+
+
+class ProviderSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    type: Literal["openai", "anthropic"] = "openai"
+    base_url: str | None = None
+    """Default per type: ``OPENAI_BASE_URL`` or the public API for openai, ``ANTHROPIC_BASE_URL`` or the public
+    API for anthropic."""
+    base_url_env: str | None = None
+    """An environment variable that overrides ``base_url`` when set (``OPENAI_BASE_URL`` for ``openai``)."""
+    api_key_env: str | None = None
+    api_key: SecretStr | None = None
+    key_required: bool = True
+    """False for local servers that take no key (a missing key is then not an error)."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout: float = Field(default=120.0, gt=0)
+    """Seconds to wait for the next byte of a response (the stream's read timeout)."""
+    connect_timeout: float = Field(default=10.0, gt=0)
+    retries: int = Field(default=3, ge=0, le=10)
+    """Retries of a request that failed before its first streamed byte (429, 5xx, connection errors)."""
+    backoff: float = Field(default=0.5, ge=0)
+    """First retry delay in seconds; doubled each retry, with jitter; ``Retry-After`` wins when given."""
+    max_tokens: int | None = None
+    context_windows: dict[str, int] = Field(default_factory=dict)
+    """Context window in tokens per model name (without the provider prefix)."""
+
+
+BUILTIN_PROVIDERS: dict[str, ProviderSettings] = {
+    "openai": ProviderSettings(
+        type="openai",
+        base_url="https://api.openai.com/v1",
+        base_url_env="OPENAI_BASE_URL",
+        api_key_env="OPENAI_API_KEY",
+        key_required=False,  # local OpenAI-compatible servers (OPENAI_BASE_URL) often take none
+    ),
+    "deepseek": ProviderSettings(
+        type="openai",
+        base_url="https://api.deepseek.com",
+        api_key_env="DEEPSEEK_API_KEY",
+        context_windows={"deepseek-chat": 128_000, "deepseek-reasoner": 128_000},
+    ),
+    "anthropic": ProviderSettings(
+        type="anthropic",
+        base_url="https://api.anthropic.com",
+        base_url_env="ANTHROPIC_BASE_URL",
+        api_key_env="ANTHROPIC_API_KEY",
+        max_tokens=8192,
+    ),
+}
+
+
+def merge_providers(configured: dict[str, ProviderSettings] | None) -> dict[str, ProviderSettings]:
+    """The built-in providers, with configured ones replacing or adding to them (by name)."""
+    merged = dict(BUILTIN_PROVIDERS)
+    merged.update(configured or {})
+    return merged
