@@ -301,6 +301,29 @@ def _check_payload(model_type: type[BaseModel], payload: Any, where: str, proble
         problems.append(f"{where}: {model_type.__name__} does not round-trip: {payload!r} became {dumped!r}")
 
 
+LEGACY_MODELS_RESULTS = frozenset({"session/new", "session/load", "session/resume"})
+"""Results that also carry the legacy ``models`` state (removed from the SDK's schema, still read by older
+clients): it is checked against its old shape here, then the rest must round-trip through the SDK's model."""
+
+
+def _check_legacy_models(models: Any, where: str, problems: list[str]) -> None:
+    ok = (
+        isinstance(models, dict)
+        and set(models) == {"currentModelId", "availableModels"}
+        and isinstance(models["currentModelId"], str)
+        and isinstance(models["availableModels"], list)
+        and all(
+            isinstance(m, dict)
+            and {"modelId", "name"} <= set(m) <= {"modelId", "name", "description"}
+            and all(isinstance(v, str) for v in m.values())
+            for m in models["availableModels"]
+        )
+        and models["currentModelId"] in [m["modelId"] for m in models["availableModels"]]
+    )
+    if not ok:
+        problems.append(f"{where}: malformed legacy models state: {models!r:.300}")
+
+
 def check_frames(raw: bytes, requests: Mapping[Any, str]) -> list[str]:
     """Every problem with what the daemon wrote (empty when all is well).
 
@@ -349,6 +372,9 @@ def check_frames(raw: bytes, requests: Mapping[Any, str]) -> list[str]:
         answers[request_id] = answers.get(request_id, 0) + 1
         method = requests[request_id]
         if set(frame) == {"jsonrpc", "id", "result"}:
+            if method in LEGACY_MODELS_RESULTS and isinstance(frame["result"], dict) and "models" in frame["result"]:
+                frame["result"] = dict(frame["result"])
+                _check_legacy_models(frame["result"].pop("models"), where, problems)
             model_type = RESULT_MODELS.get(method)
             if model_type is None:
                 problems.append(f"{where}: no schema model known for a {method!r} result")

@@ -26,7 +26,7 @@ import json
 import os
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -49,10 +49,12 @@ from dsh.frontends.acp._wire import (
     NewSessionParams,
     PromptParams,
     SessionIdParams,
+    SetConfigOptionParams,
+    SetModelParams,
 )
-from dsh.kernel import plugin
+from dsh.kernel import Next, plugin
 from dsh.services.agents import Agent, AgentHandle, AgentOptions, AgentStatus
-from dsh.services.llm import MessageSource
+from dsh.services.llm import GenerateRequest, MessageSource
 from dsh.services.sessions import check_session_id, title_from_content
 
 if TYPE_CHECKING:
@@ -75,6 +77,8 @@ class AcpOptions:
     send_frame: Callable[[bytes], None]
     model: str = "echo"
     system_prompt: str | None = None
+    models: tuple[str, ...] = ()
+    """Models offered in the editor's model picker (the default model is always offered)."""
 
 
 @dataclass(eq=False)
@@ -93,6 +97,8 @@ class _AcpSession:
     cwd: str
     handle: AgentHandle
     mcp_servers: list[dict[str, Any]]
+    model: str
+    """The model this session's next step uses (switched by the model picker)."""
     prompts: list[_Prompt] = field(default_factory=list)
     by_message: dict[str, _Prompt] = field(default_factory=dict)
     open_calls: dict[str, None] = field(default_factory=dict)
@@ -170,6 +176,8 @@ class AcpFrontend:
             "session/list": (ListSessionsParams, self.list_sessions),
             "session/close": (SessionIdParams, self.close_session),
             "session/delete": (SessionIdParams, self.delete_session),
+            "session/set_config_option": (SetConfigOptionParams, self.set_config_option),
+            "session/set_model": (SetModelParams, self.set_model),
         }
 
     # -- methods ----------------------------------------------------------------------------------------
@@ -213,9 +221,10 @@ class AcpFrontend:
             meta={"cwd": params.cwd},
             agent_options=AgentOptions(model=self._options.model, system_prompt=self._options.system_prompt),
         )
-        self._sessions[session_id] = _AcpSession(session_id, params.cwd, handle, list(params.mcp_servers))
+        record = _AcpSession(session_id, params.cwd, handle, list(params.mcp_servers), self._options.model)
+        self._sessions[session_id] = record
         log.info("session created", session_id=session_id, cwd=params.cwd, mcp_servers=len(params.mcp_servers))
-        return {"sessionId": session_id}
+        return {"sessionId": session_id, **self._session_state(record)}
 
     async def prompt(self, params: PromptParams) -> dict[str, Any]:
         record = self._session(params.session_id)
@@ -264,6 +273,79 @@ class AcpFrontend:
         else:
             self._settle_cancelled(record)
 
+    # -- session state: the model picker ----------------------------------------------------------------
+
+    def _offered_models(self) -> list[str]:
+        offered = list(dict.fromkeys((self._options.model, *self._options.models)))
+        return offered
+
+    def _model_name(self, model: str) -> str:
+        return self._ctx.llm.model_info(model).name or model
+
+    def _config_options(self, record: _AcpSession) -> list[dict[str, Any]]:
+        """Every configuration option of the session, in priority order, each with its current value."""
+        return [
+            {
+                "id": "model",
+                "name": "Model",
+                "category": "model",
+                "type": "select",
+                "currentValue": record.model,
+                "options": [{"value": m, "name": self._model_name(m)} for m in self._offered_models()],
+            }
+        ]
+
+    def _session_state(self, record: _AcpSession) -> dict[str, Any]:
+        """What new/load/resume answer besides the id: config options, and the legacy ``models`` state that
+        older clients still read (newer ones ignore it)."""
+        return {
+            "configOptions": self._config_options(record),
+            "models": {
+                "currentModelId": record.model,
+                "availableModels": [{"modelId": m, "name": self._model_name(m)} for m in self._offered_models()],
+            },
+        }
+
+    def _switch_model(self, record: _AcpSession, model: str) -> None:
+        if model not in self._offered_models():
+            raise RpcError(
+                INVALID_PARAMS,
+                f"model {model!r} is not offered; choose one of {', '.join(self._offered_models())}",
+                {"field": "value"},
+            )
+        record.model = model
+        log.info("model switched", session_id=record.id, model=model)
+
+    async def set_config_option(self, params: SetConfigOptionParams) -> dict[str, Any]:
+        record = self._session(params.session_id)
+        if params.config_id == "model":
+            if not isinstance(params.value, str):
+                raise RpcError(INVALID_PARAMS, "the model option takes a string value", {"field": "value"})
+            self._switch_model(record, params.value)
+        else:
+            raise RpcError(INVALID_PARAMS, f"unknown config option {params.config_id!r}", {"field": "configId"})
+        return {"configOptions": self._config_options(record)}
+
+    async def set_model(self, params: SetModelParams) -> dict[str, Any]:
+        """The legacy model API (``session/set_model``), for clients older than config options."""
+        record = self._session(params.session_id)
+        self._switch_model(record, params.model_id)
+        return {}
+
+    async def route_request(
+        self,
+        agent: Agent,
+        turn: int,
+        step: int,
+        request: GenerateRequest,
+        next_: Next[GenerateRequest, GenerateRequest],
+    ) -> GenerateRequest:
+        """``agent/request``: a session's model choice applies from its next step on."""
+        record = self._sessions.get(agent.session.id)
+        if record is not None and request.model != record.model:
+            request = replace(request, model=record.model)
+        return await next_(request)
+
     # -- durable sessions -------------------------------------------------------------------------------
 
     def _persistence(self) -> Any:
@@ -282,13 +364,13 @@ class AcpFrontend:
             for update in project(event, replay=True):
                 self._update(record.id, update)
         self._sessions[record.id] = record
-        return {}
+        return self._session_state(record)
 
     async def resume_session(self, params: LoadSessionParams) -> dict[str, Any]:
         """Resume a stored session without replaying it."""
         record = await self._open_stored(params)
         self._sessions[record.id] = record
-        return {}
+        return self._session_state(record)
 
     async def _open_stored(self, params: LoadSessionParams) -> _AcpSession:
         self._check_open()
@@ -319,7 +401,7 @@ class AcpFrontend:
                 f"session {session_id} belongs to {stored_cwd or 'no directory'}, not {params.cwd}",
                 {"sessionId": session_id, "cwd": stored_cwd},
             )
-        record = _AcpSession(session_id, params.cwd, handle, list(params.mcp_servers))
+        record = _AcpSession(session_id, params.cwd, handle, list(params.mcp_servers), self._options.model)
         record.titled = session.last("user/message") is not None
         last = session.last("turn/start")
         record.current_turn = int(last.data["turn"]) if last is not None else None
@@ -421,6 +503,8 @@ class AcpFrontend:
                         record.id,
                         {"sessionUpdate": "session_info_update", "title": title, "updatedAt": _iso(event.time)},
                     )
+        elif kind == "usage":
+            self._send_usage(record, data.get("usage") or {})
         elif kind == "tool/call":
             record.open_calls[data["call_id"]] = None
         elif kind == "tool/result":
@@ -477,6 +561,15 @@ class AcpFrontend:
 
     # -- lifecycle --------------------------------------------------------------------------------------
 
+    def _send_usage(self, record: _AcpSession, usage: dict[str, Any]) -> None:
+        """``usage_update`` after a step: ``used`` = the tokens now in the context (the step's input and its
+        output), ``size`` = the model's context window. Sent only when the window is known (``size`` is
+        required, and a made-up window would be worse than none)."""
+        size = self._ctx.llm.model_info(record.model).context_window
+        used = int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
+        if size is not None and used > 0:
+            self._update(record.id, {"sessionUpdate": "usage_update", "used": used, "size": size})
+
     def _update(self, session_id: str, update: dict[str, Any]) -> None:
         """Send one ``session/update``. This is on the chunk path: the constant part of the frame is encoded
         once per session, so each update costs one small ``json.dumps``."""
@@ -506,9 +599,10 @@ class AcpFrontend:
                 group.start_soon(self._close, record, "shutdown")
 
 
-@plugin("acp", inject=("agents", "sessions"))
+@plugin("acp", inject=("agents", "sessions", "llm"))
 def acp_plugin(ctx: Context, options: AcpOptions) -> None:
     frontend = AcpFrontend(ctx, options)
     ctx.on(ev.SESSION_EVENT, frontend.on_session_event)
     ctx.on(ev.AGENT_STATUS, frontend.on_agent_status)
+    ctx.on(ev.AGENT_REQUEST, frontend.route_request)
     ctx.provide("acp", frontend)

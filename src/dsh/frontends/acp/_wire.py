@@ -22,6 +22,8 @@ __all__ = [
     "NewSessionParams",
     "PromptParams",
     "SessionIdParams",
+    "SetConfigOptionParams",
+    "SetModelParams",
 ]
 
 
@@ -76,6 +78,17 @@ class ListSessionsParams(Wire):
 
 class SessionIdParams(Wire):
     session_id: str
+
+
+class SetConfigOptionParams(Wire):
+    session_id: str
+    config_id: str
+    value: str | bool
+
+
+class SetModelParams(Wire):
+    session_id: str
+    model_id: str
 
 
 class PromptParams(Wire):
