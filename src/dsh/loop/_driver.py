@@ -400,6 +400,8 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
         }
         if result.error is not None:
             data["error"] = result.error
+        if result.display is not None:
+            data["display"] = result.display
         append("tool/result", data)
         signal.raise_if_aborted()
     return _StepOutcome(bool(calls), finish)

@@ -30,7 +30,16 @@ if TYPE_CHECKING:
     from dsh.kernel import Context
     from dsh.services.agents import Agent
 
-__all__ = ["ToolDefinition", "ToolExecution", "ToolRegistry", "ToolResult", "define_tool", "tools_plugin"]
+__all__ = [
+    "ToolCard",
+    "ToolDefinition",
+    "ToolExecution",
+    "ToolRegistry",
+    "ToolResult",
+    "define_tool",
+    "error_result",
+    "tools_plugin",
+]
 
 ToolOutput = list[ContentBlock] | str
 A = TypeVar("A", bound=BaseModel)
@@ -49,15 +58,22 @@ class ToolExecution:
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
+    """What a tool call produced. ``content`` goes to the model; ``display`` (lossless JSON) is for people
+    (a front end shows it: a diff, an exit code) and is logged with the result, never sent to the model."""
+
     call_id: str
     content: list[ContentBlock]
     is_error: bool = False
     error: dict[str, str] | None = None
+    display: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ToolDefinition:
-    """A tool: its schema for the model and ``execute(arguments, execution)``."""
+    """A tool: its schema for the model and ``execute(arguments, execution)``.
+
+    ``meta`` is for front ends and gates: ``kind`` (read, edit, delete, move, search, execute, fetch, think,
+    other) says what the tool does, and ``present(arguments, cwd)`` may return a :class:`ToolCard`."""
 
     name: str
     description: str
@@ -106,6 +122,18 @@ def define_tool(
 ) -> ToolDefinition:
     """A tool whose arguments are validated by the pydantic model *arguments* (its JSON Schema is sent)."""
     return ToolDefinition(name, description, arguments.model_json_schema(), _TypedTool(arguments, fn), strict)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCard:
+    """How a tool call presents itself before it runs: a title (``Read src/app.py``), a kind, the locations it
+    touches (absolute paths, 1-based lines) and, for edits, the change it is about to make."""
+
+    title: str
+    kind: str = "other"
+    locations: tuple[tuple[str, int | None], ...] = ()
+    diff: tuple[str, str | None, str] | None = None
+    """``(absolute path, old text or None for a new file, new text)``."""
 
 
 def _as_content(output: ToolOutput) -> list[ContentBlock]:
