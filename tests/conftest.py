@@ -18,11 +18,16 @@ def anyio_backend() -> tuple[str, dict[str, Any]]:
 
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_data_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """No test, and no daemon a test spawns, ever writes sessions into the real home directory."""
+    """No test, and no daemon a test spawns, ever writes sessions into the real home directory or reads the
+    developer's own configuration."""
     root = tmp_path_factory.mktemp("dsh-data")
-    saved = {name: os.environ.get(name) for name in ("DSH_DATA_DIR", "XDG_DATA_HOME")}
+    names = ("DSH_DATA_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "DSH_CONFIG", "DSH_MODEL", "DSH_PLUGINS")
+    saved = {name: os.environ.get(name) for name in names}
     os.environ["DSH_DATA_DIR"] = str(root / "sessions")
     os.environ["XDG_DATA_HOME"] = str(root / "xdg")
+    os.environ["XDG_CONFIG_HOME"] = str(root / "xdg-config")  # never the developer's own config.yaml
+    for name in ("DSH_CONFIG", "DSH_MODEL", "DSH_PLUGINS"):
+        os.environ.pop(name, None)
     yield
     for name, value in saved.items():
         if value is None:

@@ -7,9 +7,12 @@ run the same plugin graph; each adds its own plugins on top.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsh.kernel import Context
+
+if TYPE_CHECKING:
+    from dsh.providers._settings import ProviderSettings
 
 __all__ = ["DEFAULT_MODEL", "load_core"]
 
@@ -22,21 +25,27 @@ def load_core(
     agent_loop: dict[str, Any] | None = None,
     scripts: dict[str, Any] | None = None,
     data_dir: str | Path | None = None,
+    builtin_tools: bool = True,
+    providers: dict[str, ProviderSettings] | None = None,
 ) -> None:
-    """Load the interface services, the ``echo`` and ``scripted`` models and the agent loop into *ctx*;
-    with *data_dir*, also the JSONL session persistence (sessions become durable and resumable).
+    """Load the interface services, the ``echo`` and ``scripted`` models, the remote providers (the built-ins,
+    with *providers* merged over them) and the agent loop into *ctx*; with *data_dir*, also the JSONL session
+    persistence (sessions become durable and resumable). ``builtin_tools=False`` leaves out the coding tools
+    (for tests of the loop alone).
 
     Application order does not matter: each plugin applies once the services it injects exist. Disposal is
     the reverse of this call order, so persistence is loaded first and goes last.
     """
     from dsh.loop import agent_loop_plugin
     from dsh.providers.echo import echo_plugin
+    from dsh.providers.remote import remote_providers_plugin
     from dsh.providers.scripted import scripted_plugin
     from dsh.services.agents import agents_plugin
     from dsh.services.llm import llm_plugin
     from dsh.services.sessions import sessions_plugin
     from dsh.services.system_prompt import system_prompt_plugin
     from dsh.services.tools import tools_plugin
+    from dsh.tools import builtin_tools_plugin
 
     if data_dir is not None:
         from dsh.plugins.persistence import jsonl_persistence_plugin
@@ -45,8 +54,11 @@ def load_core(
     ctx.plugin(agent_loop_plugin, agent_loop or {})
     ctx.plugin(echo_plugin)
     ctx.plugin(scripted_plugin, {"scripts": scripts or {}})
+    ctx.plugin(remote_providers_plugin, providers)
     ctx.plugin(tools_plugin)
     ctx.plugin(llm_plugin)
     ctx.plugin(agents_plugin)
     ctx.plugin(sessions_plugin)
     ctx.plugin(system_prompt_plugin)
+    if builtin_tools:
+        ctx.plugin(builtin_tools_plugin)

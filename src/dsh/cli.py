@@ -8,9 +8,14 @@ owns stdout for protocol frames only.
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from dsh.config import DshConfig
 
 app = typer.Typer(
     name="dsh",
@@ -39,24 +44,39 @@ def prompt(
 @app.command()
 def acp(
     model: Annotated[
-        str | None, typer.Option(help="Model for new sessions (provider:model) [env DSH_MODEL; default echo].")
+        str | None,
+        typer.Option(help="Model for new sessions (provider:model) \\[env DSH_MODEL; config `model`; default echo]."),
     ] = None,
-    system: Annotated[str | None, typer.Option(help="Extra system prompt for new sessions.")] = None,
+    system: Annotated[
+        str | None,
+        typer.Option(help="Extra system prompt for new sessions \\[env DSH_SYSTEM_PROMPT; config `system_prompt`]."),
+    ] = None,
     log_level: Annotated[
-        str | None, typer.Option(help="debug, info, warning or error [env DSH_LOG_LEVEL; default warning].")
+        str | None, typer.Option(help="debug, info, warning or error \\[env DSH_LOG_LEVEL; default warning].")
     ] = None,
     log_file: Annotated[
-        str | None, typer.Option(help="Append logs to this file instead of stderr [env DSH_LOG_FILE].")
+        str | None, typer.Option(help="Append logs to this file instead of stderr \\[env DSH_LOG_FILE].")
     ] = None,
     data_dir: Annotated[
-        str | None, typer.Option(help="Session storage [env DSH_DATA_DIR; default ~/.local/share/dsh/sessions].")
+        str | None,
+        typer.Option(
+            help="Session storage \\[env DSH_DATA_DIR; config `data_dir`; default ~/.local/share/dsh/sessions]."
+        ),
+    ] = None,
+    config: Annotated[
+        str | None,
+        typer.Option(
+            "--config",
+            metavar="PATH",
+            help="Configuration file \\[env DSH_CONFIG; default ~/.config/dsh/config.yaml if it exists].",
+        ),
     ] = None,
 ) -> None:
     """Run the ACP daemon on stdin/stdout (what editors spawn)."""
     from dsh.frontends.acp import DaemonOptions, run
 
     options = DaemonOptions.resolve(
-        model=model, system_prompt=system, log_level=log_level, log_file=log_file, data_dir=data_dir
+        model=model, system_prompt=system, log_level=log_level, log_file=log_file, data_dir=data_dir, config=config
     )
     raise typer.Exit(run(options))
 
@@ -155,6 +175,62 @@ def sessions_rm(session_id: SessionIdArgument, data_dir: DataDirOption = None) -
         session_id = sessions_cli.valid_id(session_id)
         anyio.run(sessions_cli.delete_session, root, session_id)
         typer.echo(f"Deleted session {session_id}.")
+
+
+config_app = typer.Typer(
+    help="The configuration file (--config, else DSH_CONFIG, else ~/.config/dsh/config.yaml): check it, show it.",
+    no_args_is_help=True,
+)
+app.add_typer(config_app, name="config")
+
+ConfigOption = Annotated[
+    str | None,
+    typer.Option(
+        "--config",
+        metavar="PATH",
+        envvar="DSH_CONFIG",
+        help="Configuration file (default: $XDG_CONFIG_HOME/dsh/config.yaml).",
+    ),
+]
+
+
+def _load_config_or_exit(config: str | None) -> tuple[Path | None, DshConfig | None]:
+    """The file :func:`dsh.config.find_config_file` picks and its contents; a file that does not load is reported
+    on stderr and ends the command with status 1."""
+    from dsh.config import ConfigError, find_config_file, load_config
+
+    path = find_config_file(config)
+    if path is None:
+        return None, None
+    try:
+        return path, load_config(path)
+    except ConfigError as error:
+        typer.echo(f"dsh: {error.message}", err=True)
+        raise typer.Exit(1) from None
+
+
+@config_app.command("check")
+def config_check(config: ConfigOption = None) -> None:
+    """Validate the configuration file: "ok: PATH" and a summary, or every problem and status 1."""
+    from dsh.config import default_config_path, summarize_config
+
+    path, loaded = _load_config_or_exit(config)
+    if path is None or loaded is None:
+        typer.echo(f"no configuration file: {default_config_path()} does not exist (the defaults apply)")
+        return
+    typer.echo(f"ok: {path}")
+    typer.echo(summarize_config(loaded))
+
+
+@config_app.command("show")
+def config_show(config: ConfigOption = None) -> None:
+    """Print the effective configuration as YAML, secrets masked as *** (keys from the environment by name)."""
+    import os
+
+    from dsh.config import render_config
+
+    path, loaded = _load_config_or_exit(config)
+    typer.echo(render_config(loaded, source=path, env=os.environ), nl=False)
 
 
 def main() -> None:

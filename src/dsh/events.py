@@ -27,6 +27,9 @@ Waterfall listeners receive the context arguments, then the value, then ``next``
 | agent/turn-continuation    | waterfall | agent, turn, default decision               |
 | agent/steering             | emit      | agent, turn, content, source                |
 | agent/error                | emit      | agent, turn, step, error                    |
+| workspace/read             | waterfall | ReadRequest → str                           |
+| workspace/write            | waterfall | WriteRequest → None                         |
+| workspace/run              | waterfall | RunRequest → CommandResult                  |
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
     from dsh.services.sessions import Session, SessionEvent
     from dsh.services.system_prompt import PromptAssembly
     from dsh.services.tools import ToolExecution, ToolResult
+    from dsh.tools import CommandResult, ReadRequest, RunRequest, WriteRequest
 
 
 class TurnEndReason(TypedDict):
@@ -116,6 +120,16 @@ AGENT_TURN_CONTINUATION: WaterfallEvent[AgentTurnContinuationListener, bool, boo
 )
 AGENT_STEERING: EmitEvent[[Agent, int, list[ContentBlock], MessageSource]] = EmitEvent("agent/steering")
 AGENT_ERROR: EmitEvent[[Agent, int, int, BaseException]] = EmitEvent("agent/error")
+
+# -- workspace (dsh.tools): the built-in tools' file and process access, overridable by front ends ----------
+WorkspaceReadListener: TypeAlias = Callable[["ReadRequest", Next["ReadRequest", str]], Awaitable[str]]
+WorkspaceWriteListener: TypeAlias = Callable[["WriteRequest", Next["WriteRequest", None]], Awaitable[None]]
+WorkspaceRunListener: TypeAlias = Callable[
+    ["RunRequest", Next["RunRequest", "CommandResult"]], Awaitable["CommandResult"]
+]
+WORKSPACE_READ: WaterfallEvent[WorkspaceReadListener, ReadRequest, str] = WaterfallEvent("workspace/read")
+WORKSPACE_WRITE: WaterfallEvent[WorkspaceWriteListener, WriteRequest, None] = WaterfallEvent("workspace/write")
+WORKSPACE_RUN: WaterfallEvent[WorkspaceRunListener, RunRequest, CommandResult] = WaterfallEvent("workspace/run")
 
 ALL: tuple[EventSpec, ...] = tuple(value for value in dict(globals()).values() if isinstance(value, EventSpec))
 """Every declared event spec (for documentation and tests)."""

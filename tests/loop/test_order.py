@@ -10,8 +10,9 @@ import anyio.lowlevel
 import pytest
 
 from dsh import events as ev
+from dsh.app import load_core
 from dsh.events import QueuedInfo, TurnEndReason
-from dsh.kernel import Context, Next
+from dsh.kernel import App, Context, Next
 from dsh.loop import ReactLoopAgent
 from dsh.services.agents import Agent, AgentOptions, AgentStatus
 from dsh.services.llm import ContentBlock, GenerateRequest, Message, MessageSource, StreamChunk
@@ -394,11 +395,13 @@ async def test_system_is_sections_then_the_agent_prompt_joined_by_a_blank_line(c
     assert [r.system for r in requests] == ["First section\n\nSecond section\n\nAgent prompt"]
 
 
-async def test_system_and_tools_are_omitted_when_empty(core: Context) -> None:
-    requests = record_requests(core)
-    agent = make_agent(core, [{"text": "ok"}])
-    await run(agent, "go")
-    assert [(r.system, r.tools) for r in requests] == [(None, None)]
+async def test_system_and_tools_are_omitted_when_empty() -> None:
+    async with App() as app:
+        load_core(app.ctx, builtin_tools=False)  # no tool and no prompt section at all
+        requests = record_requests(app.ctx)
+        agent = make_agent(app.ctx, [{"text": "ok"}])
+        await run(agent, "go")
+        assert [(r.system, r.tools) for r in requests] == [(None, None)]
 
 
 async def test_agent_prompt_alone_is_the_system(core: Context) -> None:
@@ -408,20 +411,23 @@ async def test_agent_prompt_alone_is_the_system(core: Context) -> None:
     assert [r.system for r in requests] == ["Only me"]
 
 
-async def test_tools_list_is_passed_through_in_the_request(core: Context) -> None:
+async def test_tools_list_is_passed_through_in_the_request() -> None:
     async def noop(arguments: Any, execution: ToolExecution) -> str:
         return ""
 
-    schema = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
-    core.tools.register(ToolDefinition("read", "Read a file", schema, noop, strict=True))
-    requests = record_requests(core)
-    agent = make_agent(core, [{"text": "ok"}])
-    await run(agent, "go")
-    assert [r.tools for r in requests] == [
-        [{"name": "read", "description": "Read a file", "parameters": schema, "strict": True}]
-    ]
-    assert requests[0].model == "scripted:a"
-    assert requests[0].messages == [{"role": "user", "content": text("go")}]
+    async with App() as app:
+        core = app.ctx
+        load_core(core, builtin_tools=False)  # only the tool registered here
+        schema = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+        core.tools.register(ToolDefinition("read", "Read a file", schema, noop, strict=True))
+        requests = record_requests(core)
+        agent = make_agent(core, [{"text": "ok"}])
+        await run(agent, "go")
+        assert [r.tools for r in requests] == [
+            [{"name": "read", "description": "Read a file", "parameters": schema, "strict": True}]
+        ]
+        assert requests[0].model == "scripted:a"
+        assert requests[0].messages == [{"role": "user", "content": text("go")}]
 
 
 async def test_raw_chunks_are_logged_and_mirrored_on_stream_chunk(core: Context) -> None:

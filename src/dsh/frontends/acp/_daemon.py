@@ -15,13 +15,16 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
 
 from dsh._log import configure_logging, get_logger
+
+if TYPE_CHECKING:
+    from dsh.config import DshConfig
 
 __all__ = ["DaemonOptions", "run"]
 
@@ -39,9 +42,17 @@ class DaemonOptions:
     log_level: str = "warning"
     log_file: str | None = None
     data_dir: str | None = None
-    """Where sessions are stored (``--data-dir``, ``DSH_DATA_DIR``, else the XDG data directory)."""
+    """Where sessions are stored (``--data-dir``, ``DSH_DATA_DIR``, the file's ``data_dir``, else the XDG data
+    directory)."""
     plugins: tuple[str, ...] = ()
     """Extra plugins as ``module:attribute`` import paths (``DSH_PLUGINS``, comma-separated)."""
+    config: str | None = None
+    """The configuration file that was loaded (``--config``, ``DSH_CONFIG`` or the XDG default); None: none."""
+    models: tuple[str, ...] = ()
+    """The models offered in the editor's model picker (the file's ``models``, with ``model`` first when it is
+    not among them); empty means just ``model``."""
+    loaded_config: DshConfig | None = field(default=None, repr=False, compare=False)
+    """The loaded file itself: its providers and agents go to the core plugins."""
 
     @classmethod
     def resolve(
@@ -52,17 +63,53 @@ class DaemonOptions:
         log_level: str | None = None,
         log_file: str | None = None,
         data_dir: str | None = None,
+        config: str | None = None,
     ) -> DaemonOptions:
-        """Explicit values win; then ``DSH_MODEL``, ``DSH_LOG_LEVEL``, ``DSH_LOG_FILE``; then the defaults."""
+        """Explicit values (the command line's flags) win; then the environment (``DSH_MODEL``,
+        ``DSH_SYSTEM_PROMPT``, ``DSH_DATA_DIR``, ``DSH_LOG_LEVEL``, ``DSH_LOG_FILE``, ``DSH_PLUGINS``); then the
+        configuration file (``model``, ``system_prompt``, ``data_dir``); then the defaults. Empty values count as
+        unset.
+
+        The file is *config*, else ``DSH_CONFIG``, else ``$XDG_CONFIG_HOME/dsh/config.yaml`` if it exists. With
+        no file nothing is parsed (no YAML import). A file that does not load ends the process with its readable
+        message (``SystemExit``, status 1): this runs at start-up, before the daemon owns stdout, in both entry
+        paths (``dsh._entry`` and the typer command).
+        """
+        from dsh.config import ConfigError, find_config_file, load_config, offered_models
+
         env = os.environ
+        path = find_config_file(config or env.get("DSH_CONFIG") or None)
+        loaded: DshConfig | None = None
+        if path is not None:
+            try:
+                loaded = load_config(path)
+            except ConfigError as error:
+                raise SystemExit(f"dsh: {error.message}") from None
+        chosen_model = model or env.get("DSH_MODEL") or (loaded.model if loaded else None) or cls.model
         return cls(
-            model=model or env.get("DSH_MODEL") or cls.model,
-            system_prompt=system_prompt,
+            model=chosen_model,
+            system_prompt=system_prompt or env.get("DSH_SYSTEM_PROMPT") or (loaded.system_prompt if loaded else None),
             log_level=log_level or env.get("DSH_LOG_LEVEL") or cls.log_level,
             log_file=log_file or env.get("DSH_LOG_FILE") or None,
-            data_dir=data_dir or env.get("DSH_DATA_DIR") or None,
+            data_dir=data_dir or env.get("DSH_DATA_DIR") or (loaded.data_dir if loaded else None),
             plugins=tuple(p.strip() for p in env.get("DSH_PLUGINS", "").split(",") if p.strip()),
+            config=str(path) if path is not None else None,
+            models=offered_models(chosen_model, loaded.models if loaded else ()),
+            loaded_config=loaded,
         )
+
+    def agent_loop_config(self) -> dict[str, Any]:
+        """The agent loop's config: the file's agents, each defaulting to this daemon's model and system prompt
+        (a configured agent without a model would fail its first step)."""
+        specs: list[dict[str, Any]] = []
+        for agent in self.loaded_config.agents if self.loaded_config is not None else []:
+            spec = agent.model_dump(exclude_none=True)
+            spec["model"] = agent.model or self.model
+            system_prompt = agent.system_prompt if agent.system_prompt is not None else self.system_prompt
+            if system_prompt is not None:
+                spec["system_prompt"] = system_prompt
+            specs.append(spec)
+        return {"agents": specs}
 
 
 def run(options: DaemonOptions) -> int:
@@ -117,10 +164,22 @@ async def _serve(protocol_fd: int, options: DaemonOptions, plugins: list[Any]) -
             ctx = app.ctx
             from dsh.plugins.persistence import default_data_dir
 
-            load_core(ctx, data_dir=options.data_dir or default_data_dir())
+            loaded = options.loaded_config
+            load_core(
+                ctx,
+                data_dir=options.data_dir or default_data_dir(),
+                agent_loop=options.agent_loop_config(),
+                providers=loaded.providers if loaded is not None else None,
+            )
             for extra in plugins:
                 ctx.plugin(extra)
-            ctx.plugin(acp_plugin, AcpOptions(writer.send, model=options.model, system_prompt=options.system_prompt))
+            acp_options = AcpOptions(
+                writer.send,
+                model=options.model,
+                system_prompt=options.system_prompt,
+                models=options.models or (options.model,),
+            )
+            ctx.plugin(acp_plugin, acp_options)
             frontend: AcpFrontend = ctx.acp
             connection = frontend.connection
             reader = StdinReader(0)

@@ -27,7 +27,7 @@ import os
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
@@ -37,8 +37,18 @@ from dsh._log import get_logger
 from dsh.errors import error_code, error_message
 from dsh.events import TurnEndReason
 from dsh.frontends.acp._content import prompt_content
+from dsh.frontends.acp._delegation import EditorDelegation
 from dsh.frontends.acp._dispatch import MethodTable, make_dispatch
-from dsh.frontends.acp._projection import encode_update, failed_update, project
+from dsh.frontends.acp._permissions import (
+    MODE_IDS,
+    MODES,
+    PERMISSION_OPTIONS,
+    RULE_EVENT,
+    SessionPolicy,
+    mode_state,
+    rules_from_log,
+)
+from dsh.frontends.acp._projection import Presenter, card_fields, encode_update, failed_update, project
 from dsh.frontends.acp._rpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, Connection, RpcError, arrival
 from dsh.frontends.acp._wire import (
     AuthenticateParams,
@@ -51,11 +61,13 @@ from dsh.frontends.acp._wire import (
     SessionIdParams,
     SetConfigOptionParams,
     SetModelParams,
+    SetModeParams,
 )
 from dsh.kernel import Next, plugin
 from dsh.services.agents import Agent, AgentHandle, AgentOptions, AgentStatus
 from dsh.services.llm import GenerateRequest, MessageSource
 from dsh.services.sessions import check_session_id, title_from_content
+from dsh.services.tools import ToolExecution, ToolResult
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
@@ -99,12 +111,15 @@ class _AcpSession:
     mcp_servers: list[dict[str, Any]]
     model: str
     """The model this session's next step uses (switched by the model picker)."""
+    policy: SessionPolicy = field(default_factory=SessionPolicy)
     prompts: list[_Prompt] = field(default_factory=list)
     by_message: dict[str, _Prompt] = field(default_factory=dict)
     open_calls: dict[str, None] = field(default_factory=dict)
     current_turn: int | None = None
     turn_open: bool = False
     titled: bool = False
+    present: Presenter | None = None
+    """How this session's tool calls show themselves (tool cards); set when the record is made."""
     cancelled_at: int = -1
     """Arrival number of the last ``session/cancel``: a prompt that arrived before it is cancelled too,
     even if its handler runs after the cancel's."""
@@ -121,6 +136,42 @@ def _stop_reason(reason: TurnEndReason) -> dict[str, Any] | RpcError:
     if kind in ("aborted", "disposed"):
         return {"stopReason": "cancelled"}
     return {"stopReason": "end_turn"}
+
+
+def _refused(execution: ToolExecution, message: str) -> ToolResult:
+    return ToolResult(
+        execution.call_id,
+        [{"type": "text", "text": message}],
+        is_error=True,
+        error={"name": "PermissionDenied", "code": "PERMISSION_DENIED"},
+    )
+
+
+def _outside_paths(tool: Any, arguments: Any, card: Any, cwd: str) -> list[str]:
+    """The paths a call would touch outside the session's directory (symlinks resolved): from the tool's
+    ``paths`` function when it has one, else from the locations on its card."""
+    paths_of = tool.meta.get("paths") if tool is not None else None
+    if paths_of is not None:
+        try:
+            return [resolved.path for resolved in paths_of(arguments, cwd) if not resolved.inside]
+        except Exception:
+            log.warning("tool paths function failed", tool=getattr(tool, "name", "?"))
+    locations = getattr(card, "locations", ()) or ()
+    root = os.path.realpath(cwd)
+    outside = []
+    for path, _line in locations:
+        real = os.path.realpath(path)
+        if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
+            outside.append(path)
+    return outside
+
+
+def _grant(execution: ToolExecution, paths: list[str]) -> None:
+    """Let the tool use paths outside the session's directory for this one call (the user said yes)."""
+    from dsh.tools import grant_outside
+
+    for path in paths:
+        grant_outside(execution, path)
 
 
 def _normal(path: str) -> str:
@@ -178,6 +229,7 @@ class AcpFrontend:
             "session/delete": (SessionIdParams, self.delete_session),
             "session/set_config_option": (SetConfigOptionParams, self.set_config_option),
             "session/set_model": (SetModelParams, self.set_model),
+            "session/set_mode": (SetModeParams, self.set_mode),
         }
 
     # -- methods ----------------------------------------------------------------------------------------
@@ -221,7 +273,7 @@ class AcpFrontend:
             meta={"cwd": params.cwd},
             agent_options=AgentOptions(model=self._options.model, system_prompt=self._options.system_prompt),
         )
-        record = _AcpSession(session_id, params.cwd, handle, list(params.mcp_servers), self._options.model)
+        record = self._record(session_id, params.cwd, handle, list(params.mcp_servers))
         self._sessions[session_id] = record
         log.info("session created", session_id=session_id, cwd=params.cwd, mcp_servers=len(params.mcp_servers))
         return {"sessionId": session_id, **self._session_state(record)}
@@ -273,6 +325,24 @@ class AcpFrontend:
         else:
             self._settle_cancelled(record)
 
+    def _record(self, session_id: str, cwd: str, handle: AgentHandle, mcp_servers: list[dict[str, Any]]) -> _AcpSession:
+        record = _AcpSession(session_id, cwd, handle, mcp_servers, self._options.model)
+        tools = self._ctx.tools
+
+        def present(name: str, arguments: Any) -> Any:
+            tool = tools.get(name)
+            show = tool.meta.get("present") if tool is not None else None
+            if show is None:
+                return None
+            try:
+                return show(arguments, cwd)
+            except Exception:  # a presenter must never break the stream: fall back to the generic card
+                log.warning("tool presenter failed", tool=name, session_id=session_id)
+                return None
+
+        record.present = present
+        return record
+
     # -- session state: the model picker ----------------------------------------------------------------
 
     def _offered_models(self) -> list[str]:
@@ -292,7 +362,15 @@ class AcpFrontend:
                 "type": "select",
                 "currentValue": record.model,
                 "options": [{"value": m, "name": self._model_name(m)} for m in self._offered_models()],
-            }
+            },
+            {
+                "id": "mode",
+                "name": "Mode",
+                "category": "mode",
+                "type": "select",
+                "currentValue": record.policy.mode,
+                "options": [{"value": mode, "name": name, "description": text} for mode, name, text in MODES],
+            },
         ]
 
     def _session_state(self, record: _AcpSession) -> dict[str, Any]:
@@ -300,6 +378,7 @@ class AcpFrontend:
         older clients still read (newer ones ignore it)."""
         return {
             "configOptions": self._config_options(record),
+            "modes": mode_state(record.policy.mode),
             "models": {
                 "currentModelId": record.model,
                 "availableModels": [{"modelId": m, "name": self._model_name(m)} for m in self._offered_models()],
@@ -322,9 +401,28 @@ class AcpFrontend:
             if not isinstance(params.value, str):
                 raise RpcError(INVALID_PARAMS, "the model option takes a string value", {"field": "value"})
             self._switch_model(record, params.value)
+        elif params.config_id == "mode":
+            if not isinstance(params.value, str):
+                raise RpcError(INVALID_PARAMS, "the mode option takes a string value", {"field": "value"})
+            self._switch_mode(record, params.value)
         else:
             raise RpcError(INVALID_PARAMS, f"unknown config option {params.config_id!r}", {"field": "configId"})
         return {"configOptions": self._config_options(record)}
+
+    def _switch_mode(self, record: _AcpSession, mode: str) -> None:
+        if mode not in MODE_IDS:
+            raise RpcError(
+                INVALID_PARAMS,
+                f"unknown mode {mode!r}; choose one of {', '.join(sorted(MODE_IDS))}",
+                {"field": "modeId"},
+            )
+        record.policy.mode = mode
+        self._update(record.id, {"sessionUpdate": "current_mode_update", "currentModeId": mode})
+
+    async def set_mode(self, params: SetModeParams) -> dict[str, Any]:
+        record = self._session(params.session_id)
+        self._switch_mode(record, params.mode_id)
+        return {}
 
     async def set_model(self, params: SetModelParams) -> dict[str, Any]:
         """The legacy model API (``session/set_model``), for clients older than config options."""
@@ -346,6 +444,82 @@ class AcpFrontend:
             request = replace(request, model=record.model)
         return await next_(request)
 
+    # -- the permission gate ----------------------------------------------------------------------------
+
+    async def gate(self, execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
+        """``tools/execute``, prepended, for this front end's sessions only: apply the session's mode and
+        rules, and ask the user (``session/request_permission``) when they say so. The ``tool_call`` card is
+        already out (the loop logs the call before executing it). A refused or cancelled call does not run
+        and ends ``failed`` with a message the model can act on."""
+        agent = execution.agent
+        record = self._sessions.get(agent.session.id) if agent is not None else None
+        if record is None:
+            return await next_()
+        tool = self._ctx.tools.get(execution.name)
+        kind = str(tool.meta.get("kind", "other")) if tool is not None else "other"
+        card = record.present(execution.name, execution.arguments) if record.present is not None else None
+        outside = _outside_paths(tool, execution.arguments, card, record.cwd)
+        decision: str = record.policy.decide(execution.name, kind, outside=bool(outside))
+        if decision == "ask":
+            decision = await self._ask(record, execution, card, kind)
+        if decision == "cancelled":
+            return _refused(execution, "Cancelled before it ran: the user cancelled the turn.")
+        if decision == "refuse":
+            return _refused(execution, record.policy.refusal(execution.name, kind, outside=bool(outside)))
+        if outside:
+            _grant(execution, outside)
+        return await next_()
+
+    async def _ask(self, record: _AcpSession, execution: ToolExecution, card: Any, kind: str) -> str:
+        """Ask the client; return allow, refuse or cancelled. "Always" answers become session rules, recorded
+        in the session log (``permission/rule``) so that a loaded session keeps them."""
+        tool_call: dict[str, Any] = {
+            "toolCallId": execution.call_id,
+            "title": execution.name,
+            "kind": kind if kind in ("read", "edit", "delete", "move", "search", "execute", "fetch") else "other",
+            "status": "pending",
+            "rawInput": execution.arguments,
+        }
+        if card is not None:
+            tool_call.update(card_fields(card))
+        params = {
+            "sessionId": record.id,
+            "toolCall": tool_call,
+            "options": [
+                {"optionId": option, "name": name.format(tool=execution.name), "kind": option}
+                for option, name in PERMISSION_OPTIONS
+            ],
+        }
+        answer: list[Any] = []
+        signal = execution.signal
+        async with anyio.create_task_group() as group:
+
+            async def ask() -> None:
+                try:
+                    answer.append(await self.connection.request("session/request_permission", params))
+                except RpcError as exc:
+                    log.warning("permission request failed", session_id=record.id, error=exc.message)
+                group.cancel_scope.cancel()
+
+            async def watch() -> None:
+                if signal is not None:
+                    await signal.wait()
+                    group.cancel_scope.cancel()
+
+            group.start_soon(ask)
+            group.start_soon(watch)
+        if signal is not None and signal.aborted:
+            return "cancelled"
+        outcome = answer[0].get("outcome") if answer and isinstance(answer[0], dict) else None
+        if not isinstance(outcome, dict) or outcome.get("outcome") != "selected":
+            return "cancelled"
+        choice = outcome.get("optionId")
+        if choice in ("allow_always", "reject_always"):
+            decision: Literal["allow", "reject"] = "allow" if choice == "allow_always" else "reject"
+            record.policy.rules[execution.name] = decision
+            record.handle.agent.session.append(RULE_EVENT, {"tool": execution.name, "decision": decision})
+        return "allow" if choice in ("allow_once", "allow_always") else "refuse"
+
     # -- durable sessions -------------------------------------------------------------------------------
 
     def _persistence(self) -> Any:
@@ -361,7 +535,7 @@ class AcpFrontend:
         """Resume a stored session and replay its whole log as updates, then answer."""
         record = await self._open_stored(params)
         for event in record.handle.agent.session.events:
-            for update in project(event, replay=True):
+            for update in project(event, replay=True, present=record.present):
                 self._update(record.id, update)
         self._sessions[record.id] = record
         return self._session_state(record)
@@ -401,7 +575,8 @@ class AcpFrontend:
                 f"session {session_id} belongs to {stored_cwd or 'no directory'}, not {params.cwd}",
                 {"sessionId": session_id, "cwd": stored_cwd},
             )
-        record = _AcpSession(session_id, params.cwd, handle, list(params.mcp_servers), self._options.model)
+        record = self._record(session_id, params.cwd, handle, list(params.mcp_servers))
+        record.policy.rules = rules_from_log(session.events)
         record.titled = session.last("user/message") is not None
         last = session.last("turn/start")
         record.current_turn = int(last.data["turn"]) if last is not None else None
@@ -481,7 +656,7 @@ class AcpFrontend:
         record = self._sessions.get(session.id)
         if record is None:
             return
-        for update in project(event):
+        for update in project(event, present=record.present):
             self._update(record.id, update)
         kind = event.type
         if kind == "assistant/chunk":
@@ -570,6 +745,15 @@ class AcpFrontend:
         if size is not None and used > 0:
             self._update(record.id, {"sessionUpdate": "usage_update", "used": used, "size": size})
 
+    def owns(self, session_id: str) -> bool:
+        """Whether *session_id* is one of this front end's live sessions."""
+        return session_id in self._sessions
+
+    def tool_update(self, session_id: str, update: dict[str, Any]) -> None:
+        """Send an update about a running tool call (an editor terminal attached to its card)."""
+        if session_id in self._sessions:
+            self._update(session_id, update)
+
     def _update(self, session_id: str, update: dict[str, Any]) -> None:
         """Send one ``session/update``. This is on the chunk path: the constant part of the frame is encoded
         once per session, so each update costs one small ``json.dumps``."""
@@ -599,10 +783,15 @@ class AcpFrontend:
                 group.start_soon(self._close, record, "shutdown")
 
 
-@plugin("acp", inject=("agents", "sessions", "llm"))
+@plugin("acp", inject=("agents", "sessions", "llm", "tools"))
 def acp_plugin(ctx: Context, options: AcpOptions) -> None:
     frontend = AcpFrontend(ctx, options)
     ctx.on(ev.SESSION_EVENT, frontend.on_session_event)
     ctx.on(ev.AGENT_STATUS, frontend.on_agent_status)
     ctx.on(ev.AGENT_REQUEST, frontend.route_request)
+    ctx.on(ev.TOOLS_EXECUTE, frontend.gate, prepend=True)
+    delegation = EditorDelegation(frontend)
+    ctx.on(ev.WORKSPACE_READ, delegation.read)
+    ctx.on(ev.WORKSPACE_WRITE, delegation.write)
+    ctx.on(ev.WORKSPACE_RUN, delegation.run)
     ctx.provide("acp", frontend)

@@ -19,12 +19,16 @@ Mapping:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from json.encoder import encode_basestring_ascii as _encode_text
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsh.services.sessions import SessionEvent, parse_json
 
-__all__ = ["encode_update", "failed_update", "project", "tool_kind"]
+if TYPE_CHECKING:
+    from dsh.services.tools import ToolCard
+
+__all__ = ["Presenter", "card_fields", "encode_update", "failed_update", "project", "tool_kind"]
 
 _KINDS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("read", "cat", "view", "open"), "read"),
@@ -35,6 +39,11 @@ _KINDS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("run", "bash", "shell", "exec", "command", "terminal"), "execute"),
     (("fetch", "http", "download", "web"), "fetch"),
     (("think", "plan"), "think"),
+)
+
+
+_ACP_KINDS = frozenset(
+    {"read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"}
 )
 
 
@@ -74,8 +83,50 @@ def failed_update(call_id: str, message: str) -> dict[str, Any]:
     }
 
 
-def project(event: SessionEvent, *, replay: bool = False) -> list[dict[str, Any]]:
-    """The ``session/update`` payloads (the ``update`` objects) for one session event."""
+Presenter = Callable[[str, Any], "ToolCard | None"]
+"""How a tool call presents itself: ``present(tool name, parsed arguments)``; None when the tool does not say."""
+
+
+def card_fields(card: ToolCard) -> dict[str, Any]:
+    """The ACP ``ToolCall`` fields of a card: title, kind, locations and the diff it is about to make."""
+    fields: dict[str, Any] = {"title": card.title, "kind": card.kind if card.kind in _ACP_KINDS else "other"}
+    if card.locations:
+        fields["locations"] = [
+            {"path": path} if line is None else {"path": path, "line": line} for path, line in card.locations
+        ]
+    if card.diff is not None:
+        path, old, new = card.diff
+        fields["content"] = [{"type": "diff", "path": path, "oldText": old, "newText": new}]
+    return fields
+
+
+def _display_content(display: Any) -> list[dict[str, Any]]:
+    """Tool call content from a result's ``display``: a diff, an editor terminal."""
+    if not isinstance(display, dict):
+        return []
+    content: list[dict[str, Any]] = []
+    terminal = display.get("terminal_id")
+    if isinstance(terminal, str):
+        content.append({"type": "terminal", "terminalId": terminal})
+    diff = display.get("diff")
+    if isinstance(diff, dict) and isinstance(diff.get("path"), str) and isinstance(diff.get("new_text"), str):
+        old = diff.get("old_text")
+        content.append(
+            {
+                "type": "diff",
+                "path": diff["path"],
+                "oldText": old if isinstance(old, str) else None,
+                "newText": diff["new_text"],
+            }
+        )
+    return content
+
+
+def project(event: SessionEvent, *, replay: bool = False, present: Presenter | None = None) -> list[dict[str, Any]]:
+    """The ``session/update`` payloads (the ``update`` objects) for one session event.
+
+    *present* lets tools show themselves (title, kind, locations, diff); it must be as deterministic as the
+    rest, so live streaming and a replay give the same cards."""
     kind = event.type
     data = event.data
     if kind == "assistant/chunk":
@@ -88,25 +139,33 @@ def project(event: SessionEvent, *, replay: bool = False) -> list[dict[str, Any]
         return []
     if kind == "tool/call":
         name = data["name"]
-        return [
-            {
-                "sessionUpdate": "tool_call",
-                "toolCallId": data["call_id"],
-                "title": name,
-                "kind": tool_kind(name),
-                "status": "in_progress",
-                "rawInput": _raw_input(data["arguments"]),
-            }
-        ]
+        raw_input = _raw_input(data["arguments"])
+        call: dict[str, Any] = {
+            "sessionUpdate": "tool_call",
+            "toolCallId": data["call_id"],
+            "title": name,
+            "kind": tool_kind(name),
+            "status": "in_progress",
+            "rawInput": raw_input,
+        }
+        card = present(name, raw_input) if present is not None else None
+        if card is not None:
+            call.update(card_fields(card))
+        return [call]
     if kind == "tool/result":
         update: dict[str, Any] = {
             "sessionUpdate": "tool_call_update",
             "toolCallId": data["call_id"],
             "status": "failed" if data.get("is_error") else "completed",
         }
-        content = _text_content(data.get("content", []))
+        display = data.get("display")
+        content = _display_content(display) + _text_content(data.get("content", []))
         if content:
             update["content"] = content
+        if isinstance(display, dict) and isinstance(display.get("line"), int):
+            diff = display.get("diff")
+            if isinstance(diff, dict) and isinstance(diff.get("path"), str):
+                update["locations"] = [{"path": diff["path"], "line": display["line"]}]
         return [update]
     if kind == "user/message" and replay:
         source = data.get("source")

@@ -23,6 +23,7 @@ __all__ = [
     "PromptParams",
     "SessionIdParams",
     "SetConfigOptionParams",
+    "SetModeParams",
     "SetModelParams",
 ]
 
@@ -84,6 +85,11 @@ class SetConfigOptionParams(Wire):
     session_id: str
     config_id: str
     value: str | bool
+
+
+class SetModeParams(Wire):
+    session_id: str
+    mode_id: str
 
 
 class SetModelParams(Wire):

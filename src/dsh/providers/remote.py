@@ -1,0 +1,50 @@
+"""The ``remote_providers`` plugin: real models over HTTP, one ``<name>:*`` adapter per configured provider.
+
+Its config is the configured providers (``dict[str, ProviderSettings]``, or ``None``), merged over the built-ins
+(``openai``, ``deepseek``, ``anthropic``) with :func:`~dsh.providers._settings.merge_providers`.
+
+Guarantees:
+
+* Loading costs no network and no heavy import: importing this module, and applying the plugin, never imports
+  httpx (it is imported on the first model call); no key is read and no connection is made until then.
+* Every merged provider serves ``<name>:<model>`` with the adapter of its ``type`` (``openai`` → Chat
+  Completions, ``anthropic`` → Messages), and every configured context window is published with
+  ``set_model_info("<name>:<model>", ModelInfo(context_window=…))``. All of it is owned by the plugin's scope.
+* Each provider has its own HTTP client, made on its first call and closed when the plugin is disposed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import ConfigDict, RootModel
+
+from dsh.kernel import plugin
+from dsh.providers._settings import ProviderSettings, merge_providers
+
+if TYPE_CHECKING:
+    from dsh.kernel import Context
+
+__all__ = ["RemoteProvidersConfig", "remote_providers_plugin"]
+
+
+class RemoteProvidersConfig(RootModel[dict[str, ProviderSettings] | None]):
+    """The plugin's config: provider name → settings (``None`` or ``{}``: the built-ins only)."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
+@plugin("remote_providers", inject=("llm",), config=RemoteProvidersConfig)
+def remote_providers_plugin(ctx: Context, config: RemoteProvidersConfig) -> None:
+    from dsh.providers._http import HttpProvider
+    from dsh.providers.anthropic import anthropic_adapter
+    from dsh.providers.openai import openai_adapter
+    from dsh.services.llm import ModelInfo
+
+    for name, settings in merge_providers(config.root).items():
+        http = HttpProvider(name, settings)
+        ctx.effect(http.aclose)
+        adapter = anthropic_adapter(http) if settings.type == "anthropic" else openai_adapter(http)
+        ctx.llm.register_adapter([f"{name}:*"], adapter)
+        for model, window in settings.context_windows.items():
+            ctx.llm.set_model_info(f"{name}:{model}", ModelInfo(context_window=window))

@@ -1,0 +1,54 @@
+"""The built-in coding tools and the workspace seam they stand on.
+
+* ``builtin_tools_plugin`` (also ``tools_plugin``; loaded by :func:`dsh.app.load_core`) provides the
+  ``workspace`` service and registers ``read_file``, ``write_file``, ``edit_file``, ``list_files``, ``grep`` and
+  ``run_command``; see :mod:`dsh.tools._builtin` for what each guarantees.
+* The workspace seam: the tools read, write and run only through ``ctx.workspace``, whose three operations are
+  the waterfalls ``workspace/read`` (:class:`ReadRequest` → ``str``), ``workspace/write`` (:class:`WriteRequest`
+  → ``None``) and ``workspace/run`` (:class:`RunRequest` → :class:`CommandResult`). A front end overrides them
+  with ``ctx.on(events.WORKSPACE_READ, listener)`` where ``listener(request, next)``; the innermost defaults
+  are local (:func:`read_local`, :func:`write_local`, :func:`run_local`).
+* Paths: :func:`resolve_path` and the grant convention (:func:`grant_outside`, see :mod:`dsh.tools._paths`):
+  a path outside the session's roots is refused unless a gate granted it for that one call.
+
+Importing this package is cheap: no pydantic, no child process; the tools themselves load when the plugin
+applies.
+"""
+
+from dsh.tools._errors import OutsideRootsError, ToolError
+from dsh.tools._paths import ResolvedPath, grant_outside, is_granted, resolve_path, revoke_grants
+from dsh.tools._plugin import builtin_tools_plugin
+from dsh.tools._process import CommandResult, run_process
+from dsh.tools._workspace import (
+    ReadRequest,
+    RunRequest,
+    Workspace,
+    WriteRequest,
+    read_local,
+    run_local,
+    write_local,
+)
+
+tools_plugin = builtin_tools_plugin
+"""The same plugin under the name of the design notes (``dsh.services.tools.tools_plugin`` is the registry)."""
+
+__all__ = [
+    "CommandResult",
+    "OutsideRootsError",
+    "ReadRequest",
+    "ResolvedPath",
+    "RunRequest",
+    "ToolError",
+    "Workspace",
+    "WriteRequest",
+    "builtin_tools_plugin",
+    "grant_outside",
+    "is_granted",
+    "read_local",
+    "resolve_path",
+    "revoke_grants",
+    "run_local",
+    "run_process",
+    "tools_plugin",
+    "write_local",
+]

@@ -1,0 +1,114 @@
+"""Path resolution against a session's roots, and the per-call grants that let one call go outside them.
+
+Guarantees:
+
+* :func:`resolve_path` never touches a file's content; it only asks the file system where symlinks point. The
+  returned ``path`` is the *lexical* absolute path (relative input joined to ``cwd``, ``.``/``..`` folded,
+  symlinks kept) because that is the name the editor knows the file by; ``real`` is the same path with every
+  symlink resolved, and ``inside`` is decided on real paths only, so a symlink inside the directory that points
+  out of it counts as outside, and a session directory reached through a symlink still contains its files.
+* Tools never decide permission: they refuse an outside path unless :func:`is_granted` says a gate approved
+  it for *this* call.
+
+The grant convention (for gates such as the ACP permission gate):
+
+* A gate that approves a call touching outside paths calls :func:`grant_outside(execution, path)` for each
+  absolute path (the paths of the tool's card locations), *before* it calls ``next`` in ``tools/execute``.
+* A grant covers that path and everything below it, for that one call only: it is keyed by the call's session
+  id and ``call_id``, and the built-in tools plugin revokes it when the call ends, whatever the outcome (its
+  ``tools/execute`` listener runs inside the gate's). :func:`revoke_grants` does the same by hand.
+* The registry is process-wide and bounded (the oldest calls' grants are dropped past
+  :data:`MAX_GRANTED_CALLS`), so grants for calls that never ran cannot pile up.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dsh.services.tools import ToolExecution
+
+__all__ = [
+    "MAX_GRANTED_CALLS",
+    "ResolvedPath",
+    "grant_outside",
+    "is_granted",
+    "is_within",
+    "resolve_path",
+    "revoke_grants",
+]
+
+MAX_GRANTED_CALLS = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedPath:
+    """``path``: absolute and lexically normalised (what tools use and show); ``inside``: whether its real
+    location lies within one of the roots; ``real``: ``path`` with every symlink resolved."""
+
+    path: str
+    inside: bool
+    real: str = ""
+
+
+def is_within(path: str, root: str) -> bool:
+    """Whether the normalised absolute *path* is *root* or below it (a plain string test, no file access)."""
+    if path == root:
+        return True
+    prefix = root if root.endswith(os.sep) else root + os.sep
+    return path.startswith(prefix)
+
+
+def resolve_path(raw: str, cwd: str, roots: Sequence[str]) -> ResolvedPath:
+    """Resolve *raw* (absolute, or relative to *cwd*; ``~`` is expanded) and say whether it is inside *roots*.
+
+    Never raises for a path that does not exist (a file about to be created resolves like any other).
+    """
+    expanded = os.path.expanduser(raw)
+    path = os.path.normpath(os.path.join(cwd, expanded))
+    real = os.path.realpath(path)
+    inside = any(is_within(real, os.path.realpath(root)) for root in roots)
+    return ResolvedPath(path, inside, real)
+
+
+# -- grants ---------------------------------------------------------------------------------------------------
+
+_grants: OrderedDict[tuple[str, str], set[str]] = OrderedDict()
+
+
+def _key(execution: ToolExecution) -> tuple[str, str]:
+    agent = execution.agent
+    session = agent.session.id if agent is not None else ""
+    return (session, execution.call_id)
+
+
+def grant_outside(execution: ToolExecution, path: str) -> None:
+    """Allow *execution* (this one call) to use the absolute *path* and everything below it, although it lies
+    outside the session's roots. Called by a permission gate after the user (or a rule, or a mode) approved."""
+    if not os.path.isabs(path):
+        raise ValueError(f"grant_outside needs an absolute path, got {path!r}")
+    key = _key(execution)
+    granted = _grants.get(key)
+    if granted is None:
+        granted = _grants[key] = set()
+        while len(_grants) > MAX_GRANTED_CALLS:
+            _grants.popitem(last=False)
+    granted.add(os.path.realpath(path))
+
+
+def is_granted(execution: ToolExecution, path: str) -> bool:
+    """Whether a gate granted *execution* the absolute *path* (itself or a directory above it)."""
+    granted = _grants.get(_key(execution))
+    if not granted:
+        return False
+    real = os.path.realpath(path)
+    return any(is_within(real, root) for root in granted)
+
+
+def revoke_grants(execution: ToolExecution) -> None:
+    """Forget every grant of *execution*'s call (idempotent)."""
+    _grants.pop(_key(execution), None)

@@ -1,0 +1,219 @@
+"""Local child processes that can always be stopped: their own process group, no inherited stdin or stdout.
+
+Guarantees of :func:`run_process`:
+
+* The child never sees the daemon's stdin or stdout (the protocol's): stdin is ``/dev/null``, stdout and stderr
+  are one pipe that we read. It runs in a new session, hence its own process group, with our environment.
+* Output is capped at ``output_limit`` bytes while it streams (the pipe keeps being drained so the child never
+  blocks on it): ``keep="tail"`` keeps the last bytes (what a failing build or test run prints last), ``"head"``
+  the first (and with ``stop_when_full`` ends the command once the cap is reached: a search that has said
+  enough). Either way ``truncated`` says so; the cut is moved to a UTF-8 character boundary.
+* On timeout, on abort of *signal*, on cancellation of the calling task, and also when the command's main
+  process exits by itself: the whole process group gets SIGTERM, then SIGKILL once the main process is reaped
+  and the pipe is closed, or after :data:`KILL_GRACE` seconds, whichever is first. The main process is always
+  reaped before this returns, and background children are not left running (a child that started its own
+  session with ``setsid`` has left our group and cannot be tracked: a documented limit).
+* It returns a :class:`CommandResult` in every case but cancellation of the calling task, which it re-raises
+  after the clean-up above.
+"""
+
+from __future__ import annotations
+
+import os
+import signal as signals
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+import anyio
+
+if TYPE_CHECKING:
+    from anyio.abc import Process
+
+    from dsh.kernel import CancelToken
+
+__all__ = ["KILL_GRACE", "CommandResult", "run_process"]
+
+KILL_GRACE = 0.3
+"""Seconds between SIGTERM and SIGKILL for a process group that is being stopped."""
+
+_DRAIN_AFTER_KILL = 1.0
+"""How long we wait for the pipe to close after SIGKILL (a process that left the group may hold it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    """What a command did (as the model and people see it). ``exit_code`` is None when it was ended by a signal (then ``signal`` names it, e.g.
+    ``"SIGKILL"``) or never ran; ``truncated``: the output was cut to the limit; ``timed_out`` / ``cancelled``:
+    we stopped it (the timeout elapsed / the call's signal aborted)."""
+
+    output: str
+    exit_code: int | None
+    signal: str | None = None
+    truncated: bool = False
+    timed_out: bool = False
+    cancelled: bool = False
+    terminal_id: str | None = None
+    """Set when an editor terminal ran the command (ACP ``terminal/create``): the card can embed it."""
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signals.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _decode(data: bytes, *, cut_front: bool = False, cut_back: bool = False) -> str:
+    """UTF-8 text of *data*, without the broken character a cut at either end may have left."""
+    if cut_front:  # skip continuation bytes of a character whose start was cut away
+        start = 0
+        while start < min(len(data), 4) and data[start] & 0xC0 == 0x80:
+            start += 1
+        data = data[start:]
+    if cut_back:  # an incremental decoder keeps an incomplete final sequence back instead of replacing it
+        import codecs
+
+        return codecs.getincrementaldecoder("utf-8")(errors="replace").decode(data, final=False)
+    return data.decode("utf-8", errors="replace")
+
+
+def _killpg(pgid: int, number: int) -> bool:
+    """Send *number* to the group; False once the group no longer exists."""
+    try:
+        os.killpg(pgid, number)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # the group id was reused by someone else's processes: not ours to signal
+        return False
+    return True
+
+
+async def _stop_group(process: Process, done_reading: anyio.Event) -> None:
+    """SIGTERM the group, wait (bounded) for the main process and the pipe, SIGKILL the group, reap."""
+    pgid = process.pid
+    if os.name != "posix":  # pragma: no cover - dsh runs on POSIX; best effort elsewhere
+        if process.returncode is None:
+            process.kill()
+        await process.wait()
+        return
+    if _killpg(pgid, signals.SIGTERM):
+        with anyio.move_on_after(KILL_GRACE):
+            await process.wait()
+            await done_reading.wait()
+        _killpg(pgid, signals.SIGKILL)
+    await process.wait()
+
+
+async def run_process(
+    command: str | Sequence[str],
+    *,
+    cwd: str,
+    timeout: float,  # noqa: ASYNC109 - the command's deadline, not this coroutine's: we stop it and return
+    output_limit: int,
+    signal: CancelToken | None = None,
+    keep: Literal["head", "tail"] = "tail",
+    stop_when_full: bool = False,
+) -> CommandResult:
+    """Run *command* (a string goes to ``bash -c`` or, without bash, ``/bin/sh -c``; a sequence is executed
+    directly) in *cwd*; see the module docstring for what is guaranteed."""
+    import shutil
+    import subprocess
+
+    if signal is not None and signal.aborted:
+        return CommandResult("", None, cancelled=True)
+    if not await anyio.Path(cwd).is_dir():
+        raise FileNotFoundError(f"working directory {cwd} does not exist or is not a directory")
+    if isinstance(command, str):
+        argv: list[str] = [shutil.which("bash") or "/bin/sh", "-c", command]
+    else:
+        argv = list(command)
+
+    buffer = bytearray()
+    truncated = False
+    full = anyio.Event()
+    done_reading = anyio.Event()
+    process = await anyio.open_process(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=cwd,
+        start_new_session=True,
+    )
+
+    async def pump() -> None:
+        nonlocal truncated
+        stream = process.stdout
+        assert stream is not None
+        try:
+            async for chunk in stream:
+                if keep == "tail":
+                    buffer.extend(chunk)
+                    if len(buffer) > output_limit:
+                        del buffer[: len(buffer) - output_limit]
+                        truncated = True
+                elif not truncated:
+                    room = output_limit - len(buffer)
+                    buffer.extend(chunk[:room])
+                    if len(chunk) > room:
+                        truncated = True
+                        if stop_when_full:
+                            full.set()
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+        finally:
+            done_reading.set()
+
+    timed_out = cancelled = stopped = False
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(pump)
+            with anyio.CancelScope() as running:
+                remove = signal.add_callback(lambda _reason: running.cancel()) if signal is not None else None
+                try:
+                    with anyio.move_on_after(timeout) as timer:
+                        async with anyio.create_task_group() as waiters:
+
+                            async def exited() -> None:
+                                await process.wait()
+                                waiters.cancel_scope.cancel()
+
+                            async def filled() -> None:
+                                await full.wait()
+                                waiters.cancel_scope.cancel()
+
+                            waiters.start_soon(exited)
+                            waiters.start_soon(filled)
+                    timed_out = timer.cancelled_caught
+                finally:
+                    if remove is not None:
+                        remove()
+            cancelled = running.cancelled_caught or (signal is not None and signal.aborted and not timed_out)
+            with anyio.CancelScope(shield=True):
+                await _stop_group(process, done_reading)
+                stopped = True
+                with anyio.move_on_after(_DRAIN_AFTER_KILL):
+                    await done_reading.wait()
+            group.cancel_scope.cancel()
+    finally:
+        # Reached with the task being cancelled too: the group (background children included, even when the main
+        # process already exited) must still be stopped and the main process reaped.
+        with anyio.CancelScope(shield=True):
+            if not stopped:
+                await _stop_group(process, done_reading)
+            await process.aclose()
+
+    code = process.returncode
+    exit_code: int | None = code
+    signal_name: str | None = None
+    if code is not None and code < 0:
+        exit_code, signal_name = None, _signal_name(-code)
+    return CommandResult(
+        output=_decode(bytes(buffer), cut_front=truncated and keep == "tail", cut_back=truncated and keep == "head"),
+        exit_code=exit_code,
+        signal=signal_name,
+        truncated=truncated,
+        timed_out=timed_out,
+        cancelled=cancelled,
+    )

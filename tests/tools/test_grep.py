@@ -1,0 +1,145 @@
+"""grep: the same contract with ripgrep and with the Python fallback (forced by a module switch or an empty
+PATH); ripgrep runs under the rules of any command (no inherited stdin, killed on cancel)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import dsh.tools._builtin as builtin
+import dsh.tools._search as search
+from dsh.kernel import CancelToken
+from dsh.tools._builtin import GREP_MAX_MATCHES
+from tests.tools.conftest import Call, text
+
+HAVE_RG = shutil.which("rg") is not None
+
+
+@pytest.fixture(params=["ripgrep", "python"])
+def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Run the test with each engine; the returned list records which engine each grep call used."""
+    if request.param == "ripgrep" and not HAVE_RG:
+        pytest.skip("ripgrep (rg) is not installed")
+    used: list[str] = []
+    original = search.grep_ripgrep
+
+    async def spy(*args: Any, **kwargs: Any) -> Any:
+        used.append("ripgrep")
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(builtin, "grep_ripgrep", spy)
+    if request.param == "python":
+        monkeypatch.setattr(search, "USE_RIPGREP", False)
+    return used
+
+
+def _tree(work: Path) -> None:
+    files = {
+        "src/app.py": "import os\n\ndef main():\n    print('Hello')\n",
+        "src/util.py": "def hello():\n    return 'hello world'\n",
+        "docs/guide.md": "Say hello to the guide.\n",
+        ".git/HEAD": "hello from git\n",
+        "node_modules/lib/index.js": "hello from deps\n",
+        ".venv/lib/x.py": "hello from venv\n",
+    }
+    for name, content in files.items():
+        path = work / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+    (work / "data.bin").write_bytes(b"hello\x00\x01\x02")
+
+
+async def test_grep_regex_prints_path_line_text(call: Call, work: Path, engine: list[str]) -> None:
+    _tree(work)
+    result = await call("grep", {"pattern": r"hel+o\b"})
+    assert not result.is_error, text(result)
+    assert text(result).split("\n") == [
+        "docs/guide.md:1:Say hello to the guide.",
+        "src/util.py:1:def hello():",
+        "src/util.py:2:    return 'hello world'",
+    ]
+    assert engine == (["ripgrep"] if HAVE_RG and search.USE_RIPGREP else [])
+
+
+async def test_grep_glob_path_and_case(call: Call, work: Path, engine: list[str]) -> None:
+    _tree(work)
+    assert text(await call("grep", {"pattern": "hello", "glob": "*.md"})) == "docs/guide.md:1:Say hello to the guide."
+    assert text(await call("grep", {"pattern": "hello", "path": "src"})).split("\n") == [
+        "src/util.py:1:def hello():",
+        "src/util.py:2:    return 'hello world'",
+    ]
+    assert text(await call("grep", {"pattern": "hello", "path": "src/util.py"})).split("\n") == [
+        "src/util.py:1:def hello():",
+        "src/util.py:2:    return 'hello world'",
+    ]
+    assert text(await call("grep", {"pattern": "^    print\\('hello", "ignore_case": True})) == (
+        "src/app.py:4:    print('Hello')"
+    )
+
+
+async def test_grep_no_match_and_bad_pattern(call: Call, work: Path, engine: list[str]) -> None:
+    _tree(work)
+    nothing = await call("grep", {"pattern": "absent_[0-9]+"})
+    assert not nothing.is_error
+    assert text(nothing) == "No matches for 'absent_[0-9]+' in the working directory."
+    assert text(await call("grep", {"pattern": "absent", "path": "src"})) == "No matches for 'absent' in src."
+    bad = await call("grep", {"pattern": "(unclosed"})
+    assert bad.is_error
+    assert bad.error is not None and bad.error["code"] == "BAD_PATTERN"
+    missing = await call("grep", {"pattern": "x", "path": "nope"})
+    assert missing.error is not None and missing.error["code"] == "NOT_FOUND"
+
+
+async def test_grep_is_bounded_with_a_note(call: Call, work: Path, engine: list[str]) -> None:
+    (work / "many.txt").write_text("match\n" * (GREP_MAX_MATCHES + 100))
+    lines = text(await call("grep", {"pattern": "match"})).split("\n")
+    assert len(lines) == GREP_MAX_MATCHES + 1
+    assert lines[0] == "many.txt:1:match"
+    assert lines[GREP_MAX_MATCHES - 1] == f"many.txt:{GREP_MAX_MATCHES}:match"
+    assert lines[-1].startswith(f"[… more than {GREP_MAX_MATCHES} matches")
+
+
+async def test_grep_stops_early_on_huge_output(call: Call, work: Path, engine: list[str]) -> None:
+    (work / "huge.txt").write_text(("match " + "x" * 200 + "\n") * 20_000)
+    lines = text(await call("grep", {"pattern": "^match"})).split("\n")
+    assert len(lines) == GREP_MAX_MATCHES + 1
+    assert lines[-2] == f"huge.txt:{GREP_MAX_MATCHES}:match " + "x" * 200
+    assert lines[-1].startswith(f"[… more than {GREP_MAX_MATCHES} matches")
+
+
+async def test_grep_when_cancelled_returns_at_once(call: Call, work: Path, engine: list[str]) -> None:
+    _tree(work)
+    signal = CancelToken()
+    signal.abort("cancelled")
+    result = await call("grep", {"pattern": "hello"}, signal=signal)
+    assert result.is_error
+    assert text(result) == "[cancelled]"
+
+
+async def test_grep_without_rg_on_path_falls_back_to_python(
+    call: Call, work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _tree(work)
+    monkeypatch.setenv("PATH", str(work / "no-binaries-here"))
+    assert search.ripgrep_path() is None
+    result = await call("grep", {"pattern": "hello", "glob": "**/*.py"})
+    assert text(result).split("\n") == ["src/util.py:1:def hello():", "src/util.py:2:    return 'hello world'"]
+
+
+def test_glob_matcher() -> None:
+    match = search.glob_matcher
+    assert match("*.py").fullmatch("a.py")
+    assert match("*.py").fullmatch("deep/er/a.py")
+    assert not match("*.py").fullmatch("a.pyc")
+    assert match("src/*.py").fullmatch("src/a.py")
+    assert not match("src/*.py").fullmatch("src/x/a.py")
+    assert match("src/**/*.py").fullmatch("src/a.py")
+    assert match("src/**/*.py").fullmatch("src/x/y/a.py")
+    assert match("**").fullmatch("any/thing")
+    assert match("file?.[ch]").fullmatch("file1.c")
+    assert not match("file?.[!ch]").fullmatch("file1.c")
+    assert match("*.{md,txt}").fullmatch("notes.txt")
+    assert match("./docs/*.md").fullmatch("docs/a.md")
