@@ -68,6 +68,15 @@ class _Runtime:
     """Set-up raised: stay inert until one of the injected services is withdrawn and provided again."""
 
 
+def _validated(model: Any, config: Any) -> Any:
+    """*config* validated by the plugin's pydantic model. An absent or empty config of a model whose fields
+    all have defaults is the default instance, made without building the model's validator: most plugins
+    are loaded with no config, and start-up should not pay for validating nothing."""
+    if (config is None or config == {}) and not any(f.is_required() for f in model.model_fields.values()):
+        return model.model_construct()
+    return model.model_validate(config if config is not None else {})
+
+
 class App:
     """The kernel: enter it (``async with App() as app``) to get a running root :class:`Context`.
 
@@ -131,7 +140,7 @@ class App:
         runtime = _Runtime(plugin, config, parent, name, tuple(getattr(plugin, "inject", ())))
         config_model = getattr(plugin, "Config", None)
         if config_model is not None:
-            runtime.config = config_model.model_validate(config if config is not None else {})
+            runtime.config = _validated(config_model, config)
         self._runtimes.append(runtime)
 
         async def remove() -> None:
