@@ -39,6 +39,7 @@ from dsh.plugins.persistence import (
     SessionNotFoundError,
     default_data_dir,
 )
+from dsh.plugins.persistence._format import scan
 from dsh.services.sessions import SessionEvent, SessionHeader, SessionInfo, check_session_id, parse_json
 
 __all__ = [
@@ -61,8 +62,6 @@ __all__ = [
     "resolve_data_dir",
     "valid_id",
 ]
-
-SUPPORTED_VERSION = 1
 
 
 class InvalidSessionIdError(ValueError):
@@ -115,59 +114,14 @@ def complete_lines(content: bytes) -> bytes:
     return content[: end + 1]
 
 
-def _header(line: bytes, where: str) -> SessionHeader:
-    try:
-        raw = parse_json(line)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise CorruptSessionError(f"{where}:1: the header is not valid JSON ({exc})") from None
-    if not isinstance(raw, dict) or raw.get("type") != "session" or not isinstance(raw.get("id"), str):
-        raise CorruptSessionError(f"{where}:1: not a dsh session header")
-    version = raw.get("version")
-    if type(version) is not int or version != SUPPORTED_VERSION:
-        raise CorruptSessionError(f"{where}:1: session format version {version!r} is not supported")
-    created = raw.get("created_at")
-    cwd, parent = raw.get("cwd"), raw.get("parent_session")
-    return SessionHeader(
-        id=raw["id"],
-        created_at=float(created) if isinstance(created, int | float) else 0.0,
-        cwd=cwd if isinstance(cwd, str) else None,
-        parent_session=parent if isinstance(parent, str) else None,
-    )
-
-
-def _event(line: bytes) -> SessionEvent:
-    raw = parse_json(line)
-    if not isinstance(raw, dict):
-        raise ValueError("not a JSON object")
-    kind, seq, data, stamp = raw.get("type"), raw.get("seq"), raw.get("data"), raw.get("time")
-    if not isinstance(kind, str) or type(seq) is not int or not isinstance(data, dict):
-        raise ValueError("not a session event (type, seq, data)")
-    return SessionEvent(kind, seq, float(stamp) if isinstance(stamp, int | float) else 0.0, data)
-
-
 def parse_session(content: bytes, where: str) -> StoredSession:
-    """Parse a session file's bytes without repairing anything.
-
-    A final line without its newline, or a final line that does not parse, is torn: it is left out and
-    ``torn_tail`` is set. Any bad line before it raises :class:`CorruptSessionError` naming *where* and the line.
-    """
-    lines = content.split(b"\n")
-    complete, tail = lines[:-1], lines[-1]
-    if not complete:
-        raise CorruptSessionError(f"{where}:1: no complete header line" if tail else f"{where}: the file is empty")
-    header = _header(complete[0], where)
-    events: list[SessionEvent] = []
-    torn = bool(tail)
-    last = len(complete) - 1
-    for index in range(1, len(complete)):
-        try:
-            events.append(_event(complete[index]))
-        except (ValueError, UnicodeDecodeError) as exc:
-            if index == last and not tail:
-                torn = True
-                break
-            raise CorruptSessionError(f"{where}:{index + 1}: {exc}") from None
-    return StoredSession(header, events, torn)
+    """Parse a session file's bytes without repairing anything, with the persistence format's own rules
+    (:func:`dsh.plugins.persistence._format.scan`): a torn final line is left out and ``torn_tail`` is set,
+    any bad line before it raises :class:`CorruptSessionError` naming *where* and the line. The closers a
+    load would append to an interrupted turn are not shown: the file does not have them (yet)."""
+    result = scan(content, where)
+    events = result.events[: len(result.events) - len(result.closers)]
+    return StoredSession(result.header, events, result.keep_bytes < len(content))
 
 
 def read_session(root: Path, session_id: str) -> StoredSession:
