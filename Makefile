@@ -36,5 +36,6 @@ bench: install
 	$(BIN)/python scripts/bench_loop.py
 	$(BIN)/python scripts/bench_import.py
 	$(BIN)/python scripts/bench_acp.py
+	$(BIN)/python scripts/bench_persistence.py
 
 check: lint typecheck test
