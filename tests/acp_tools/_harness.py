@@ -33,6 +33,7 @@ from typing import Any, cast
 
 import anyio
 from acp import Client, RequestError, connect_to_agent, text_block
+from acp.client.connection import ClientSideConnection
 from acp.schema import (
     AllowedOutcome,
     CancelRequestNotification,
@@ -83,12 +84,17 @@ from tests.acp._sdk import (
 
 __all__ = [
     "DEADLINE",
+    "HOLD",
+    "PERMISSION",
     "Editor",
     "EditorClient",
     "FakeTerminal",
+    "call",
     "check_editor_frames",
     "read_log",
     "run_editor",
+    "text_of",
+    "tool_results",
     "write_script",
 ]
 
@@ -294,7 +300,7 @@ class Editor:
     """The daemon→client methods the capabilities allow."""
 
     @property
-    def conn(self) -> Any:
+    def conn(self) -> ClientSideConnection:
         return self.dsh.conn
 
     async def new_session(self) -> NewSessionResponse:
@@ -392,10 +398,12 @@ async def run_editor(
     fs: bool = False,
     terminal: bool = False,
     name: str = "dsh",
+    env: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Editor]:
     """Spawn ``python -m dsh acp`` (data directory ``tmp_path/dsh-data``: a second daemon on the same
     *tmp_path* sees the first one's sessions), connect *client*, ``initialize`` with fs / terminal
-    capabilities as asked, and yield the :class:`Editor` (see the module docstring for the checks on exit)."""
+    capabilities as asked, and yield the :class:`Editor` (see the module docstring for the checks on exit).
+    *env* overrides entries of the daemon's environment."""
     loop = asyncio.get_running_loop()
     project = project or tmp_path / "project"
     project.mkdir(exist_ok=True)
@@ -411,7 +419,7 @@ async def run_editor(
                 stdin=read_fd,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=stderr,
-                env=daemon_env(tmp_path, model, (), ()),
+                env={**daemon_env(tmp_path, model, (), ()), **(env or {})},
                 cwd=str(tmp_path),
             )
     except BaseException:
@@ -531,9 +539,11 @@ def check_editor_frames(
     for message in sent:
         if "method" not in message and "id" in message:
             answers[message["id"]] = answers.get(message["id"], 0) + 1
-    for request_id in daemon_ids:
-        if answers.get(request_id, 0) != 1:
-            problems.append(f"daemon request {request_id!r} was answered {answers.get(request_id, 0)} times")
+    problems.extend(
+        f"daemon request {request_id!r} was answered {answers.get(request_id, 0)} times"
+        for request_id in daemon_ids
+        if answers.get(request_id, 0) != 1
+    )
     return problems
 
 
@@ -547,3 +557,13 @@ def read_log(tmp_path: Path, session_id: str) -> list[dict[str, Any]]:
     lines = [json.loads(line) for line in raw.split(b"\n")[:-1]]
     assert lines[0].get("type") == "session"
     return lines[1:]
+
+
+def tool_results(events: list[dict[str, Any]], call_id: str) -> list[dict[str, Any]]:
+    """The ``tool/result`` data of *call_id* in a session log: what the model was given for that call."""
+    return [e["data"] for e in events if e["type"] == "tool/result" and e["data"]["call_id"] == call_id]
+
+
+def call(name: str, call_id: str, **arguments: Any) -> dict[str, Any]:
+    """A scripted-model step that calls one tool."""
+    return {"tool_calls": [{"name": name, "arguments": arguments, "id": call_id}]}

@@ -98,7 +98,8 @@ def glob_matcher(pattern: str) -> re.Pattern[str]:
 
 def walk_files(root: str, *, signal: CancelToken | None = None, skip_hidden: bool = False) -> Iterator[tuple[str, str]]:
     """``(absolute path, path relative to root with "/")`` of every file below *root*, in sorted order;
-    *root* may itself be a file."""
+    *root* may itself be a file. Symbolic links are not followed, files or directories (as ripgrep does
+    by default): a link must never lead a search out of the session's directory."""
     if os.path.isfile(root):
         yield root, os.path.basename(root)
         return
@@ -115,6 +116,8 @@ def walk_files(root: str, *, signal: CancelToken | None = None, skip_hidden: boo
         relative_dir = os.path.relpath(directory, root)
         for name in sorted(files):
             if skip_hidden and name.startswith("."):
+                continue
+            if os.path.islink(os.path.join(directory, name)):
                 continue
             relative = name if relative_dir == "." else f"{relative_dir}/{name}".replace(os.sep, "/")
             yield os.path.join(directory, name), relative

@@ -460,12 +460,22 @@ class AcpFrontend:
         card = record.present(execution.name, execution.arguments) if record.present is not None else None
         outside = _outside_paths(tool, execution.arguments, card, record.cwd)
         decision: str = record.policy.decide(execution.name, kind, outside=bool(outside))
-        if decision == "ask":
+        asked = decision == "ask"
+        if asked:
             decision = await self._ask(record, execution, card, kind)
         if decision == "cancelled":
-            return _refused(execution, "Cancelled before it ran: the user cancelled the turn.")
-        if decision == "refuse":
-            return _refused(execution, record.policy.refusal(execution.name, kind, outside=bool(outside)))
+            signal = execution.signal
+            if signal is not None and signal.aborted:
+                return _refused(execution, "Cancelled before it ran: the user cancelled the turn.")
+            return _refused(execution, "The permission request was cancelled, so the tool did not run.")
+        if decision in ("refuse", "refuse-once"):
+            message = record.policy.refusal(execution.name, kind, outside=bool(outside), once=decision == "refuse-once")
+            return _refused(execution, message)
+        if asked:  # the card showed "pending" while the user decided
+            self._update(
+                record.id,
+                {"sessionUpdate": "tool_call_update", "toolCallId": execution.call_id, "status": "in_progress"},
+            )
         if outside:
             _grant(execution, outside)
         return await next_()
@@ -518,7 +528,9 @@ class AcpFrontend:
             decision: Literal["allow", "reject"] = "allow" if choice == "allow_always" else "reject"
             record.policy.rules[execution.name] = decision
             record.handle.agent.session.append(RULE_EVENT, {"tool": execution.name, "decision": decision})
-        return "allow" if choice in ("allow_once", "allow_always") else "refuse"
+        if choice in ("allow_once", "allow_always"):
+            return "allow"
+        return "refuse-once" if choice == "reject_once" else "refuse"
 
     # -- durable sessions -------------------------------------------------------------------------------
 

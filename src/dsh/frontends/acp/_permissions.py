@@ -10,7 +10,7 @@ Modes (offered as ACP ``modes`` and as a config option of category ``mode``, kep
 | ``bypass``     | allowed         | allowed      | allowed      | allowed                               |
 
 "Always" answers become rules for the session, keyed by tool name: a rule wins over asking (never over plan
-mode's refusals). Rules are recorded in the session log as ``permission/rule`` events so a loaded session
+mode's refusals), and an "always allow" never covers paths outside the session's directory (they still ask). Rules are recorded in the session log as ``permission/rule`` events so a loaded session
 keeps them.
 """
 
@@ -64,18 +64,25 @@ class SessionPolicy:
         if self.mode == "bypass":
             return "allow"
         rule = self.rules.get(tool)
-        if rule is not None:
-            return "allow" if rule == "allow" else "refuse"
-        if outside:
+        if rule == "reject":
+            return "refuse"
+        if outside:  # an "always allow" given inside the project never reaches outside it
             return "ask"
+        if rule == "allow":
+            return "allow"
         if kind in EDIT_KINDS:
             return "allow" if self.mode == "accept-edits" else "ask"
         if kind in COMMAND_KINDS:
             return "ask"
         return "allow"
 
-    def refusal(self, tool: str, kind: str, *, outside: bool) -> str:
-        """A message the model can act on, for a refused call."""
+    def refusal(self, tool: str, kind: str, *, outside: bool, once: bool = False) -> str:
+        """A message the model can act on, for a refused call (*once*: the user declined this call only)."""
+        if once:
+            return (
+                f"The user declined this {tool} call. It did not run. Do not repeat it unchanged; "
+                "ask the user or try another way."
+            )
         if self.mode == "plan":
             what = (
                 "paths outside the session's directory" if outside and kind not in EDIT_KINDS | COMMAND_KINDS else tool
