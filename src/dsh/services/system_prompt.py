@@ -7,14 +7,14 @@ with callable texts evaluated at assembly time, and tool schemas deep-copied so 
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from dsh import events as ev
 from dsh.kernel import Disposer, current_scope, plugin
 from dsh.services.llm._types import ToolSchema
+from dsh.services.sessions._json import copy_json
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
@@ -80,7 +80,7 @@ class SystemPrompt:
         sections = sorted(self._sections, key=lambda s: s.order)
         assembly = PromptAssembly(
             sections=[PromptSection(s.name, s.order, s.text() if callable(s.text) else s.text) for s in sections],
-            tools=[copy.deepcopy(schema) for provider in self._providers for schema in provider()],
+            tools=[cast(ToolSchema, copy_json(schema)) for provider in self._providers for schema in provider()],
         )
 
         async def identity(value: PromptAssembly) -> PromptAssembly:

@@ -14,7 +14,6 @@ Guarantees:
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -25,6 +24,7 @@ from dsh import events as ev
 from dsh.errors import ToolArgsError, ToolNotFoundError, error_code, error_message
 from dsh.kernel import CancelToken, Disposer, current_scope, plugin
 from dsh.services.llm._types import ContentBlock, ToolSchema
+from dsh.services.sessions._json import copy_json
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
@@ -86,7 +86,7 @@ class ToolDefinition:
         schema: ToolSchema = {
             "name": self.name,
             "description": self.description,
-            "parameters": copy.deepcopy(self.parameters),
+            "parameters": copy_json(self.parameters),
         }
         if self.strict is not None:
             schema["strict"] = self.strict
