@@ -41,7 +41,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 from pydantic import BaseModel, Field, ValidationError
 
-from dsh import events as ev
 from dsh.services.tools import ToolCard, ToolDefinition, ToolExecution, ToolResult, define_tool
 from dsh.tools._errors import OutsideRootsError, ToolError
 from dsh.tools._paths import ResolvedPath, is_granted, is_within, resolve_path, revoke_grants
@@ -56,7 +55,7 @@ from dsh.tools._search import (
 from dsh.tools._workspace import CommandResult, Workspace
 
 if TYPE_CHECKING:
-    from dsh.kernel import Context, Next
+    from dsh.kernel import Next
 
 __all__ = [
     "BUILTIN_TOOL_NAMES",
@@ -68,7 +67,7 @@ __all__ = [
     "READ_MAX_CHARS",
     "READ_MAX_LINES",
     "build_tools",
-    "install",
+    "finish_call",
 ]
 
 READ_MAX_LINES = 2000
@@ -110,7 +109,7 @@ def _report(*, is_error: bool = False, display: dict[str, Any] | None = None) ->
         box.display = display
 
 
-async def _finish(execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
+async def finish_call(execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
     """``tools/execute`` (appended, so inside any gate): give the call a channel for ``is_error`` and
     ``display``, apply it to the result, and revoke the call's grants once it ended, whatever happened."""
     box = _Outcome()
@@ -611,13 +610,3 @@ def build_tools(workspace: Workspace) -> list[ToolDefinition]:
         dataclasses.replace(tool, meta={"kind": kind, "present": present, "paths": paths})
         for tool, kind, present, paths in specs
     ]
-
-
-def install(ctx: Context) -> Workspace:
-    """Provide ``workspace``, register the six tools and the result channel; all owned by *ctx*'s scope."""
-    workspace = Workspace(ctx)
-    ctx.provide("workspace", workspace)
-    ctx.on(ev.TOOLS_EXECUTE, _finish)
-    for tool in build_tools(workspace):
-        ctx.tools.register(tool)
-    return workspace
