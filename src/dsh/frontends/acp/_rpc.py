@@ -121,9 +121,6 @@ class Connection:
     def notify(self, method: str, params: dict[str, Any]) -> None:
         self._send_frame(dumps({"jsonrpc": "2.0", "method": method, "params": params}))
 
-    def send_raw(self, frame: bytes) -> None:
-        self._send_frame(frame)
-
     def _respond_error(self, request_id: Any, error: RpcError) -> None:
         self._send_frame(dumps({"jsonrpc": "2.0", "id": request_id, "error": error.to_json()}))
 
