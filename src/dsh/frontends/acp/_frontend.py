@@ -27,7 +27,7 @@ import os
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -39,16 +39,15 @@ from dsh.events import TurnEndReason
 from dsh.frontends.acp._content import prompt_content
 from dsh.frontends.acp._delegation import EditorDelegation
 from dsh.frontends.acp._dispatch import MethodTable, make_dispatch
+from dsh.frontends.acp._gate import PermissionGate
 from dsh.frontends.acp._permissions import (
     MODE_IDS,
     MODES,
-    PERMISSION_OPTIONS,
-    RULE_EVENT,
     SessionPolicy,
     mode_state,
     rules_from_log,
 )
-from dsh.frontends.acp._projection import Presenter, card_fields, encode_update, failed_update, project
+from dsh.frontends.acp._projection import Presenter, encode_update, failed_update, project
 from dsh.frontends.acp._rpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, Connection, RpcError, arrival
 from dsh.frontends.acp._wire import (
     AuthenticateParams,
@@ -67,7 +66,6 @@ from dsh.kernel import Next, plugin
 from dsh.services.agents import Agent, AgentHandle, AgentOptions, AgentStatus
 from dsh.services.llm import GenerateRequest, MessageSource
 from dsh.services.sessions import check_session_id, title_from_content
-from dsh.services.tools import ToolExecution, ToolResult
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
@@ -136,42 +134,6 @@ def _stop_reason(reason: TurnEndReason) -> dict[str, Any] | RpcError:
     if kind in ("aborted", "disposed"):
         return {"stopReason": "cancelled"}
     return {"stopReason": "end_turn"}
-
-
-def _refused(execution: ToolExecution, message: str) -> ToolResult:
-    return ToolResult(
-        execution.call_id,
-        [{"type": "text", "text": message}],
-        is_error=True,
-        error={"name": "PermissionDenied", "code": "PERMISSION_DENIED"},
-    )
-
-
-def _outside_paths(tool: Any, arguments: Any, card: Any, cwd: str) -> list[str]:
-    """The paths a call would touch outside the session's directory (symlinks resolved): from the tool's
-    ``paths`` function when it has one, else from the locations on its card."""
-    paths_of = tool.meta.get("paths") if tool is not None else None
-    if paths_of is not None:
-        try:
-            return [resolved.path for resolved in paths_of(arguments, cwd) if not resolved.inside]
-        except Exception:
-            log.warning("tool paths function failed", tool=getattr(tool, "name", "?"))
-    locations = getattr(card, "locations", ()) or ()
-    root = os.path.realpath(cwd)
-    outside = []
-    for path, _line in locations:
-        real = os.path.realpath(path)
-        if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
-            outside.append(path)
-    return outside
-
-
-def _grant(execution: ToolExecution, paths: list[str]) -> None:
-    """Let the tool use paths outside the session's directory for this one call (the user said yes)."""
-    from dsh.tools import grant_outside
-
-    for path in paths:
-        grant_outside(execution, path)
 
 
 def _normal(path: str) -> str:
@@ -444,94 +406,6 @@ class AcpFrontend:
             request = replace(request, model=record.model)
         return await next_(request)
 
-    # -- the permission gate ----------------------------------------------------------------------------
-
-    async def gate(self, execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
-        """``tools/execute``, prepended, for this front end's sessions only: apply the session's mode and
-        rules, and ask the user (``session/request_permission``) when they say so. The ``tool_call`` card is
-        already out (the loop logs the call before executing it). A refused or cancelled call does not run
-        and ends ``failed`` with a message the model can act on."""
-        agent = execution.agent
-        record = self._sessions.get(agent.session.id) if agent is not None else None
-        if record is None:
-            return await next_()
-        tool = self._ctx.tools.get(execution.name)
-        kind = str(tool.meta.get("kind", "other")) if tool is not None else "other"
-        card = record.present(execution.name, execution.arguments) if record.present is not None else None
-        outside = _outside_paths(tool, execution.arguments, card, record.cwd)
-        decision: str = record.policy.decide(execution.name, kind, outside=bool(outside))
-        asked = decision == "ask"
-        if asked:
-            decision = await self._ask(record, execution, card, kind)
-        if decision == "cancelled":
-            signal = execution.signal
-            if signal is not None and signal.aborted:
-                return _refused(execution, "Cancelled before it ran: the user cancelled the turn.")
-            return _refused(execution, "The permission request was cancelled, so the tool did not run.")
-        if decision in ("refuse", "refuse-once"):
-            message = record.policy.refusal(execution.name, kind, outside=bool(outside), once=decision == "refuse-once")
-            return _refused(execution, message)
-        if asked:  # the card showed "pending" while the user decided
-            self._update(
-                record.id,
-                {"sessionUpdate": "tool_call_update", "toolCallId": execution.call_id, "status": "in_progress"},
-            )
-        if outside:
-            _grant(execution, outside)
-        return await next_()
-
-    async def _ask(self, record: _AcpSession, execution: ToolExecution, card: Any, kind: str) -> str:
-        """Ask the client; return allow, refuse or cancelled. "Always" answers become session rules, recorded
-        in the session log (``permission/rule``) so that a loaded session keeps them."""
-        tool_call: dict[str, Any] = {
-            "toolCallId": execution.call_id,
-            "title": execution.name,
-            "kind": kind if kind in ("read", "edit", "delete", "move", "search", "execute", "fetch") else "other",
-            "status": "pending",
-            "rawInput": execution.arguments,
-        }
-        if card is not None:
-            tool_call.update(card_fields(card))
-        params = {
-            "sessionId": record.id,
-            "toolCall": tool_call,
-            "options": [
-                {"optionId": option, "name": name.format(tool=execution.name), "kind": option}
-                for option, name in PERMISSION_OPTIONS
-            ],
-        }
-        answer: list[Any] = []
-        signal = execution.signal
-        async with anyio.create_task_group() as group:
-
-            async def ask() -> None:
-                try:
-                    answer.append(await self.connection.request("session/request_permission", params))
-                except RpcError as exc:
-                    log.warning("permission request failed", session_id=record.id, error=exc.message)
-                group.cancel_scope.cancel()
-
-            async def watch() -> None:
-                if signal is not None:
-                    await signal.wait()
-                    group.cancel_scope.cancel()
-
-            group.start_soon(ask)
-            group.start_soon(watch)
-        if signal is not None and signal.aborted:
-            return "cancelled"
-        outcome = answer[0].get("outcome") if answer and isinstance(answer[0], dict) else None
-        if not isinstance(outcome, dict) or outcome.get("outcome") != "selected":
-            return "cancelled"
-        choice = outcome.get("optionId")
-        if choice in ("allow_always", "reject_always"):
-            decision: Literal["allow", "reject"] = "allow" if choice == "allow_always" else "reject"
-            record.policy.rules[execution.name] = decision
-            record.handle.agent.session.append(RULE_EVENT, {"tool": execution.name, "decision": decision})
-        if choice in ("allow_once", "allow_always"):
-            return "allow"
-        return "refuse-once" if choice == "reject_once" else "refuse"
-
     # -- durable sessions -------------------------------------------------------------------------------
 
     def _persistence(self) -> Any:
@@ -757,6 +631,10 @@ class AcpFrontend:
         if size is not None and used > 0:
             self._update(record.id, {"sessionUpdate": "usage_update", "used": used, "size": size})
 
+    def session_record(self, session_id: str) -> _AcpSession | None:
+        """The live ACP session *session_id*, if it is one of this front end's."""
+        return self._sessions.get(session_id)
+
     def owns(self, session_id: str) -> bool:
         """Whether *session_id* is one of this front end's live sessions."""
         return session_id in self._sessions
@@ -801,7 +679,7 @@ def acp_plugin(ctx: Context, options: AcpOptions) -> None:
     ctx.on(ev.SESSION_EVENT, frontend.on_session_event)
     ctx.on(ev.AGENT_STATUS, frontend.on_agent_status)
     ctx.on(ev.AGENT_REQUEST, frontend.route_request)
-    ctx.on(ev.TOOLS_EXECUTE, frontend.gate, prepend=True)
+    ctx.on(ev.TOOLS_EXECUTE, PermissionGate(frontend, ctx.tools).check, prepend=True)
     delegation = EditorDelegation(frontend)
     ctx.on(ev.WORKSPACE_READ, delegation.read)
     ctx.on(ev.WORKSPACE_WRITE, delegation.write)

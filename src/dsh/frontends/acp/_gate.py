@@ -1,0 +1,158 @@
+"""The permission gate: a ``tools/execute`` listener, prepended, for the ACP front end's own sessions.
+
+It applies the session's mode and "always" rules (:mod:`._permissions`) and asks the user with
+``session/request_permission`` when they say so. Guarantees: the ``tool_call`` card is out before any request
+(the loop logs the call before executing it); a refused or cancelled call does not run and ends ``failed`` with
+a message the model can act on; paths outside the session's directory are granted to the tool for the one call
+that was allowed; "always" answers are recorded in the session log (``permission/rule``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+
+from dsh._log import get_logger
+from dsh.frontends.acp._permissions import PERMISSION_OPTIONS, RULE_EVENT
+from dsh.frontends.acp._projection import card_fields
+from dsh.frontends.acp._rpc import RpcError
+from dsh.services.tools import ToolExecution, ToolResult
+
+if TYPE_CHECKING:
+    from dsh.frontends.acp._frontend import AcpFrontend, _AcpSession
+    from dsh.kernel import Next
+    from dsh.services.tools import ToolRegistry
+
+__all__ = ["PermissionGate"]
+
+log = get_logger("dsh.acp")
+
+
+class PermissionGate:
+    def __init__(self, frontend: AcpFrontend, tools: ToolRegistry) -> None:
+        self._frontend = frontend
+        self._tools = tools
+
+    async def check(self, execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
+        """``tools/execute``, prepended, for this front end's sessions only: apply the session's mode and
+        rules, and ask the user (``session/request_permission``) when they say so. The ``tool_call`` card is
+        already out (the loop logs the call before executing it). A refused or cancelled call does not run
+        and ends ``failed`` with a message the model can act on."""
+        agent = execution.agent
+        record = self._frontend.session_record(agent.session.id) if agent is not None else None
+        if record is None:
+            return await next_()
+        tool = self._tools.get(execution.name)
+        kind = str(tool.meta.get("kind", "other")) if tool is not None else "other"
+        card = record.present(execution.name, execution.arguments) if record.present is not None else None
+        outside = _outside_paths(tool, execution.arguments, card, record.cwd)
+        decision: str = record.policy.decide(execution.name, kind, outside=bool(outside))
+        asked = decision == "ask"
+        if asked:
+            decision = await self._ask(record, execution, card, kind)
+        if decision == "cancelled":
+            signal = execution.signal
+            if signal is not None and signal.aborted:
+                return _refused(execution, "Cancelled before it ran: the user cancelled the turn.")
+            return _refused(execution, "The permission request was cancelled, so the tool did not run.")
+        if decision in ("refuse", "refuse-once"):
+            message = record.policy.refusal(execution.name, kind, outside=bool(outside), once=decision == "refuse-once")
+            return _refused(execution, message)
+        if asked:  # the card showed "pending" while the user decided
+            self._frontend.tool_update(
+                record.id,
+                {"sessionUpdate": "tool_call_update", "toolCallId": execution.call_id, "status": "in_progress"},
+            )
+        if outside:
+            _grant(execution, outside)
+        return await next_()
+
+    async def _ask(self, record: _AcpSession, execution: ToolExecution, card: Any, kind: str) -> str:
+        """Ask the client; return allow, refuse or cancelled. "Always" answers become session rules, recorded
+        in the session log (``permission/rule``) so that a loaded session keeps them."""
+        tool_call: dict[str, Any] = {
+            "toolCallId": execution.call_id,
+            "title": execution.name,
+            "kind": kind if kind in ("read", "edit", "delete", "move", "search", "execute", "fetch") else "other",
+            "status": "pending",
+            "rawInput": execution.arguments,
+        }
+        if card is not None:
+            tool_call.update(card_fields(card))
+        params = {
+            "sessionId": record.id,
+            "toolCall": tool_call,
+            "options": [
+                {"optionId": option, "name": name.format(tool=execution.name), "kind": option}
+                for option, name in PERMISSION_OPTIONS
+            ],
+        }
+        answer: list[Any] = []
+        signal = execution.signal
+        async with anyio.create_task_group() as group:
+
+            async def ask() -> None:
+                try:
+                    answer.append(await self._frontend.connection.request("session/request_permission", params))
+                except RpcError as exc:
+                    log.warning("permission request failed", session_id=record.id, error=exc.message)
+                group.cancel_scope.cancel()
+
+            async def watch() -> None:
+                if signal is not None:
+                    await signal.wait()
+                    group.cancel_scope.cancel()
+
+            group.start_soon(ask)
+            group.start_soon(watch)
+        if signal is not None and signal.aborted:
+            return "cancelled"
+        outcome = answer[0].get("outcome") if answer and isinstance(answer[0], dict) else None
+        if not isinstance(outcome, dict) or outcome.get("outcome") != "selected":
+            return "cancelled"
+        choice = outcome.get("optionId")
+        if choice in ("allow_always", "reject_always"):
+            decision: Literal["allow", "reject"] = "allow" if choice == "allow_always" else "reject"
+            record.policy.rules[execution.name] = decision
+            record.handle.agent.session.append(RULE_EVENT, {"tool": execution.name, "decision": decision})
+        if choice in ("allow_once", "allow_always"):
+            return "allow"
+        return "refuse-once" if choice == "reject_once" else "refuse"
+
+
+def _refused(execution: ToolExecution, message: str) -> ToolResult:
+    return ToolResult(
+        execution.call_id,
+        [{"type": "text", "text": message}],
+        is_error=True,
+        error={"name": "PermissionDenied", "code": "PERMISSION_DENIED"},
+    )
+
+
+def _outside_paths(tool: Any, arguments: Any, card: Any, cwd: str) -> list[str]:
+    """The paths a call would touch outside the session's directory (symlinks resolved): from the tool's
+    ``paths`` function when it has one, else from the locations on its card."""
+    paths_of = tool.meta.get("paths") if tool is not None else None
+    if paths_of is not None:
+        try:
+            return [resolved.path for resolved in paths_of(arguments, cwd) if not resolved.inside]
+        except Exception:
+            log.warning("tool paths function failed", tool=getattr(tool, "name", "?"))
+    locations = getattr(card, "locations", ()) or ()
+    root = os.path.realpath(cwd)
+    outside = []
+    for path, _line in locations:
+        real = os.path.realpath(path)
+        if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
+            outside.append(path)
+    return outside
+
+
+def _grant(execution: ToolExecution, paths: list[str]) -> None:
+    """Let the tool use paths outside the session's directory for this one call (the user said yes)."""
+    from dsh.tools import grant_outside
+
+    for path in paths:
+        grant_outside(execution, path)
