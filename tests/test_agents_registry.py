@@ -49,7 +49,7 @@ def _agent(agent_id: str) -> Agent:
 class FakeFactory:
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
-    async def create(
+    async def create_agent(
         self,
         *,
         agent_id: str,
@@ -62,7 +62,7 @@ class FakeFactory:
         )
         return AgentHandle(_agent(agent_id), _noop)
 
-    async def resume(
+    async def resume_agent(
         self, *, agent_id: str, resume_session_id: str, agent_options: AgentOptions | None = None
     ) -> AgentHandle:
         self.calls.append(

@@ -44,7 +44,8 @@ class AgentLoopConfig(BaseModel):
 
 
 class AgentLoop:
-    """``ctx.agent_loop``: create loop agents; also registered as the ``ctx.agents`` factory."""
+    """``ctx.agent_loop``: create loop agents; also the ``ctx.agents`` factory (``create_agent``,
+    ``resume_agent``)."""
 
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
@@ -140,32 +141,6 @@ class AgentLoop:
         return agent
 
 
-class _Factory:
-    """Adapts :class:`AgentLoop` to the keyword-only ``AgentFactory`` protocol of ``ctx.agents``."""
-
-    def __init__(self, loop: AgentLoop) -> None:
-        self._loop = loop
-
-    async def create(
-        self,
-        *,
-        agent_id: str,
-        session_id: str,
-        meta: dict[str, Any] | None = None,
-        agent_options: AgentOptions | None = None,
-    ) -> AgentHandle:
-        return await self._loop.create_agent(
-            agent_id=agent_id, session_id=session_id, meta=meta, agent_options=agent_options
-        )
-
-    async def resume(
-        self, *, agent_id: str, resume_session_id: str, agent_options: AgentOptions | None = None
-    ) -> AgentHandle:
-        return await self._loop.resume_agent(
-            agent_id=agent_id, resume_session_id=resume_session_id, agent_options=agent_options
-        )
-
-
 def _options(spec: ConfiguredAgent) -> AgentOptions:
     return AgentOptions(model=spec.model, system_prompt=spec.system_prompt)
 
@@ -174,7 +149,7 @@ def _options(spec: ConfiguredAgent) -> AgentOptions:
 def agent_loop_plugin(ctx: Context, config: AgentLoopConfig) -> None:
     loop = AgentLoop(ctx)
     ctx.provide("agent_loop", loop)
-    ctx.agents.set_factory(_Factory(loop))
+    ctx.agents.set_factory(loop)
     for spec in config.agents:
         if spec.resume_session_id:
             ctx.plugin(_config_resume, spec)

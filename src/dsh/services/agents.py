@@ -94,7 +94,9 @@ class AgentHandle:
 
 
 class AgentFactory(Protocol):
-    async def create(
+    """What the registry delegates ``create``/``resume`` to (an agent loop implements it)."""
+
+    async def create_agent(
         self,
         *,
         agent_id: str,
@@ -103,7 +105,7 @@ class AgentFactory(Protocol):
         agent_options: AgentOptions | None = None,
     ) -> AgentHandle: ...
 
-    async def resume(
+    async def resume_agent(
         self, *, agent_id: str, resume_session_id: str, agent_options: AgentOptions | None = None
     ) -> AgentHandle: ...
 
@@ -143,7 +145,7 @@ class AgentRegistry:
         """Create an agent on a new session with the caller's id (``meta``: ``cwd``, ``parent_session``)."""
         if self._factory is None:
             raise NoAgentFactoryError()
-        return await self._factory.create(
+        return await self._factory.create_agent(
             agent_id=agent_id, session_id=session_id, meta=meta, agent_options=agent_options
         )
 
@@ -153,7 +155,7 @@ class AgentRegistry:
         """Load a persisted session and run a fresh agent on it."""
         if self._factory is None:
             raise NoAgentFactoryError()
-        return await self._factory.resume(
+        return await self._factory.resume_agent(
             agent_id=agent_id, resume_session_id=resume_session_id, agent_options=agent_options
         )
 
