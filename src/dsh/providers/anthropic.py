@@ -29,7 +29,16 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, cast
 
 from dsh.errors import LlmError
-from dsh.services.llm import Adapter, ContentBlock, FinishReason, GenerateRequest, Message, StreamChunk, Usage
+from dsh.services.llm import (
+    Adapter,
+    ContentBlock,
+    FinishReason,
+    GenerateRequest,
+    Message,
+    StreamChunk,
+    Usage,
+    model_name,
+)
 
 if TYPE_CHECKING:
     from dsh.providers._http import HttpProvider
@@ -205,7 +214,7 @@ def anthropic_adapter(http: HttpProvider) -> Adapter:
             yield {"type": "finish", "reason": {"kind": "aborted"}}
             return
         endpoint = http.endpoint()
-        model = request.model.split(":", 1)[1] if ":" in request.model else request.model
+        model = model_name(request.model)
         headers = {"anthropic-version": ANTHROPIC_VERSION}
         if endpoint.api_key:
             headers["x-api-key"] = endpoint.api_key

@@ -28,7 +28,16 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from dsh.errors import LlmError
-from dsh.services.llm import Adapter, FinishReason, GenerateRequest, Message, StreamChunk, ToolCallDelta, Usage
+from dsh.services.llm import (
+    Adapter,
+    FinishReason,
+    GenerateRequest,
+    Message,
+    StreamChunk,
+    ToolCallDelta,
+    Usage,
+    model_name,
+)
 
 if TYPE_CHECKING:
     from dsh.providers._http import HttpProvider
@@ -203,7 +212,7 @@ def openai_adapter(http: HttpProvider) -> Adapter:
             yield {"type": "finish", "reason": {"kind": "aborted"}}
             return
         endpoint = http.endpoint()
-        model = request.model.split(":", 1)[1] if ":" in request.model else request.model
+        model = model_name(request.model)
         headers: dict[str, str] = {}
         if endpoint.api_key:
             headers["authorization"] = f"Bearer {endpoint.api_key}"

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dsh.errors import DshError, LlmError
 from dsh.kernel import plugin
 from dsh.providers._words import rough_tokens, words
-from dsh.services.llm import GenerateRequest, StreamChunk, Usage
+from dsh.services.llm import GenerateRequest, StreamChunk, Usage, model_name
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
@@ -77,7 +77,7 @@ class ScriptedModels:
         return self._stream(request)
 
     async def _stream(self, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
-        name = request.model.split(":", 1)[1] if ":" in request.model else request.model
+        name = model_name(request.model)
         script = self._script(name)
         if script.cursor >= len(script.steps):
             raise LlmError(

@@ -23,7 +23,7 @@ from dsh.services.llm._types import Adapter, GenerateRequest, StreamChunk
 if TYPE_CHECKING:
     from dsh.kernel import Context
 
-__all__ = ["LlmService", "ModelInfo", "llm_plugin"]
+__all__ = ["LlmService", "ModelInfo", "llm_plugin", "model_name"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +32,11 @@ class ModelInfo:
 
     name: str | None = None
     context_window: int | None = None
+
+
+def model_name(model: str) -> str:
+    """The model's own name, without its provider: ``openai:gpt-4.1`` → ``gpt-4.1``; ``echo`` → ``echo``."""
+    return model.split(":", 1)[1] if ":" in model else model
 
 
 class LlmService:
