@@ -9,14 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dsh.kernel import Context
-
 if TYPE_CHECKING:
+    from dsh.kernel import Context
     from dsh.providers._settings import ProviderSettings
 
 __all__ = ["DEFAULT_MODEL", "load_core"]
 
 DEFAULT_MODEL = "echo"
+"""The offline default: the model when neither a flag, ``DSH_MODEL`` nor the config file names one."""
 
 
 def load_core(

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
+from dsh.app import DEFAULT_MODEL
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -29,7 +31,7 @@ app = typer.Typer(
 @app.command()
 def prompt(
     text: Annotated[str, typer.Argument(help="The prompt to send.")],
-    model: Annotated[str, typer.Option(help="Model to use (provider:model).", envvar="DSH_MODEL")] = "echo",
+    model: Annotated[str, typer.Option(help="Model to use (provider:model).", envvar="DSH_MODEL")] = DEFAULT_MODEL,
     system: Annotated[str | None, typer.Option(help="Extra system prompt.")] = None,
 ) -> None:
     """Run one prompt through the agent loop and stream the answer to stdout."""

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from dsh.app import DEFAULT_MODEL
 from dsh.errors import DshError
 from dsh.providers._settings import ProviderSettings
 
@@ -48,8 +49,6 @@ __all__ = [
     "summarize_config",
 ]
 
-DEFAULT_MODEL = "echo"
-"""The model when neither a flag, ``DSH_MODEL`` nor the file names one (``dsh.app.DEFAULT_MODEL``)."""
 MASK = "***"
 OVERRIDING_VARIABLES = {"model": "DSH_MODEL", "system_prompt": "DSH_SYSTEM_PROMPT", "data_dir": "DSH_DATA_DIR"}
 """The variables ``dsh acp`` lets override a key of the file (``show`` names the ones that are set)."""

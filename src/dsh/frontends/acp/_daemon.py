@@ -22,6 +22,7 @@ import anyio
 import anyio.abc
 
 from dsh._log import configure_logging, get_logger
+from dsh.app import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     from dsh.config import DshConfig
@@ -37,7 +38,7 @@ log = get_logger("dsh.acp")
 class DaemonOptions:
     """The daemon's settings; :meth:`resolve` is the one place that reads their environment variables."""
 
-    model: str = "echo"
+    model: str = DEFAULT_MODEL
     system_prompt: str | None = None
     log_level: str = "warning"
     log_file: str | None = None

@@ -34,6 +34,7 @@ import anyio
 from dsh import __version__
 from dsh import events as ev
 from dsh._log import get_logger
+from dsh.app import DEFAULT_MODEL
 from dsh.errors import error_code, error_message
 from dsh.events import TurnEndReason
 from dsh.frontends.acp._content import prompt_content
@@ -85,7 +86,7 @@ class AcpOptions:
     """How the front end reaches the client and what new sessions run."""
 
     send_frame: Callable[[bytes], None]
-    model: str = "echo"
+    model: str = DEFAULT_MODEL
     system_prompt: str | None = None
     models: tuple[str, ...] = ()
     """Models offered in the editor's model picker (the default model is always offered)."""
