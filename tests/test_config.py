@@ -34,7 +34,7 @@ from dsh.config import (
 )
 from dsh.frontends.acp import DaemonOptions
 from dsh.providers._settings import BUILTIN_PROVIDERS, ProviderSettings
-from tests.acp._raw import WAIT, RawDaemon, write_script
+from tests.support.raw import WAIT, RawDaemon, write_script
 
 CLI_WAIT = 30.0
 SECRET = "sk-inline-9f8e7d6c5b4a"

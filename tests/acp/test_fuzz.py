@@ -5,7 +5,7 @@ request we never made, a blank line), one error with ``id: null`` (not JSON, not
 one response echoing the request's id. After each example's lines a sentinel ``initialize`` is sent; reading
 continues until the sentinel and everything owed has arrived, and any other line fails the example. Then the
 daemon must still run a session on ``echo`` to ``end_turn``. Every stdout line is checked as it is read
-(:func:`tests.acp._raw.check_frame`).
+(:func:`tests.support.raw.check_frame`).
 
 One daemon serves all examples of a test function; a daemon that an example left in doubt (a failure) is
 replaced before the next example.
@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from tests.acp._raw import WAIT, DaemonPool, RawDaemon, compact, strict_loads
+from tests.support.raw import WAIT, DaemonPool, RawDaemon, compact, strict_loads
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600

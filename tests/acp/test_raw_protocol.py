@@ -2,10 +2,10 @@
 
 Each bad input is followed by a good ``initialize`` that must be answered: the daemon kept serving. For inputs
 that must get no answer, that answer must be the very next line (``assert_serving(strict=True)``): nothing was
-written in between. Every line read goes through :func:`tests.acp._raw.check_frame` (UTF-8, strict JSON, one
+written in between. Every line read goes through :func:`tests.support.raw.check_frame` (UTF-8, strict JSON, one
 compact JSON-RPC 2.0 message per line).
 
-Most cases share one daemon (``daemon``, from a module-wide :class:`~tests.acp._raw.DaemonPool` that replaces
+Most cases share one daemon (``daemon``, from a module-wide :class:`~tests.support.raw.DaemonPool` that replaces
 it whenever a test leaves it dead or with unread answers); tests that end their daemon, or that need a scripted
 model, spawn their own.
 """
@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.acp._raw import WAIT, DaemonPool, RawDaemon, compact, spawn_daemon, write_script
+from tests.support.raw import WAIT, DaemonPool, RawDaemon, compact, spawn_daemon, write_script
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600

@@ -28,7 +28,7 @@ from acp.schema import (
     UsageUpdate,
 )
 
-from tests.acp._sdk import DshProcess, check_frames, run_dsh, write_script
+from tests.support.sdk import DshProcess, check_frames, run_dsh, write_script
 
 DEADLINE = 10
 WATCHDOG_WARNING = "cancelled turn did not end in time"

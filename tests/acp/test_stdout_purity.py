@@ -1,7 +1,7 @@
 """Stdout purity: whatever a plugin, a tool, a library or a child process writes, only frames reach stdout.
 
 The daemon runs with ``tests/acp/noisy_plugin.py`` loaded through ``DSH_PLUGINS``. Every stdout line is checked
-as it is read (:func:`tests.acp._raw.check_frame`), stdout is read to its end, and the noise must be found on
+as it is read (:func:`tests.support.raw.check_frame`), stdout is read to its end, and the noise must be found on
 stderr instead (so the test cannot pass by the noise simply never being made).
 """
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import anyio
 
-from tests.acp._raw import WAIT, spawn_daemon, write_script
 from tests.acp.noisy_plugin import CHANNELS, SETUP_CHANNELS
+from tests.support.raw import WAIT, spawn_daemon, write_script
 
 PLUGIN = "noisy_plugin:plugin"
 

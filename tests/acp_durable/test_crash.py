@@ -25,7 +25,8 @@ import pytest
 from acp import RequestError, text_block
 from acp.schema import PromptResponse
 
-from tests.acp_durable._harness import (
+from tests.acp_durable._tools import CRASH_PLUGIN
+from tests.support.durable import (
     assert_contiguous,
     read_session,
     run_daemon,
@@ -33,7 +34,6 @@ from tests.acp_durable._harness import (
     turn_starts,
     write_script,
 )
-from tests.acp_durable._tools import CRASH_PLUGIN
 
 SEED = 0xD5C0
 RANDOM_KILLS = 20

@@ -18,7 +18,7 @@ from acp.schema import PromptResponse
 
 from dsh.plugins.persistence._format import encode_event, encode_header
 from dsh.services.sessions import SessionEvent, SessionHeader
-from tests.acp_durable._harness import (
+from tests.support.durable import (
     Daemon,
     assert_contiguous,
     read_session,

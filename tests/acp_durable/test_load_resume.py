@@ -16,7 +16,7 @@ import pytest
 from acp import RequestError, text_block
 from acp.schema import ResourceContentBlock
 
-from tests.acp_durable._harness import (
+from tests.support.durable import (
     WAIT,
     assert_contiguous,
     read_session,

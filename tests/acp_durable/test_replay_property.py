@@ -19,8 +19,8 @@ from acp import RequestError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.acp_durable._harness import assert_contiguous, read_session, run_daemon, turn_starts, write_script
 from tests.acp_durable._tools import CANCEL_PLUGIN
+from tests.support.durable import assert_contiguous, read_session, run_daemon, turn_starts, write_script
 
 WORDS = st.sampled_from(["a", "bb", "ccc", "naïve", "日本", "x-y", "42", "{json}", "\\n", "tab\tbed", "end."])
 TEXT = st.lists(WORDS, min_size=1, max_size=6).map(" ".join)

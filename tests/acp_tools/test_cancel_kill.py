@@ -19,7 +19,7 @@ import anyio
 import pytest
 from acp.schema import PromptResponse
 
-from tests.acp_tools._harness import DEADLINE, EditorClient, call, run_editor, text_of, write_script
+from tests.support.editor import DEADLINE, EditorClient, call, run_editor, text_of, write_script
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs /proc")
 

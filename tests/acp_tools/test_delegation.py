@@ -11,7 +11,7 @@ import anyio
 import pytest
 from acp.schema import PromptResponse
 
-from tests.acp_tools._harness import (
+from tests.support.editor import (
     DEADLINE,
     EditorClient,
     FakeTerminal,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from acp import RequestError
 
-from tests.acp_tools._harness import (
+from tests.support.editor import (
     Editor,
     EditorClient,
     call,

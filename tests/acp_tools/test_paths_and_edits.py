@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.acp_tools._harness import EditorClient, call, read_log, run_editor, text_of, tool_results, write_script
+from tests.support.editor import EditorClient, call, read_log, run_editor, text_of, tool_results, write_script
 
 ESCAPES = ("up", "absolute", "symlink")
 

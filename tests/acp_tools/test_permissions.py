@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 from acp.schema import PromptResponse
 
-from tests.acp_tools._harness import (
+from tests.support.editor import (
     DEADLINE,
     HOLD,
     PERMISSION,

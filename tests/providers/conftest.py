@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.providers._server import FakeProvider, serve
+from tests.support.provider_server import FakeProvider, serve
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ from dsh.services.agents import AgentOptions
 from dsh.services.llm import BlockAssembler, GenerateRequest, Message, StreamChunk
 from dsh.services.tools import ToolExecution, define_tool
 from tests.providers._helpers import KEY, anthropic_settings, collect, running, user
-from tests.providers._server import Event, FakeProvider, Reply
-from tests.providers._wire import an_end, an_start, an_text, an_text_reply, an_thinking, an_tool
+from tests.support.provider_server import Event, FakeProvider, Reply
+from tests.support.provider_wire import an_end, an_start, an_text, an_text_reply, an_thinking, an_tool
 
 MODEL = "anthropic:claude-test"
 

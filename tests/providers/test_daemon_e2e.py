@@ -13,9 +13,9 @@ import anyio
 from acp import spawn_agent_process, text_block
 from acp.schema import ClientCapabilities, Implementation, PromptResponse, ToolCallProgress, ToolCallStart
 
-from tests.acp._sdk import RecordingClient
-from tests.providers._server import FakeProvider, Reply
-from tests.providers._wire import DONE, oa_chunk, oa_finish, oa_text_reply, oa_tool_delta, oa_usage
+from tests.support.provider_server import FakeProvider, Reply
+from tests.support.provider_wire import DONE, oa_chunk, oa_finish, oa_text_reply, oa_tool_delta, oa_usage
+from tests.support.sdk import RecordingClient
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"

@@ -14,8 +14,8 @@ from dsh.services.agents import AgentOptions
 from dsh.services.llm import BlockAssembler, GenerateRequest, Message, StreamChunk
 from dsh.services.tools import ToolExecution, define_tool
 from tests.providers._helpers import KEY, collect, openai_settings, running, user
-from tests.providers._server import Event, FakeProvider, Reply
-from tests.providers._wire import DONE, oa_chunk, oa_finish, oa_text_reply, oa_tool_delta, oa_usage
+from tests.support.provider_server import Event, FakeProvider, Reply
+from tests.support.provider_wire import DONE, oa_chunk, oa_finish, oa_text_reply, oa_tool_delta, oa_usage
 
 MODEL = "openai:test-model"
 

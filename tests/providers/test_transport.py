@@ -29,8 +29,8 @@ from dsh.providers._settings import ProviderSettings
 from dsh.services.agents import AgentOptions
 from dsh.services.llm import GenerateRequest, StreamChunk
 from tests.providers._helpers import KEY, anthropic_settings, collect, openai_settings, running, user
-from tests.providers._server import Event, FakeProvider, Reply
-from tests.providers._wire import an_text_reply, oa_chunk, oa_text_reply
+from tests.support.provider_server import Event, FakeProvider, Reply
+from tests.support.provider_wire import an_text_reply, oa_chunk, oa_text_reply
 
 CLOSE_DEADLINE = 0.1
 """How soon after a cancel the server must see the connection close (seconds)."""

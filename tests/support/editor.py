@@ -1,21 +1,21 @@
 """The official ACP Python SDK client playing an editor that answers permission requests, serves files and runs
 terminals, against a real ``dsh acp`` daemon driven by the scripted model.
 
-Built on :mod:`tests.acp._sdk` (its stdout tee, corkable stdin, environment and frame validation). What it adds:
+Built on :mod:`tests.support.sdk` (its stdout tee, corkable stdin, environment and frame validation). What it adds:
 
-* :class:`EditorClient` — a :class:`~tests.acp._sdk.RecordingClient` that also implements the client side of
+* :class:`EditorClient` — a :class:`~tests.support.sdk.RecordingClient` that also implements the client side of
   ``session/request_permission`` (answers queued by the test, or *held* until the test releases them),
   ``fs/read_text_file`` / ``fs/write_text_file`` (an in-memory set of editor buffers; writes are recorded, never
   put on disk) and ``terminal/*`` (a fake terminal that "runs" by returning canned output and an exit code, or
   that runs until it is killed). Every callback is recorded in :attr:`EditorClient.calls`, in arrival order,
-  and wakes :meth:`~tests.acp._sdk.RecordingClient.wait_until`.
+  and wakes :meth:`~tests.support.sdk.RecordingClient.wait_until`.
 * :func:`run_editor` — spawns the daemon (its stdout tee'd, stderr to a file), connects the client, sends
   ``initialize`` with the capabilities the test chose and yields an :class:`Editor`. On leaving: held
   permission requests are released (answered ``cancelled``, as a client must), stdin is closed, the daemon
   must exit 0 within 2 s and is reaped in every case; when the block succeeded, every frame is checked:
   :func:`check_editor_frames` validates the daemon's requests (only methods the client enabled), its
   ``$/cancel_request`` notifications (only for its own requests), the ``set_mode`` / ``set_config_option``
-  results, then hands everything else to :func:`tests.acp._sdk.check_frames`; and every daemon request must
+  results, then hands everything else to :func:`tests.support.sdk.check_frames`; and every daemon request must
   have been answered exactly once by the client.
 """
 
@@ -69,7 +69,8 @@ from acp.schema import (
 )
 from pydantic import BaseModel, ValidationError
 
-from tests.acp._sdk import (
+from tests.support.env import sandbox_env
+from tests.support.sdk import (
     EXIT_DEADLINE,
     READER_LIMIT,
     CorkableWriter,
@@ -78,7 +79,6 @@ from tests.acp._sdk import (
     _pump,
     _StdinProtocol,
     check_frames,
-    daemon_env,
     write_script,
 )
 
@@ -419,7 +419,7 @@ async def run_editor(
                 stdin=read_fd,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=stderr,
-                env={**daemon_env(tmp_path, model, (), ()), **(env or {})},
+                env={**sandbox_env(tmp_path, model), **(env or {})},
                 cwd=str(tmp_path),
             )
     except BaseException:

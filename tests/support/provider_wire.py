@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.providers._server import Event
+from tests.support.provider_server import Event
 
 __all__ = [
     "DONE",

@@ -51,6 +51,8 @@ from acp.schema import (
 )
 from pydantic import BaseModel, ValidationError
 
+from tests.support.env import sandbox_env, write_script
+
 __all__ = [
     "RESULT_MODELS",
     "DshProcess",
@@ -60,7 +62,6 @@ __all__ = [
     "write_script",
 ]
 
-SRC = Path(__file__).resolve().parents[2] / "src"
 RESULT_MODELS: dict[str, type[BaseModel]] = {
     "initialize": InitializeResponse,
     "authenticate": AuthenticateResponse,
@@ -74,12 +75,6 @@ RESULT_MODELS: dict[str, type[BaseModel]] = {
 }
 EXIT_DEADLINE = 2.0
 READER_LIMIT = 64 * 1024 * 1024
-
-
-def write_script(path: Path, steps: list[dict[str, Any]]) -> str:
-    """Write a scripted-model script (JSON) and return the model name that replays it."""
-    path.write_text(json.dumps(steps), encoding="utf-8")
-    return f"scripted:{path}"
 
 
 # -- the client side -------------------------------------------------------------------------------------------
@@ -405,33 +400,6 @@ def check_frames(raw: bytes, requests: Mapping[Any, str]) -> list[str]:
 # -- the daemon ------------------------------------------------------------------------------------------------
 
 
-def daemon_env(tmp_path: Path, model: str, plugins: Sequence[str], python_path: Sequence[Path]) -> dict[str, str]:
-    """An explicit environment: nothing from the test runner's ``DSH_*`` leaks in, and whatever the daemon stores
-    (sessions, caches) lands under *tmp_path*, never in the real home directory."""
-    paths = [str(p) for p in python_path] + [str(SRC)]
-    if os.environ.get("PYTHONPATH"):
-        paths.append(os.environ["PYTHONPATH"])
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "PYTHONPATH": os.pathsep.join(paths),
-        "PYTHONUNBUFFERED": "1",
-        "LANG": "C.UTF-8",
-        "HOME": str(home),
-        "XDG_DATA_HOME": str(home / ".local" / "share"),
-        "XDG_STATE_HOME": str(home / ".local" / "state"),
-        "XDG_CACHE_HOME": str(home / ".cache"),
-        "XDG_CONFIG_HOME": str(home / ".config"),
-        "DSH_DATA_DIR": str(tmp_path / "dsh-data"),
-        "DSH_MODEL": model,
-        "DSH_LOG_LEVEL": "warning",
-    }
-    if plugins:
-        env["DSH_PLUGINS"] = ",".join(plugins)
-    return env
-
-
 async def _pump(source: asyncio.StreamReader, record: bytearray, sink: asyncio.StreamReader) -> None:
     """Tee: every byte of the daemon's stdout is recorded, then handed to the SDK's reader."""
     try:
@@ -465,7 +433,7 @@ async def run_dsh(
                 stdin=read_fd,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=stderr,
-                env=daemon_env(tmp_path, model, plugins, python_path),
+                env=sandbox_env(tmp_path, model, plugins=plugins, python_path=python_path),
                 cwd=str(tmp_path),
             )
     except BaseException:

@@ -25,6 +25,8 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from tests.support.env import write_script as write_path_script
+
 __all__ = [
     "ACP_DIR",
     "MAX_LINE",
@@ -44,7 +46,7 @@ MAX_LINE = 128 * 1024 * 1024
 """The longest line the tests accept from the daemon (the daemon's own inbound limit)."""
 WAIT = 10.0
 """Upper bound for any single wait on the daemon (the rules: bound everything with ``fail_after``)."""
-ACP_DIR = Path(__file__).resolve().parent
+ACP_DIR = Path(__file__).resolve().parents[1] / "acp"
 """``tests/acp``: put on ``PYTHONPATH`` so ``DSH_PLUGINS=noisy_plugin:plugin`` can import the test plugins."""
 
 
@@ -124,10 +126,8 @@ def daemon_env(
 
 
 def write_script(directory: Path, steps: list[dict[str, Any]], name: str = "script.json") -> str:
-    """Write a scripted-model script; return the ``scripted:<path>`` model name."""
-    path = directory / name
-    path.write_text(json.dumps(steps), encoding="utf-8")
-    return f"scripted:{path}"
+    """Write a scripted-model script into *directory*; return the ``scripted:<path>`` model name."""
+    return write_path_script(directory / name, steps)
 
 
 class RawDaemon:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -39,6 +38,8 @@ from acp.schema import (
     PromptResponse,
 )
 
+from tests.support.env import ROOT, sandbox_env, write_script
+
 __all__ = [
     "EXIT_DEADLINE",
     "ROOT",
@@ -46,7 +47,6 @@ __all__ = [
     "Daemon",
     "RecordingClient",
     "assert_contiguous",
-    "daemon_env",
     "read_session",
     "request_error",
     "run_daemon",
@@ -55,45 +55,11 @@ __all__ = [
     "write_script",
 ]
 
-ROOT = Path(__file__).resolve().parents[2]
 """The repository root (on the daemon's ``PYTHONPATH`` so test plugins under ``tests/`` import)."""
-SRC = ROOT / "src"
 WAIT = 15.0
 """Upper bound for any single wait on a daemon."""
 EXIT_DEADLINE = 5.0
 """How long a daemon may take to exit after stdin EOF."""
-
-
-def daemon_env(workdir: Path, data_dir: Path, model: str, plugins: Iterable[str] = ()) -> dict[str, str]:
-    """The daemon's whole environment (the SDK adds only HOME, LOGNAME, PATH, SHELL, TERM, USER, which we override
-    where it matters)."""
-    home = workdir / "home"
-    home.mkdir(exist_ok=True)
-    paths = [str(SRC), str(ROOT)]
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "PYTHONPATH": os.pathsep.join(paths),
-        "PYTHONUNBUFFERED": "1",
-        "LANG": "C.UTF-8",
-        "HOME": str(home),
-        "XDG_DATA_HOME": str(home / ".local" / "share"),
-        "XDG_STATE_HOME": str(home / ".local" / "state"),
-        "XDG_CACHE_HOME": str(home / ".cache"),
-        "XDG_CONFIG_HOME": str(home / ".config"),
-        "DSH_DATA_DIR": str(data_dir),
-        "DSH_MODEL": model,
-        "DSH_LOG_LEVEL": "warning",
-    }
-    plugins = list(plugins)
-    if plugins:
-        env["DSH_PLUGINS"] = ",".join(plugins)
-    return env
-
-
-def write_script(path: Path, steps: list[dict[str, Any]]) -> str:
-    """Write a scripted-model script (JSON); return the model name ``scripted:<path>``."""
-    path.write_text(json.dumps(steps), encoding="utf-8")
-    return f"scripted:{path}"
 
 
 # -- the client -------------------------------------------------------------------------------------------------
@@ -300,7 +266,7 @@ async def run_daemon(
             "-m",
             "dsh",
             "acp",
-            env=daemon_env(workdir, data_dir, model, plugins),
+            env=sandbox_env(workdir, model, data_dir=data_dir, plugins=plugins),
             cwd=workdir,
             transport_kwargs={"stderr": stderr},
             observers=[client.observe],

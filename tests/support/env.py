@@ -1,0 +1,59 @@
+"""The environment of a spawned daemon, and scripted-model scripts.
+
+Guarantee of :func:`sandbox_env`: nothing from the test runner's ``DSH_*`` settings leaks in, and whatever the
+daemon stores (sessions, config, caches) lands under *workdir*, never in the real home directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ROOT", "SRC", "sandbox_env", "write_script"]
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src"
+
+
+def sandbox_env(
+    workdir: Path,
+    model: str,
+    *,
+    data_dir: Path | None = None,
+    plugins: Iterable[str] = (),
+    python_path: Iterable[Path] = (),
+) -> dict[str, str]:
+    """The daemon's whole environment: ``HOME`` and the XDG directories under *workdir*, sessions in *data_dir*
+    (default ``workdir/dsh-data``), ``PYTHONPATH`` = *python_path*, ``src/``, the repository root, the runner's own."""
+    paths = [str(p) for p in python_path] + [str(SRC), str(ROOT)]
+    if os.environ.get("PYTHONPATH"):
+        paths.append(os.environ["PYTHONPATH"])
+    home = workdir / "home"
+    home.mkdir(exist_ok=True)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PYTHONPATH": os.pathsep.join(paths),
+        "PYTHONUNBUFFERED": "1",
+        "LANG": "C.UTF-8",
+        "HOME": str(home),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "DSH_DATA_DIR": str(data_dir if data_dir is not None else workdir / "dsh-data"),
+        "DSH_MODEL": model,
+        "DSH_LOG_LEVEL": "warning",
+    }
+    plugins = list(plugins)
+    if plugins:
+        env["DSH_PLUGINS"] = ",".join(plugins)
+    return env
+
+
+def write_script(path: Path, steps: list[dict[str, Any]]) -> str:
+    """Write a scripted-model script (JSON) to *path*; return the model name ``scripted:<path>`` that replays it."""
+    path.write_text(json.dumps(steps), encoding="utf-8")
+    return f"scripted:{path}"
