@@ -6,6 +6,7 @@ catalogue only, never against the loop package.
 
 from __future__ import annotations
 
+import os
 import sys
 import uuid
 
@@ -38,7 +39,10 @@ async def run_prompt(text: str, model: str, system: str | None) -> int:
         ctx.on(ev.AGENT_TURN_END, on_turn_end)
         session_id = f"prompt-{uuid.uuid4()}"
         handle = await ctx.agents.create(
-            agent_id=session_id, session_id=session_id, agent_options=AgentOptions(model=model, system_prompt=system)
+            agent_id=session_id,
+            session_id=session_id,
+            meta={"cwd": os.getcwd()},  # the environment and project-instructions sections describe it
+            agent_options=AgentOptions(model=model, system_prompt=system),
         )
         handle.agent.send([{"type": "text", "text": text}])
         await handle.agent.when_idle()

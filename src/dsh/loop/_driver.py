@@ -305,7 +305,7 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
     """One step (reference §3.4): assemble, call the model, log what it said, run its tool calls."""
     ctx, session, options = agent._ctx, agent.session, agent.options
     turn_number, step = turn.turn, turn.step
-    assembly = await ctx.system_prompt.assemble()
+    assembly = await ctx.system_prompt.assemble(agent)
     system = "\n\n".join(part for part in (render_prompt(assembly), options.system_prompt) if part)
     request = GenerateRequest(
         model=options.model or "",

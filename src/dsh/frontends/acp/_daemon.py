@@ -99,6 +99,15 @@ class DaemonOptions:
             loaded_config=loaded,
         )
 
+    def context_config(self) -> Any:
+        """The context plugin's config: the file's ``system_prompt_sections`` and ``compaction``."""
+        from dsh.context import ContextConfig
+
+        loaded = self.loaded_config
+        if loaded is None:
+            return None
+        return ContextConfig.model_construct(sections=dict(loaded.system_prompt_sections), compaction=loaded.compaction)
+
     def agent_loop_config(self) -> dict[str, Any]:
         """The agent loop's config: the file's agents, each defaulting to this daemon's model and system prompt
         (a configured agent without a model would fail its first step)."""
@@ -171,6 +180,7 @@ async def _serve(protocol_fd: int, options: DaemonOptions, plugins: list[Any]) -
                 data_dir=options.data_dir or default_data_dir(),
                 agent_loop=options.agent_loop_config(),
                 providers=loaded.providers if loaded is not None else None,
+                context=options.context_config(),
             )
             for extra in plugins:
                 ctx.plugin(extra)

@@ -636,6 +636,11 @@ class AcpFrontend:
         """The live ACP session *session_id*, if it is one of this front end's."""
         return self._sessions.get(session_id)
 
+    def session_mode(self, session_id: str) -> str | None:
+        """The mode of the live session *session_id* (the context plugin's mode section reads it)."""
+        record = self._sessions.get(session_id)
+        return record.policy.mode if record is not None else None
+
     def owns(self, session_id: str) -> bool:
         """Whether *session_id* is one of this front end's live sessions."""
         return session_id in self._sessions
@@ -686,3 +691,5 @@ def acp_plugin(ctx: Context, options: AcpOptions) -> None:
     ctx.on(ev.WORKSPACE_WRITE, delegation.write)
     ctx.on(ev.WORKSPACE_RUN, delegation.run)
     ctx.provide("acp", frontend)
+    if (context := ctx.get("context")) is not None:  # the system prompt's mode section follows session/set_mode
+        context.mode_provider(frontend.session_mode)

@@ -1,0 +1,193 @@
+"""The ``context`` plugin: the built-in system prompt sections, per-session context state, and (on
+``agent/request``) the context accounting and compaction of :mod:`._compaction`.
+
+Seams: ``system-prompt/assemble`` (adds the sections, then applies ``system_prompt_sections`` overrides),
+``agent/created`` / ``agent/disposed`` (the per-session snapshot: environment and project instructions, computed
+once per session start, resume or load), ``agent/request`` (records which instruction files were used, once per
+change, as a ``context/instructions`` session event).
+
+Guarantees: nothing here runs a subprocess or touches the network on the per-step path; the rendered sections are
+a pure function of (tools given to the model, the session's mode, the session snapshot, the config), so the
+system prompt is byte-identical from step to step unless one of those changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from dsh import events as ev
+from dsh._log import get_logger
+from dsh.context._config import ContextConfig
+from dsh.context._environment import Environment, snapshot
+from dsh.context._instructions import Instructions, find_instruction_files, load_instructions
+from dsh.context._sections import IDENTITY, ORDER, mode_text, tools_text
+from dsh.kernel import Disposer, Next, current_scope, plugin
+from dsh.services.system_prompt import PromptAssembly, PromptSection
+
+if TYPE_CHECKING:
+    from dsh.kernel import Context
+    from dsh.services.agents import Agent
+    from dsh.services.llm import GenerateRequest
+
+__all__ = ["INSTRUCTIONS_EVENT", "ContextService", "SessionContext", "context_plugin"]
+
+log = get_logger("dsh.context")
+INSTRUCTIONS_EVENT = "context/instructions"
+EXTRA_ORDER = 900
+"""Where a configured section whose name no plugin registered goes (after the built-in ones)."""
+
+ModeProvider = Callable[[str], "str | None"]
+
+
+@dataclass(slots=True)
+class SessionContext:
+    """What the context plugin knows about one live session."""
+
+    session_id: str
+    environment: Environment | None = None
+    instructions: Instructions = field(default_factory=lambda: Instructions(""))
+    recorded_files: list[str] | None = None
+    """The instruction files last recorded in the session log (``context/instructions``)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ContextService:
+    """``ctx.context``: per-session context state and the section machinery (see the module docstring)."""
+
+    def __init__(self, ctx: Context, config: ContextConfig) -> None:
+        self._ctx = ctx
+        self.config = config
+        self._sessions: dict[str, SessionContext] = {}
+        self._mode_providers: list[ModeProvider] = []
+        self._tools_key: tuple[tuple[str, str], ...] = ()
+        self._tools_text = ""
+
+    # -- per-session state ------------------------------------------------------------------------------
+
+    def session(self, session_id: str) -> SessionContext | None:
+        return self._sessions.get(session_id)
+
+    def open_session(self, session_id: str, cwd: str | None, roots: tuple[str, ...] = ()) -> SessionContext:
+        """Snapshot the environment and project instructions of a session in *cwd* (start, resume, load)."""
+        state = SessionContext(session_id)
+        if cwd is not None:
+            environment = snapshot(cwd, roots)
+            files = find_instruction_files(cwd, environment.git.root if environment.git else None)
+            state.environment = environment
+            state.instructions = load_instructions(files, self.config.instructions_cap)
+        self._sessions[session_id] = state
+        return state
+
+    def on_agent_created(self, agent: Agent) -> None:
+        header = agent.session.header
+        try:
+            state = self.open_session(agent.session.id, header.cwd)
+            last = agent.session.last(INSTRUCTIONS_EVENT)  # once per session start, not per step
+            state.recorded_files = list(last.data.get("files") or []) if last is not None else None
+        except Exception:  # a broken environment must not break the session: the sections are left out
+            log.exception("context snapshot failed", session_id=agent.session.id)
+            self._sessions[agent.session.id] = SessionContext(agent.session.id)
+
+    def on_agent_disposed(self, agent: Agent) -> None:
+        self._sessions.pop(agent.session.id, None)
+
+    # -- mode -------------------------------------------------------------------------------------------
+
+    def mode_provider(self, provider: ModeProvider) -> Disposer:
+        """Tell the mode section where a session's mode comes from (a front end with modes registers one)."""
+        self._mode_providers.append(provider)
+
+        def remove() -> None:
+            if provider in self._mode_providers:
+                self._mode_providers.remove(provider)
+
+        return (current_scope() or self._ctx.scope).effect(remove)
+
+    def mode_of(self, session_id: str) -> str | None:
+        for provider in self._mode_providers:
+            mode = provider(session_id)
+            if mode is not None:
+                return mode
+        return None
+
+    # -- sections ---------------------------------------------------------------------------------------
+
+    def _tools_section(self, assembly: PromptAssembly) -> str:
+        key = tuple((tool["name"], tool.get("description", "")) for tool in assembly.tools)
+        if key != self._tools_key:
+            self._tools_key = key
+            self._tools_text = tools_text(assembly.tools)
+        return self._tools_text
+
+    def builtin_sections(self, assembly: PromptAssembly) -> list[PromptSection]:
+        """The built-in sections for *assembly* (its tools, its agent's session)."""
+        sections = [PromptSection("identity", ORDER["identity"], IDENTITY)]
+        sections.append(PromptSection("tools", ORDER["tools"], self._tools_section(assembly)))
+        agent = assembly.agent
+        state = self._sessions.get(agent.session.id) if agent is not None else None
+        if agent is not None:
+            mode = self.mode_of(agent.session.id)
+            if mode is not None:
+                sections.append(PromptSection("mode", ORDER["mode"], mode_text(mode)))
+        if state is not None and state.environment is not None:
+            sections.append(PromptSection("environment", ORDER["environment"], state.environment.render()))
+            if state.instructions.text:
+                sections.append(PromptSection("instructions", ORDER["instructions"], state.instructions.text))
+        return sections
+
+    def apply_overrides(self, sections: list[PromptSection]) -> list[PromptSection]:
+        """``system_prompt_sections``: ``false`` removes a section, a string replaces its text."""
+        overrides = self.config.sections
+        if not overrides:
+            return sections
+        out: list[PromptSection] = []
+        seen: set[str] = set()
+        for section in sections:
+            seen.add(section.name)
+            override = overrides.get(section.name)
+            if override is False:
+                continue
+            if isinstance(override, str):
+                section = PromptSection(section.name, section.order, override)
+            out.append(section)
+        for name, override in overrides.items():
+            if name not in seen and isinstance(override, str):
+                out.append(PromptSection(name, EXTRA_ORDER, override))
+        return out
+
+    async def on_assemble(
+        self, assembly: PromptAssembly, next_: Next[PromptAssembly, PromptAssembly]
+    ) -> PromptAssembly:
+        """``system-prompt/assemble``: the built-in sections join the registered ones, then the overrides."""
+        assembly.sections = assembly.sections + self.builtin_sections(assembly)
+        result = await next_(assembly)
+        result.sections = sorted(self.apply_overrides(result.sections), key=lambda s: s.order)
+        return result
+
+    # -- the session log --------------------------------------------------------------------------------
+
+    async def on_request(
+        self, agent: Agent, turn: int, step: int, request: GenerateRequest, next_: Next[GenerateRequest, GenerateRequest]
+    ) -> GenerateRequest:
+        """Record which instruction files this session's prompt uses (once, and again when they change)."""
+        state = self._sessions.get(agent.session.id)
+        if state is not None and state.environment is not None:
+            files = list(state.instructions.files)
+            if state.recorded_files != files and (files or state.recorded_files is not None):
+                state.recorded_files = files
+                agent.session.append(
+                    INSTRUCTIONS_EVENT, {"files": files, "truncated": list(state.instructions.truncated)}
+                )
+        return await next_(request)
+
+
+@plugin("context", inject=("system_prompt", "agents", "llm", "sessions"), config=ContextConfig)
+def context_plugin(ctx: Context, config: ContextConfig) -> None:
+    service = ContextService(ctx, config)
+    ctx.on(ev.AGENT_CREATED, service.on_agent_created)
+    ctx.on(ev.AGENT_DISPOSED, service.on_agent_disposed)
+    ctx.on(ev.SYSTEM_PROMPT_ASSEMBLE, service.on_assemble, prepend=True)
+    ctx.on(ev.AGENT_REQUEST, service.on_request, prepend=True)
+    ctx.provide("context", service)
