@@ -66,9 +66,7 @@ async def test_sections_in_order_with_environment_and_instructions(server: FakeP
     user_agents(tmp_path, "USER RULE: answer in English.")
     server.script(Reply(events=oa_text_reply("ok")))
     today = datetime.date.today().isoformat()
-    async with run_daemon(
-        tmp_path, tmp_path / "data", model="openai:test-model", env=provider_env(server)
-    ) as daemon:
+    async with run_daemon(tmp_path, tmp_path / "data", model="openai:test-model", env=provider_env(server)) as daemon:
         with anyio.fail_after(20):
             session = await daemon.start(cwd=nested)
             await daemon.prompt(session, "hello")
@@ -115,7 +113,9 @@ async def test_instruction_cap_truncates_visibly(server: FakeProvider, tmp_path:
     system = system_of(server.requests[0].body)
     assert "A" * 32_000 in system and "A" * 32_001 not in system
     assert "TAIL" not in system
-    assert "[truncated: 8004 of 40004 characters of this file left out; project instructions are capped at 32000" in system
+    assert (
+        "[truncated: 8004 of 40004 characters of this file left out; project instructions are capped at 32000" in system
+    )
     assert "Git repository: yes" in system and "branch main" in system
     del session
 

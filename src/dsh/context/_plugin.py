@@ -15,13 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from dsh import events as ev
 from dsh._log import get_logger
+from dsh.context._accounting import Accounting
 from dsh.context._config import ContextConfig
 from dsh.context._environment import Environment, snapshot
 from dsh.context._instructions import Instructions, find_instruction_files, load_instructions
+from dsh.context._models import builtin_price, builtin_window
 from dsh.context._sections import IDENTITY, ORDER, mode_text, tools_text
 from dsh.kernel import Disposer, Next, current_scope, plugin
 from dsh.services.system_prompt import PromptAssembly, PromptSection
@@ -29,7 +31,8 @@ from dsh.services.system_prompt import PromptAssembly, PromptSection
 if TYPE_CHECKING:
     from dsh.kernel import Context
     from dsh.services.agents import Agent
-    from dsh.services.llm import GenerateRequest
+    from dsh.services.llm import GenerateRequest, Price, Usage
+    from dsh.services.sessions import Session, SessionEvent
 
 __all__ = ["INSTRUCTIONS_EVENT", "ContextService", "SessionContext", "context_plugin"]
 
@@ -48,6 +51,9 @@ class SessionContext:
     session_id: str
     environment: Environment | None = None
     instructions: Instructions = field(default_factory=lambda: Instructions(""))
+    model: str | None = None
+    """The model of the session's last step (after every ``agent/request`` listener)."""
+    accounting: Accounting = field(default_factory=Accounting)
     recorded_files: list[str] | None = None
     """The instruction files last recorded in the session log (``context/instructions``)."""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -84,11 +90,64 @@ class ContextService:
         header = agent.session.header
         try:
             state = self.open_session(agent.session.id, header.cwd)
-            last = agent.session.last(INSTRUCTIONS_EVENT)  # once per session start, not per step
-            state.recorded_files = list(last.data.get("files") or []) if last is not None else None
+            state.model = agent.options.model
+            self._replay(state, agent.session)
         except Exception:  # a broken environment must not break the session: the sections are left out
             log.exception("context snapshot failed", session_id=agent.session.id)
             self._sessions[agent.session.id] = SessionContext(agent.session.id)
+
+    def _replay(self, state: SessionContext, session: Session) -> None:
+        """A resumed session's figures: its log walked once, at open (never on the per-step path)."""
+        price = self.price(state.model) if state.model else None
+        for event in session.events:
+            self._account(state, event, price)
+            if event.type == INSTRUCTIONS_EVENT:
+                state.recorded_files = list(event.data.get("files") or [])
+
+    def _account(self, state: SessionContext, event: SessionEvent, price: Price | None) -> None:
+        if event.type == "usage":
+            state.accounting.on_usage(cast("Usage", event.data.get("usage") or {}), price)
+        else:
+            state.accounting.on_event(event)
+
+    def on_session_event(self, session: Session, event: SessionEvent) -> None:
+        """``session/event``: keep the session's figures current (O(size of the event))."""
+        if event.type == "assistant/chunk":
+            return
+        state = self._sessions.get(session.id)
+        if state is not None:
+            self._account(state, event, self.price(state.model) if event.type == "usage" and state.model else None)
+
+    # -- models: window and price -----------------------------------------------------------------------
+
+    def window(self, model: str) -> int | None:
+        """The context window of *model*: the configured one, else the built-in table's, else None."""
+        return self._ctx.llm.model_info(model).context_window or builtin_window(model)
+
+    def price(self, model: str) -> Price | None:
+        return self._ctx.llm.model_info(model).price or builtin_price(model)
+
+    def tokens_in_use(self, session_id: str) -> int | None:
+        """The session's context in use (see :mod:`._accounting`); None when unknown."""
+        state = self._sessions.get(session_id)
+        return state.accounting.tokens() if state is not None else None
+
+    def usage_update(self, session_id: str, model: str) -> dict[str, Any] | None:
+        """The ACP ``usage_update`` for the session now (None when the window or the figure is unknown)."""
+        state = self._sessions.get(session_id)
+        size = self.window(model)
+        used = state.accounting.tokens() if state is not None else None
+        if state is None or size is None or not used:
+            return None
+        update: dict[str, Any] = {"sessionUpdate": "usage_update", "used": used, "size": size}
+        accounting = state.accounting
+        if accounting.priced:
+            update["cost"] = {"amount": round(accounting.cost, 6), "currency": "USD"}
+        if accounting.cache_read or accounting.cache_write:
+            update["_meta"] = {
+                "dsh": {"cacheReadTokens": accounting.cache_read, "cacheWriteTokens": accounting.cache_write}
+            }
+        return update
 
     def on_agent_disposed(self, agent: Agent) -> None:
         self._sessions.pop(agent.session.id, None)
@@ -169,9 +228,15 @@ class ContextService:
     # -- the session log --------------------------------------------------------------------------------
 
     async def on_request(
-        self, agent: Agent, turn: int, step: int, request: GenerateRequest, next_: Next[GenerateRequest, GenerateRequest]
+        self,
+        agent: Agent,
+        turn: int,
+        step: int,
+        request: GenerateRequest,
+        next_: Next[GenerateRequest, GenerateRequest],
     ) -> GenerateRequest:
-        """Record which instruction files this session's prompt uses (once, and again when they change)."""
+        """Record which instruction files this session's prompt uses (once, and again when they change), and
+        which model the step uses (after every other listener: the front end may switch it)."""
         state = self._sessions.get(agent.session.id)
         if state is not None and state.environment is not None:
             files = list(state.instructions.files)
@@ -180,7 +245,10 @@ class ContextService:
                 agent.session.append(
                     INSTRUCTIONS_EVENT, {"files": files, "truncated": list(state.instructions.truncated)}
                 )
-        return await next_(request)
+        request = await next_(request)
+        if state is not None:
+            state.model = request.model
+        return request
 
 
 @plugin("context", inject=("system_prompt", "agents", "llm", "sessions"), config=ContextConfig)
@@ -188,6 +256,7 @@ def context_plugin(ctx: Context, config: ContextConfig) -> None:
     service = ContextService(ctx, config)
     ctx.on(ev.AGENT_CREATED, service.on_agent_created)
     ctx.on(ev.AGENT_DISPOSED, service.on_agent_disposed)
+    ctx.on(ev.SESSION_EVENT, service.on_session_event)
     ctx.on(ev.SYSTEM_PROMPT_ASSEMBLE, service.on_assemble, prepend=True)
     ctx.on(ev.AGENT_REQUEST, service.on_request, prepend=True)
     ctx.provide("context", service)

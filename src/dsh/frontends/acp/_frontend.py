@@ -627,6 +627,12 @@ class AcpFrontend:
         """``usage_update`` after a step: ``used`` = the tokens now in the context (the step's input and its
         output), ``size`` = the model's context window. Sent only when the window is known (``size`` is
         required, and a made-up window would be worse than none)."""
+        context = self._ctx.get("context")
+        if context is not None:  # the context plugin knows built-in windows, prices and the session's figures
+            update = context.usage_update(record.id, record.model)
+            if update is not None:
+                self._update(record.id, update)
+            return
         size = self._ctx.llm.model_info(record.model).context_window
         used = int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
         if size is not None and used > 0:
