@@ -14,24 +14,31 @@ system prompt is byte-identical from step to step unless one of those changed.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
+
+import anyio
 
 from dsh import events as ev
 from dsh._log import get_logger
-from dsh.context._accounting import Accounting
+from dsh.context._accounting import Accounting, estimate_messages
+from dsh.context._compaction import build_summary_request, compaction_data, plan_compaction, summarise
 from dsh.context._config import ContextConfig
 from dsh.context._environment import Environment, snapshot
 from dsh.context._instructions import Instructions, find_instruction_files, load_instructions
 from dsh.context._models import builtin_price, builtin_window
 from dsh.context._sections import IDENTITY, ORDER, mode_text, tools_text
-from dsh.kernel import Disposer, Next, current_scope, plugin
+from dsh.errors import DshError, LlmError, error_code, error_message
+from dsh.kernel import AbortedError, Disposer, Next, current_scope, plugin
+from dsh.services.sessions import COMPACTION_EVENT, summary_message
 from dsh.services.system_prompt import PromptAssembly, PromptSection
 
 if TYPE_CHECKING:
-    from dsh.kernel import Context
-    from dsh.services.agents import Agent
-    from dsh.services.llm import GenerateRequest, Price, Usage
+    from collections.abc import AsyncIterator
+
+    from dsh.kernel import CancelToken, Context
+    from dsh.services.agents import Agent, CompactRequest
+    from dsh.services.llm import GenerateRequest, Price, StreamChunk, ToolSchema, Usage
     from dsh.services.sessions import Session, SessionEvent
 
 __all__ = ["INSTRUCTIONS_EVENT", "ContextService", "SessionContext", "context_plugin"]
@@ -54,6 +61,12 @@ class SessionContext:
     model: str | None = None
     """The model of the session's last step (after every ``agent/request`` listener)."""
     accounting: Accounting = field(default_factory=Accounting)
+    turn_starts: list[int] = field(default_factory=list)
+    """Seqs of the ``turn/start`` events after the last compaction's cut."""
+    in_turn: bool = False
+    compacted_upto: int = 0
+    failed_turn: int | None = None
+    """The turn in which a threshold compaction failed (not retried before the next turn)."""
     recorded_files: list[str] | None = None
     """The instruction files last recorded in the session log (``context/instructions``)."""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -67,6 +80,8 @@ class ContextService:
         self.config = config
         self._sessions: dict[str, SessionContext] = {}
         self._mode_providers: list[ModeProvider] = []
+        self._inflight: dict[int, tuple[GenerateRequest, Agent, int]] = {}
+        """id(request) → (request, agent, turn) of each agent's current step request (for the overflow retry)."""
         self._tools_key: tuple[tuple[str, str], ...] = ()
         self._tools_text = ""
 
@@ -105,7 +120,20 @@ class ContextService:
                 state.recorded_files = list(event.data.get("files") or [])
 
     def _account(self, state: SessionContext, event: SessionEvent, price: Price | None) -> None:
-        if event.type == "usage":
+        kind = event.type
+        if kind == "turn/start":
+            state.turn_starts.append(event.seq)
+            state.in_turn = True
+        elif kind == "turn/end":
+            state.in_turn = False
+        elif kind == COMPACTION_EVENT:
+            upto = event.data.get("upto")
+            if isinstance(upto, int):
+                state.compacted_upto = upto
+                state.turn_starts = [seq for seq in state.turn_starts if seq >= upto]
+                state.accounting.reset(int(event.data.get("tokens_after") or 0))
+            return
+        if kind == "usage":
             state.accounting.on_usage(cast("Usage", event.data.get("usage") or {}), price)
         else:
             state.accounting.on_event(event)
@@ -151,6 +179,9 @@ class ContextService:
 
     def on_agent_disposed(self, agent: Agent) -> None:
         self._sessions.pop(agent.session.id, None)
+        for key, (_, owner, _) in list(self._inflight.items()):
+            if owner is agent:
+                del self._inflight[key]
 
     # -- mode -------------------------------------------------------------------------------------------
 
@@ -246,9 +277,246 @@ class ContextService:
                     INSTRUCTIONS_EVENT, {"files": files, "truncated": list(state.instructions.truncated)}
                 )
         request = await next_(request)
-        if state is not None:
-            state.model = request.model
+        if state is None:
+            return request
+        state.model = request.model
+        request = await self._maybe_compact(agent, turn, state, request)
+        for key, (_, owner, _) in list(self._inflight.items()):
+            if owner is agent:
+                del self._inflight[key]
+        self._inflight[id(request)] = (request, agent, turn)
         return request
+
+    # -- compaction -------------------------------------------------------------------------------------
+
+    async def _maybe_compact(
+        self, agent: Agent, turn: int, state: SessionContext, request: GenerateRequest
+    ) -> GenerateRequest:
+        """Compact before the step when the context in use passes the threshold (see :mod:`._compaction`)."""
+        settings = self.config.compaction
+        window = self.window(request.model) if settings.enabled else None
+        if window is None:
+            return request
+        used = state.accounting.tokens()
+        if used is None:
+            used = estimate_messages(request.messages, request.system, request.tools)
+        if used < settings.threshold * window or state.failed_turn == turn:
+            return request
+        try:
+            data = await self.compact_session(
+                agent,
+                trigger="threshold",
+                model=request.model,
+                signal=request.signal,
+                system=request.system,
+                tools=request.tools,
+                tokens_before=used,
+                window=window,
+            )
+        except (AbortedError, anyio.get_cancelled_exc_class()):
+            raise
+        except Exception as error:
+            state.failed_turn = turn
+            log.warning("compaction failed", session_id=agent.session.id, error=error_message(error))
+            if used >= window:
+                raise DshError(
+                    f"the conversation (about {used} tokens) no longer fits the context window of {request.model} "
+                    f"({window} tokens) and compacting it failed: {error_message(error)}",
+                    "CONTEXT_WINDOW_EXCEEDED",
+                ) from error
+            return request
+        if data is None:
+            return request
+        return replace(request, messages=agent.session.derive_messages())
+
+    async def compact_session(
+        self,
+        agent: Agent,
+        *,
+        trigger: str,
+        model: str,
+        signal: CancelToken | None,
+        system: str | None = None,
+        tools: list[ToolSchema] | None = None,
+        tokens_before: int | None = None,
+        window: int | None = None,
+        instructions: str | None = None,
+        manual: bool = False,
+    ) -> dict[str, Any] | None:
+        """Summarise the session's older history now and append the ``context/compaction`` event; return its
+        data, or None when there is nothing to summarise. Raises (history unchanged) when the summarisation
+        fails or *signal* is aborted."""
+        state = self._sessions.get(agent.session.id)
+        if state is None:
+            return None
+        settings = self.config.compaction
+        session = agent.session
+        if manual:  # between turns: the compaction's own (empty) turn is not one to keep
+            plan = plan_compaction(session, state.turn_starts[:-1], settings.keep_recent_turns, in_turn=False)
+        else:
+            plan = plan_compaction(session, state.turn_starts, settings.keep_recent_turns, in_turn=state.in_turn)
+        if plan is None:
+            return None
+        summariser = settings.model or model
+        summary = await summarise(self._ctx, build_summary_request(plan, summariser, signal, instructions))
+        view = session.derive_messages()
+        kept = view[(1 if plan.previous is not None else 0) + len(plan.messages) :]
+        after = estimate_messages([summary_message(summary), *kept], system, tools)
+        data = compaction_data(
+            plan,
+            summary,
+            trigger=trigger,
+            model=summariser,
+            tokens_before=tokens_before,
+            tokens_after=after,
+            window=window if window is not None else self.window(model),
+            instructions=instructions,
+        )
+        session.append(COMPACTION_EVENT, data)
+        log.info("conversation compacted", session_id=session.id, trigger=trigger, upto=plan.upto, tokens=after)
+        return data
+
+    async def on_compact(
+        self,
+        agent: Agent,
+        turn: int,
+        request: CompactRequest,
+        next_: Next[CompactRequest, dict[str, Any] | None],
+    ) -> dict[str, Any] | None:
+        """``agent/compact`` (``agent.compact(instructions)``): summarise now, keeping ``keep_recent_turns``."""
+        state = self._sessions.get(agent.session.id)
+        model = (state.model if state is not None else None) or agent.options.model
+        if state is None or not model:
+            return await next_(request)
+        return await self.compact_session(
+            agent,
+            trigger="manual",
+            model=model,
+            signal=request.signal,
+            tokens_before=state.accounting.tokens(),
+            instructions=request.instructions,
+            manual=True,
+        )
+
+    # -- overflow: one compaction, one retry ------------------------------------------------------------
+
+    async def on_stream(
+        self, request: GenerateRequest, next_: Next[GenerateRequest, AsyncIterator[StreamChunk]]
+    ) -> AsyncIterator[StreamChunk]:
+        """``llm/stream``: an agent step the provider rejects as too long is compacted and retried once."""
+        stream = await next_(request)
+        entry = self._inflight.get(id(request))
+        if entry is None or entry[0] is not request or not self.config.compaction.enabled:
+            return stream
+        return self._guard(request, entry[1], stream)
+
+    async def _guard(
+        self, request: GenerateRequest, agent: Agent, stream: AsyncIterator[StreamChunk]
+    ) -> AsyncIterator[StreamChunk]:
+        overflow: Exception | None = None
+        try:
+            try:
+                first = await anext(stream)
+            except StopAsyncIteration:
+                return
+            except LlmError as error:
+                if not is_overflow(error):
+                    raise
+                overflow = error
+            else:
+                if not _is_overflow_finish(first):
+                    yield first
+                    async for chunk in stream:
+                        yield chunk
+                    return
+                overflow = DshError(first["reason"].get("message") or "context window exceeded")  # type: ignore[typeddict-item]
+        finally:
+            await _aclose(stream)
+        retry = await self._retry(request, agent, overflow)
+        try:
+            async for chunk in _second_chance(retry, request.model):
+                yield chunk
+        finally:
+            await _aclose(retry)
+
+    async def _retry(self, request: GenerateRequest, agent: Agent, overflow: Exception) -> AsyncIterator[StreamChunk]:
+        said = error_message(overflow)
+        try:
+            data = await self.compact_session(
+                agent,
+                trigger="overflow",
+                model=request.model,
+                signal=request.signal,
+                system=request.system,
+                tools=request.tools,
+            )
+        except (AbortedError, anyio.get_cancelled_exc_class()):
+            raise
+        except Exception as error:
+            raise DshError(
+                f"the conversation does not fit the context window of {request.model} ({said}) and compacting it "
+                f"failed: {error_message(error)}",
+                "CONTEXT_WINDOW_EXCEEDED",
+            ) from error
+        if data is None:
+            raise DshError(
+                f"the conversation does not fit the context window of {request.model} ({said}) and there is no "
+                "older history to compact",
+                "CONTEXT_WINDOW_EXCEEDED",
+            )
+        retried = replace(request, messages=agent.session.derive_messages())
+        result: AsyncIterator[StreamChunk] = await self._ctx.llm.stream(retried)
+        return result
+
+
+OVERFLOW_MARKERS = ("context_length_exceeded", "prompt is too long", "maximum context length", "context window")
+
+
+def is_overflow(error: BaseException) -> bool:
+    """A provider's "the request is too long" (OpenAI ``context_length_exceeded``, Anthropic "prompt is too
+    long", HTTP 413)."""
+    code = error_code(error)
+    if code in ("CONTEXT_WINDOW_EXCEEDED", "HTTP_413"):
+        return True
+    message = error_message(error).lower()
+    return any(marker in message for marker in OVERFLOW_MARKERS)
+
+
+def _is_overflow_finish(chunk: StreamChunk) -> bool:
+    if chunk["type"] != "finish":
+        return False
+    reason = chunk["reason"]
+    return reason["kind"] == "error" and (
+        reason.get("code") == "CONTEXT_WINDOW_EXCEEDED"
+        or any(marker in (reason.get("message") or "").lower() for marker in OVERFLOW_MARKERS)
+    )
+
+
+async def _aclose(stream: AsyncIterator[StreamChunk]) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        with anyio.CancelScope(shield=True):
+            await aclose()
+
+
+async def _second_chance(stream: AsyncIterator[StreamChunk], model: str) -> AsyncIterator[StreamChunk]:
+    """The retried step's stream; a second overflow fails the turn with a message that says so."""
+    try:
+        async for chunk in stream:
+            if _is_overflow_finish(chunk):
+                raise DshError(
+                    f"the conversation still does not fit the context window of {model} after compacting it",
+                    "CONTEXT_WINDOW_EXCEEDED",
+                )
+            yield chunk
+    except LlmError as error:
+        if is_overflow(error):
+            raise DshError(
+                f"the conversation still does not fit the context window of {model} after compacting it "
+                f"({error_message(error)})",
+                "CONTEXT_WINDOW_EXCEEDED",
+            ) from error
+        raise
 
 
 @plugin("context", inject=("system_prompt", "agents", "llm", "sessions"), config=ContextConfig)
@@ -259,4 +527,6 @@ def context_plugin(ctx: Context, config: ContextConfig) -> None:
     ctx.on(ev.SESSION_EVENT, service.on_session_event)
     ctx.on(ev.SYSTEM_PROMPT_ASSEMBLE, service.on_assemble, prepend=True)
     ctx.on(ev.AGENT_REQUEST, service.on_request, prepend=True)
+    ctx.on(ev.LLM_STREAM, service.on_stream)
+    ctx.on(ev.AGENT_COMPACT, service.on_compact)
     ctx.provide("context", service)

@@ -174,6 +174,7 @@ class AcpFrontend:
         self._closing_ids: set[str] = set()
         self._prefixes: dict[str, bytes] = {}
         self.client_capabilities: dict[str, Any] = {}
+        self._native_compaction = False
         self.connection = Connection(
             options.send_frame, make_dispatch(self._methods()), notifications=frozenset({"session/cancel"})
         )
@@ -199,6 +200,9 @@ class AcpFrontend:
 
     async def initialize(self, params: InitializeParams) -> dict[str, Any]:
         self.client_capabilities = params.client_capabilities
+        session_caps = params.client_capabilities.get("session")
+        # the client shows compaction_update (TypeScript SDK 2.4 schema): it gets those instead of a tool card
+        self._native_compaction = isinstance(session_caps, dict) and bool(session_caps.get("compaction"))
         durable = self._persistence() is not None
         return {
             "protocolVersion": PROTOCOL_VERSION,  # the only version we speak, whatever was asked (spec rule)
@@ -422,7 +426,9 @@ class AcpFrontend:
         """Resume a stored session and replay its whole log as updates, then answer."""
         record = await self._open_stored(params)
         for event in record.handle.agent.session.events:
-            for update in project(event, replay=True, present=record.present):
+            for update in project(
+                event, replay=True, present=record.present, compaction_updates=self._native_compaction
+            ):
                 self._update(record.id, update)
         self._sessions[record.id] = record
         return self._session_state(record)
@@ -543,7 +549,7 @@ class AcpFrontend:
         record = self._sessions.get(session.id)
         if record is None:
             return
-        for update in project(event, present=record.present):
+        for update in project(event, present=record.present, compaction_updates=self._native_compaction):
             self._update(record.id, update)
         kind = event.type
         if kind == "assistant/chunk":

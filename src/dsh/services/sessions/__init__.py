@@ -2,10 +2,18 @@
 
 from dsh.services.sessions._json import STRICT_DECODER, NotJsonError, copy_json, parse_json
 from dsh.services.sessions._persistence import LoadedSession, SessionInfo, SessionPersistence
-from dsh.services.sessions._session import Session, SessionEvent, SessionHeader, title_from_content
+from dsh.services.sessions._session import (
+    COMPACTION_EVENT,
+    Session,
+    SessionEvent,
+    SessionHeader,
+    summary_message,
+    title_from_content,
+)
 from dsh.services.sessions._store import SessionStore, check_session_id, sessions_plugin
 
 __all__ = [
+    "COMPACTION_EVENT",
     "STRICT_DECODER",
     "LoadedSession",
     "NotJsonError",
@@ -19,5 +27,6 @@ __all__ = [
     "copy_json",
     "parse_json",
     "sessions_plugin",
+    "summary_message",
     "title_from_content",
 ]

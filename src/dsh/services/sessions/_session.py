@@ -8,11 +8,14 @@ Guarantees:
 * :meth:`Session.append` pushes first and then notifies the store's hook synchronously (which emits
   ``session/event``); an exception from a listener propagates to the appender, *after* the event is in the log.
 * :meth:`Session.derive_messages` is a pure function of the log (reference §6.2); it is computed incrementally
-  and returns a fresh deep copy each time.
+  and returns a fresh deep copy each time. A ``context/compaction`` event (``{summary, upto}``) makes the messages
+  of every event before seq ``upto`` give way to one user message carrying the summary (the log keeps them:
+  nothing is deleted); messages of events after it follow as usual, live and after a load alike.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -22,7 +25,9 @@ from typing import Any, cast
 from dsh.services.llm._types import ContentBlock, Message
 from dsh.services.sessions._json import copy_json
 
-__all__ = ["Session", "SessionEvent", "SessionHeader", "title_from_content"]
+__all__ = ["COMPACTION_EVENT", "Session", "SessionEvent", "SessionHeader", "summary_message", "title_from_content"]
+
+COMPACTION_EVENT = "context/compaction"
 
 TITLE_LENGTH = 80
 
@@ -85,7 +90,16 @@ AppendHook = Callable[["Session", SessionEvent], None]
 class Session:
     """An append-only event log with a header. Create sessions through ``ctx.sessions``."""
 
-    __slots__ = ("_derived", "_derived_upto", "_events", "_hook", "header")
+    __slots__ = (
+        "_derived",
+        "_derived_seqs",
+        "_derived_upto",
+        "_events",
+        "_hook",
+        "_summary",
+        "_summary_text",
+        "header",
+    )
 
     def __init__(self, header: SessionHeader, seed: Sequence[SessionEvent] = (), *, seed_owned: bool = False) -> None:
         """*seed_owned*: the seed's data were just parsed from JSON by a strict parser and nobody else holds
@@ -101,7 +115,11 @@ class Session:
         self._events = events
         self._hook: AppendHook | None = None
         self._derived: list[Message] = []
+        self._derived_seqs: list[int] = []
+        """The seq of the event each derived message comes from (for a compaction's cut)."""
         self._derived_upto = 0
+        self._summary: Message | None = None
+        self._summary_text: str | None = None
 
     @property
     def id(self) -> str:
@@ -135,13 +153,52 @@ class Session:
 
     def derive_messages(self) -> list[Message]:
         """The conversation as model messages (reference §6.2), deep-copied."""
+        self.derive_messages_view()
+        if self._summary is not None:
+            return cast(list[Message], copy_json([self._summary, *self._derived]))
+        return cast(list[Message], copy_json(self._derived))
+
+    def messages_before(self, upto: int) -> tuple[str | None, list[Message]]:
+        """The current summary (None before any compaction) and a copy of the derived messages still in view
+        that come from events before seq *upto*: what a compaction cutting at *upto* would summarise."""
+        self.derive_messages_view()
+        cut = bisect.bisect_left(self._derived_seqs, upto)
+        return self._summary_text, cast(list[Message], copy_json(self._derived[:cut]))
+
+    def derive_messages_view(self) -> None:
+        """Bring the derived messages up to date with the log (without copying them)."""
         events = self._events
         for index in range(self._derived_upto, len(events)):
-            message = _derive_one(events[index])
+            event = events[index]
+            if event.type == COMPACTION_EVENT:
+                self._compact(event)
+                continue
+            message = _derive_one(event)
             if message is not None:
                 self._derived.append(message)
+                self._derived_seqs.append(index)
         self._derived_upto = len(events)
-        return cast(list[Message], copy_json(self._derived))
+
+    def _compact(self, event: SessionEvent) -> None:
+        """The summary stands for every message before seq ``upto``: they leave the derived view (and memory)."""
+        upto = event.data.get("upto")
+        summary = event.data.get("summary")
+        if not isinstance(upto, int) or not isinstance(summary, str):
+            return  # not a compaction this version understands: the view stays as it was
+        cut = bisect.bisect_left(self._derived_seqs, upto)
+        del self._derived[:cut]
+        del self._derived_seqs[:cut]
+        self._summary = summary_message(summary)
+        self._summary_text = summary
+
+
+def summary_message(summary: str) -> Message:
+    """The user message that stands for a compacted range of the conversation."""
+    text = (
+        "The earlier part of this conversation was compacted to save context; this summary replaces it:\n\n"
+        f"<summary>\n{summary}\n</summary>"
+    )
+    return {"role": "user", "content": [{"type": "text", "text": text}]}
 
 
 def _wrap(tag: str, source: Any, content: list[ContentBlock]) -> Message:
