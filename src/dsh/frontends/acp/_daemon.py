@@ -181,6 +181,7 @@ async def _serve(protocol_fd: int, options: DaemonOptions, plugins: list[Any]) -
                 agent_loop=options.agent_loop_config(),
                 providers=loaded.providers if loaded is not None else None,
                 context=options.context_config(),
+                secrets=loaded.secrets if loaded is not None else None,
             )
             for extra in plugins:
                 ctx.plugin(extra)
