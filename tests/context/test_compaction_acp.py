@@ -68,3 +68,40 @@ async def test_the_card_then_usage_live_and_on_load(server: FakeProvider, tmp_pa
             await daemon.load(session, cwd=tmp_path)
             replayed = compaction_updates(daemon.updates_in(mark, session_id=session))
     assert replayed == live
+
+
+def test_projection_card_or_native_compaction_update() -> None:
+    from dsh.frontends.acp._projection import project
+    from dsh.services.sessions import SessionEvent
+
+    event = SessionEvent(
+        "context/compaction",
+        7,
+        0.0,
+        {"summary": "S.", "upto": 5, "trigger": "manual", "model": "m", "tokens_after": 40, "window": 100},
+    )
+    usage = {"sessionUpdate": "usage_update", "used": 40, "size": 100}
+    assert project(event) == [
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "compaction-7",
+            "title": "Compacted conversation",
+            "kind": "think",
+            "status": "completed",
+            "content": [{"type": "content", "content": {"type": "text", "text": "S."}}],
+            "rawInput": {"trigger": "manual", "tokens_after": 40, "upto": 5},
+        },
+        usage,
+    ]
+    assert project(event, replay=True) == project(event)
+    assert project(event, compaction_updates=True) == [
+        {"sessionUpdate": "compaction_update", "compactionId": "compaction-7", "status": "completed"},
+        {
+            "sessionUpdate": "compaction_summary_chunk",
+            "compactionId": "compaction-7",
+            "content": {"type": "text", "text": "S."},
+        },
+        usage,
+    ]
+    unknown_window = SessionEvent("context/compaction", 8, 0.0, {"summary": "S.", "upto": 5, "tokens_after": 40})
+    assert [u["sessionUpdate"] for u in project(unknown_window)] == ["tool_call"]

@@ -360,6 +360,7 @@ async def test_a_tool_round_trip_through_an_agent_sends_back_the_signed_thinking
                     "type": "tool_result",
                     "tool_use_id": "toolu_b",
                     "content": [{"type": "text", "text": "contents of b"}],
+                    "cache_control": {"type": "ephemeral"},  # the last user turn's breakpoint
                 },
             ],
         },

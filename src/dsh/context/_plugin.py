@@ -13,7 +13,7 @@ system prompt is byte-identical from step to step unless one of those changed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
@@ -403,41 +403,30 @@ class ContextService:
     async def on_stream(
         self, request: GenerateRequest, next_: Next[GenerateRequest, AsyncIterator[StreamChunk]]
     ) -> AsyncIterator[StreamChunk]:
-        """``llm/stream``: an agent step the provider rejects as too long is compacted and retried once."""
+        """``llm/stream``: an agent step the provider rejects as too long (before it streamed anything) is
+        compacted and retried once. Only the first chunk is looked at here (the loop awaits this inside the step's
+        cancel scope); the rest of the stream is handed back without a wrapper on the chunk path."""
         stream = await next_(request)
         entry = self._inflight.get(id(request))
         if entry is None or entry[0] is not request or not self.config.compaction.enabled:
             return stream
-        return self._guard(request, entry[1], stream)
-
-    async def _guard(
-        self, request: GenerateRequest, agent: Agent, stream: AsyncIterator[StreamChunk]
-    ) -> AsyncIterator[StreamChunk]:
-        overflow: Exception | None = None
+        overflow: Exception
         try:
-            try:
-                first = await anext(stream)
-            except StopAsyncIteration:
-                return
-            except LlmError as error:
-                if not is_overflow(error):
-                    raise
-                overflow = error
-            else:
-                if not _is_overflow_finish(first):
-                    yield first
-                    async for chunk in stream:
-                        yield chunk
-                    return
-                overflow = DshError(first["reason"].get("message") or "context window exceeded")  # type: ignore[typeddict-item]
-        finally:
-            await _aclose(stream)
-        retry = await self._retry(request, agent, overflow)
-        try:
-            async for chunk in _second_chance(retry, request.model):
-                yield chunk
-        finally:
-            await _aclose(retry)
+            first = await anext(stream)
+        except StopAsyncIteration:
+            return stream
+        except LlmError as error:
+            if not is_overflow(error):
+                raise
+            overflow = error
+        else:
+            if not _is_overflow_finish(first):
+                return _Resumed(first, stream)
+            message = first["reason"].get("message") if first["type"] == "finish" else None
+            overflow = DshError(message or "context window exceeded", "CONTEXT_WINDOW_EXCEEDED")
+        await _aclose(stream)
+        retry = await self._retry(request, entry[1], overflow)
+        return _second_chance(retry, request.model)
 
     async def _retry(self, request: GenerateRequest, agent: Agent, overflow: Exception) -> AsyncIterator[StreamChunk]:
         said = error_message(overflow)
@@ -499,6 +488,34 @@ async def _aclose(stream: AsyncIterator[StreamChunk]) -> None:
             await aclose()
 
 
+class _Resumed:
+    """A stream whose first chunk was already read: that chunk, then the stream itself (one plain call per chunk,
+    no generator frame on the chunk path)."""
+
+    __slots__ = ("_first", "_rest")
+
+    def __init__(self, first: StreamChunk, rest: AsyncIterator[StreamChunk]) -> None:
+        self._first: StreamChunk | None = first
+        self._rest = rest
+
+    def __aiter__(self) -> _Resumed:
+        return self
+
+    def __anext__(self) -> Awaitable[StreamChunk]:
+        first = self._first
+        if first is not None:
+            self._first = None
+            return _ready(first)
+        return self._rest.__anext__()
+
+    async def aclose(self) -> None:
+        await _aclose(self._rest)
+
+
+async def _ready(chunk: StreamChunk) -> StreamChunk:
+    return chunk
+
+
 async def _second_chance(stream: AsyncIterator[StreamChunk], model: str) -> AsyncIterator[StreamChunk]:
     """The retried step's stream; a second overflow fails the turn with a message that says so."""
     try:
@@ -517,6 +534,8 @@ async def _second_chance(stream: AsyncIterator[StreamChunk], model: str) -> Asyn
                 "CONTEXT_WINDOW_EXCEEDED",
             ) from error
         raise
+    finally:
+        await _aclose(stream)
 
 
 @plugin("context", inject=("system_prompt", "agents", "llm", "sessions"), config=ContextConfig)

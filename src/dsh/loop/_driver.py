@@ -85,10 +85,17 @@ async def run_loop(agent: ReactLoopAgent) -> None:
                     continue
             turn = last_turn_number(agent.session) + 1
             try:
-                async with agent._turn_lock:  # a compaction in progress finishes first
+                lock = agent._turn_lock
+                if lock.locked():  # a compaction in progress finishes first
+                    await lock.acquire()
+                else:
+                    lock.acquire_nowait()  # no extra scheduling point on the common path
+                try:
                     turn = last_turn_number(agent.session) + 1
                     with bind_context(session_id=agent.session.id, turn=turn):
                         await _run_turn(agent, turn)
+                finally:
+                    lock.release()
             except BaseException as raw:
                 if is_control_flow(raw):
                     raise
