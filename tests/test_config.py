@@ -33,8 +33,8 @@ from dsh.config import (
     summarize_config,
 )
 from dsh.frontends.acp import DaemonOptions
-from dsh.settings import SettingError
 from dsh.providers._settings import BUILTIN_PROVIDERS, ProviderSettings
+from dsh.settings import SettingError
 from tests.support.raw import WAIT, RawDaemon, write_script
 
 CLI_WAIT = 30.0

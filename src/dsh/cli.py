@@ -196,6 +196,7 @@ def sessions_export(
     ] = "jsonl",
 ) -> None:
     """Write a session to stdout, as its JSONL lines (header included) or as Markdown."""
+    from dsh._text import plural
     from dsh.frontends import sessions_cli
 
     with sessions_cli.reported_errors():
@@ -207,7 +208,9 @@ def sessions_export(
         content = sessions_cli.read_raw(root, session_id)
         lines = sessions_cli.complete_lines(content)
         if len(lines) < len(content):
-            typer.echo(f"dsh: left out an incomplete final line ({len(content) - len(lines)} bytes)", err=True)
+            typer.echo(
+                f"dsh: left out an incomplete final line ({plural(len(content) - len(lines), 'byte')})", err=True
+            )
         typer.echo(lines, nl=False)
 
 

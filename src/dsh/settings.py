@@ -243,7 +243,7 @@ def resolve_settings(
             where, source = "flag", spec.flag or spec.name
         elif spec.env is not None and env.get(spec.env):
             value = env[spec.env]
-            where, source = "env", f"{spec.env}={value}"
+            where, source = "env", spec.env
         elif spec.key is not None and loaded is not None and getattr(loaded, spec.key, None) is not None:
             value = getattr(loaded, spec.key)
             where, source = "file", f"`{spec.key}` in {path}"
