@@ -138,16 +138,25 @@ def test_the_bare_acp_path_and_typer_give_the_same_line(
 LEVELS = "debug, info, warning, error, critical"
 
 
-def test_unknown_model_for_prompt_names_the_providers(
-    clean: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
-) -> None:
-    code, out, err = run_in_process(monkeypatch, capfd, ["prompt", "hi", "--model", "nope:x"], {})
-    assert (code, out) == (2, "")
-    assert err.startswith("dsh: --model: no provider serves model 'nope:x' (no provider 'nope'); available providers:")
-    assert "openai" in err and "echo" in err and err.count("\n") == 1
-    code, out, err = run_in_process(monkeypatch, capfd, ["prompt", "hi"], {"DSH_MODEL": "nope"})
-    assert (code, out) == (2, "")
-    assert err.startswith("dsh: DSH_MODEL: no provider serves model 'nope'")
+async def test_unknown_model_for_prompt_names_the_providers(tmp_path: Path) -> None:
+    """A subprocess: ``dsh prompt`` with a good model would configure logging, which must not leak into the
+    test process."""
+    for argv, changes, origin in (
+        (["--model", "nope:x"], {}, "--model"),
+        ([], {"DSH_MODEL": "nope"}, "DSH_MODEL"),
+    ):
+        with anyio.fail_after(WAIT):
+            done = await anyio.run_process(
+                [sys.executable, "-m", "dsh", "prompt", "hi", *argv],
+                env=subprocess_env(tmp_path, **changes),
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
+        err = done.stderr.decode()
+        assert (done.returncode, done.stdout) == (2, b""), err
+        model = argv[1] if argv else changes["DSH_MODEL"]
+        assert err.startswith(f"dsh: {origin}: no provider serves model {model!r}"), err
+        assert "available providers:" in err and "openai" in err and "echo" in err and err.count("\n") == 1
 
 
 def subprocess_env(tmp_path: Path, **changes: str) -> dict[str, str]:
@@ -162,10 +171,9 @@ def subprocess_env(tmp_path: Path, **changes: str) -> dict[str, str]:
         (["acp"], {"DSH_LOG_LEVEL": "loud"}, 2, "dsh: DSH_LOG_LEVEL: 'loud' is not a log level"),
         (["acp", "--log-level", "loud"], {}, 2, "dsh: --log-level: 'loud' is not a log level"),
         (["acp", "--log-file", "/no/such/dir/x.log"], {}, 1, "dsh: --log-file: the directory /no/such/dir does"),
-        (["prompt", "hi", "--model", "nope:x"], {}, 2, "dsh: --model: no provider serves model 'nope:x'"),
         (["sessions", "list", "--config", "/no/such.yaml"], {}, 1, "dsh: cannot read configuration file"),
     ],
-    ids=["env-log-level", "flag-log-level", "log-file", "model", "config"],
+    ids=["env-log-level", "flag-log-level", "log-file", "config"],
 )
 async def test_a_terminal_sees_one_line_and_no_traceback(
     tmp_path: Path, argv: list[str], changes: dict[str, str], code: int, says: str
