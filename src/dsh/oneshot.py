@@ -35,7 +35,12 @@ async def run_prompt(text: str, settings: Settings) -> int:
     with open_log(settings.log_level, settings.log_file):
         async with App() as app:
             ctx = app.ctx
-            load_core(ctx, providers=settings.config.providers if settings.config is not None else None)
+            loaded = settings.config
+            load_core(
+                ctx,
+                providers=loaded.providers if loaded is not None else None,
+                secrets=loaded.secrets if loaded is not None else None,
+            )
             problem = ctx.llm.unserved(model)
             if problem is not None:
                 sys.stderr.write(f"dsh: {settings.origin('model')}: {problem}\n")
