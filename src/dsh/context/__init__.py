@@ -2,7 +2,7 @@
 
 See ``README.md`` in this package (and ``rfcs/0014-context.md``)."""
 
-from dsh.context._config import CompactionConfig, ContextConfig, SectionOverrides
+from dsh.context._config import CompactionConfig, ContextConfig, SectionOverrides, context_from_file
 from dsh.context._plugin import INSTRUCTIONS_EVENT, ContextService, SessionContext, context_plugin
 from dsh.context._sections import ORDER
 
@@ -14,5 +14,6 @@ __all__ = [
     "ContextService",
     "SectionOverrides",
     "SessionContext",
+    "context_from_file",
     "context_plugin",
 ]

@@ -12,35 +12,36 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from dsh.config import DshConfig
+    from dsh.settings import Settings
 
 __all__ = ["render_system_prompt", "show_system_prompt"]
 
 
-async def render_system_prompt(loaded: DshConfig | None, cwd: str, mode: str = "default") -> str:
-    """The system prompt of the first step of a new session in *cwd* (in *mode*), tools included."""
-    from dsh.app import DEFAULT_MODEL, load_core
-    from dsh.context import ContextConfig
+async def render_system_prompt(settings: Settings, cwd: str, mode: str = "default") -> str:
+    """The system prompt of the first step of a new session in *cwd* (in *mode*), tools included, with the
+    command's settings (the file's sections and providers, the resolved model and extra system prompt)."""
+    from dsh.app import load_core
+    from dsh.context import context_from_file
     from dsh.kernel import App
     from dsh.services.agents import AgentOptions
     from dsh.services.system_prompt import render_prompt
 
-    extra = os.environ.get("DSH_SYSTEM_PROMPT") or (loaded.system_prompt if loaded is not None else None)
-    context = (
-        ContextConfig.model_construct(sections=dict(loaded.system_prompt_sections), compaction=loaded.compaction)
-        if loaded is not None
-        else None
-    )
+    loaded = settings.config
+    extra = settings.system_prompt
     async with App() as app:
         ctx = app.ctx
-        load_core(ctx, providers=loaded.providers if loaded is not None else None, context=context)
+        load_core(
+            ctx,
+            providers=loaded.providers if loaded is not None else None,
+            secrets=loaded.secrets if loaded is not None else None,
+            context=context_from_file(loaded),
+        )
         ctx.context.mode_provider(lambda session_id: mode)
-        model = os.environ.get("DSH_MODEL") or (loaded.model if loaded is not None else None) or DEFAULT_MODEL
         handle = await ctx.agents.create(
             agent_id="preview",
             session_id="preview",
             meta={"cwd": cwd},
-            agent_options=AgentOptions(model=model, system_prompt=extra),
+            agent_options=AgentOptions(model=settings.model, system_prompt=extra),
         )
         try:
             assembly = await ctx.system_prompt.assemble(handle.agent)
@@ -49,7 +50,7 @@ async def render_system_prompt(loaded: DshConfig | None, cwd: str, mode: str = "
     return "\n\n".join(part for part in (render_prompt(assembly), extra) if part)
 
 
-def show_system_prompt(loaded: DshConfig | None, cwd: str | None) -> int:
+def show_system_prompt(settings: Settings, cwd: str | None) -> int:
     """Print the system prompt to stdout; return the exit status."""
     import anyio
 
@@ -57,5 +58,5 @@ def show_system_prompt(loaded: DshConfig | None, cwd: str | None) -> int:
     if not os.path.isdir(directory):
         sys.stderr.write(f"dsh: --cwd {directory} is not a directory\n")
         return 1
-    sys.stdout.write(anyio.run(render_system_prompt, loaded, directory) + "\n")
+    sys.stdout.write(anyio.run(render_system_prompt, settings, directory) + "\n")
     return 0

@@ -3,11 +3,14 @@ referenced from :mod:`dsh.config`."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["CompactionConfig", "ContextConfig", "SectionOverrides"]
+if TYPE_CHECKING:
+    from dsh.config import DshConfig
+
+__all__ = ["CompactionConfig", "ContextConfig", "SectionOverrides", "context_from_file"]
 
 SectionOverrides = dict[str, Literal[False] | str]
 """``{name: false}`` removes a section, ``{name: "text"}`` replaces its text (a name no plugin registered adds a
@@ -37,3 +40,10 @@ class ContextConfig(BaseModel):
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
     instructions_cap: int = Field(default=32_000, ge=0)
     """Characters of project instructions at most (a cut is visible to the model)."""
+
+
+def context_from_file(loaded: DshConfig | None) -> ContextConfig | None:
+    """The context plugin's config from a loaded configuration file (None: the defaults)."""
+    if loaded is None:
+        return None
+    return ContextConfig.model_construct(sections=dict(loaded.system_prompt_sections), compaction=loaded.compaction)

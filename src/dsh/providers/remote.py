@@ -46,6 +46,7 @@ def remote_providers_plugin(ctx: Context, config: RemoteProvidersConfig) -> None
         ctx.effect(http.aclose)
         adapter = anthropic_adapter(http) if settings.type == "anthropic" else openai_adapter(http)
         ctx.llm.register_adapter([f"{name}:*"], adapter)
+        ctx.llm.register_credential_check(name, http.missing_key)
         for model in {*settings.context_windows, *settings.prices}:
             price = settings.prices.get(model)
             ctx.llm.set_model_info(
