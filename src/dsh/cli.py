@@ -73,12 +73,25 @@ def acp(
             help="Configuration file \\[env DSH_CONFIG; default ~/.config/dsh/config.yaml if it exists].",
         ),
     ] = None,
+    agent_events: Annotated[
+        bool,
+        typer.Option(
+            "--agent-events",
+            help="Send every client the _dsh/agent/* event stream (clients can also ask for it) \\[env DSH_AGENT_EVENTS].",
+        ),
+    ] = False,
 ) -> None:
     """Run the ACP daemon on stdin/stdout (what editors spawn)."""
     from dsh.frontends.acp import DaemonOptions, run
 
     options = DaemonOptions.resolve(
-        model=model, system_prompt=system, log_level=log_level, log_file=log_file, data_dir=data_dir, config=config
+        model=model,
+        system_prompt=system,
+        log_level=log_level,
+        log_file=log_file,
+        data_dir=data_dir,
+        config=config,
+        agent_events=agent_events or None,
     )
     raise typer.Exit(run(options))
 

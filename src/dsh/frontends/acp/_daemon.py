@@ -52,6 +52,9 @@ class DaemonOptions:
     models: tuple[str, ...] = ()
     """The models offered in the editor's model picker (the file's ``models``, with ``model`` first when it is
     not among them); empty means just ``model``."""
+    agent_events: bool = False
+    """Send every client the ``_dsh/agent/*`` stream (``--agent-events``, ``DSH_AGENT_EVENTS=1``), not only the
+    clients that ask for it."""
     loaded_config: DshConfig | None = field(default=None, repr=False, compare=False)
     """The loaded file itself: its providers and agents go to the core plugins."""
 
@@ -65,6 +68,7 @@ class DaemonOptions:
         log_file: str | None = None,
         data_dir: str | None = None,
         config: str | None = None,
+        agent_events: bool | None = None,
     ) -> DaemonOptions:
         """Explicit values (the command line's flags) win; then the environment (``DSH_MODEL``,
         ``DSH_SYSTEM_PROMPT``, ``DSH_DATA_DIR``, ``DSH_LOG_LEVEL``, ``DSH_LOG_FILE``, ``DSH_PLUGINS``); then the
@@ -96,6 +100,7 @@ class DaemonOptions:
             plugins=tuple(p.strip() for p in env.get("DSH_PLUGINS", "").split(",") if p.strip()),
             config=str(path) if path is not None else None,
             models=offered_models(chosen_model, loaded.models if loaded else ()),
+            agent_events=agent_events or env.get("DSH_AGENT_EVENTS", "").strip().lower() in ("1", "true", "yes", "on"),
             loaded_config=loaded,
         )
 
@@ -182,6 +187,9 @@ async def _serve(protocol_fd: int, options: DaemonOptions, plugins: list[Any]) -
                 models=options.models or (options.model,),
             )
             ctx.plugin(acp_plugin, acp_options)
+            from dsh.agent_stream import agent_stream_plugin
+
+            ctx.plugin(agent_stream_plugin, {"forced": options.agent_events})
             frontend: AcpFrontend = ctx.acp
             connection = frontend.connection
             reader = StdinReader(0)
