@@ -297,3 +297,19 @@ def test_the_schema_lists_every_agent_event_of_the_catalogue_and_nothing_else() 
         row = next(line for line in rfc.splitlines() if line.startswith(f"| `_dsh/{name}`"))
         for field_name in fields:
             assert f"`{field_name}`" in row, (name, field_name)
+
+
+def test_the_switch_resolves_from_the_flag_or_the_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dsh.frontends.acp import DaemonOptions
+    from dsh.settings import SettingError, resolve_settings
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.delenv("DSH_CONFIG", raising=False)
+    monkeypatch.delenv("DSH_AGENT_EVENTS", raising=False)
+    assert DaemonOptions.resolve().agent_events is False
+    assert DaemonOptions.resolve(agent_events=True).agent_events is True
+    for text, expected in (("1", True), ("on", True), ("0", False), ("false", False)):
+        assert resolve_settings(env={"DSH_AGENT_EVENTS": text}).get("agent_events") is expected
+    with pytest.raises(SettingError) as error:
+        resolve_settings(env={"DSH_AGENT_EVENTS": "maybe"})
+    assert "DSH_AGENT_EVENTS" in error.value.message
