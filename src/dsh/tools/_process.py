@@ -152,9 +152,10 @@ async def _stop_group(process: Process, done_reading: anyio.Event) -> None:
     await process.wait()
 
 
-async def _open(argv: list[str], cwd: str) -> Process:
+async def _open(argv: list[str], cwd: str, cwd_fd: int | None = None) -> Process:
     """Start *argv* in its own session (hence its own process group), stdin ``/dev/null``, stdout and stderr one
-    pipe, dying with us (see the module docstring).
+    pipe, dying with us (see the module docstring). With *cwd_fd* (an open directory) the child enters that
+    directory (``fchdir``) instead of looking *cwd* up again.
 
     ``anyio.open_process`` has no ``preexec_fn``; the backend's ``open_process`` (which both backends implement
     by passing keyword arguments on to :class:`subprocess.Popen`, from the event loop's thread) takes it.
@@ -163,10 +164,18 @@ async def _open(argv: list[str], cwd: str) -> Process:
 
     from anyio._core._eventloop import get_async_backend
 
-    options: dict[str, Any] = {"cwd": cwd, "start_new_session": True}
-    preexec = _die_with_parent()
-    if preexec is not None:
+    options: dict[str, Any] = {"cwd": cwd if cwd_fd is None else None, "start_new_session": True}
+    die = _die_with_parent()
+    if cwd_fd is not None:
+
+        def preexec() -> None:  # before exec and before the fds are closed: cwd_fd is still open here
+            os.fchdir(cwd_fd)
+            if die is not None:
+                die()
+
         options["preexec_fn"] = preexec
+    elif die is not None:
+        options["preexec_fn"] = die
     return await get_async_backend().open_process(
         argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **options
     )
@@ -181,9 +190,11 @@ async def run_process(
     signal: CancelToken | None = None,
     keep: Literal["head", "tail"] = "tail",
     stop_when_full: bool = False,
+    cwd_fd: int | None = None,
 ) -> CommandResult:
     """Run *command* (a string goes to ``bash -c`` or, without bash, ``/bin/sh -c``; a sequence is executed
-    directly) in *cwd*; see the module docstring for what is guaranteed."""
+    directly) in *cwd* (entered through the open directory *cwd_fd* when given: the directory that was
+    checked, whatever *cwd* names now); see the module docstring for what is guaranteed."""
     import shutil
 
     if signal is not None and signal.aborted:
@@ -199,7 +210,7 @@ async def run_process(
     truncated = False
     full = anyio.Event()
     done_reading = anyio.Event()
-    process = await _open(argv, cwd)
+    process = await _open(argv, cwd, cwd_fd)
 
     async def pump() -> None:
         nonlocal truncated
