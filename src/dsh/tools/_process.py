@@ -3,7 +3,8 @@
 Guarantees of :func:`run_process`:
 
 * The child never sees the daemon's stdin or stdout (the protocol's): stdin is ``/dev/null``, stdout and stderr
-  are one pipe that we read. It runs in a new session, hence its own process group, with our environment.
+  are one pipe that we read. It runs in a new session, hence its own process group, with
+  :func:`dsh.secrets.child_environment` (our environment without the provider keys and other secrets).
 * Output is capped at ``output_limit`` bytes while it streams (the pipe keeps being drained so the child never
   blocks on it): ``keep="tail"`` keeps the last bytes (what a failing build or test run prints last), ``"head"``
   the first (and with ``stop_when_full`` ends the command once the cap is reached: a search that has said
@@ -152,9 +153,9 @@ async def _stop_group(process: Process, done_reading: anyio.Event) -> None:
     await process.wait()
 
 
-async def _open(argv: list[str], cwd: str, cwd_fd: int | None = None) -> Process:
-    """Start *argv* in its own session (hence its own process group), stdin ``/dev/null``, stdout and stderr one
-    pipe, dying with us (see the module docstring). With *cwd_fd* (an open directory) the child enters that
+async def _open(argv: list[str], cwd: str, cwd_fd: int | None, env: dict[str, str]) -> Process:
+    """Start *argv* in its own session (hence its own process group) with the environment *env*, stdin
+    ``/dev/null``, stdout and stderr one pipe, dying with us (see the module docstring). With *cwd_fd* (an open directory) the child enters that
     directory (``fchdir``) instead of looking *cwd* up again.
 
     ``anyio.open_process`` has no ``preexec_fn``; the backend's ``open_process`` (which both backends implement
@@ -164,7 +165,7 @@ async def _open(argv: list[str], cwd: str, cwd_fd: int | None = None) -> Process
 
     from anyio._core._eventloop import get_async_backend
 
-    options: dict[str, Any] = {"cwd": cwd if cwd_fd is None else None, "start_new_session": True}
+    options: dict[str, Any] = {"cwd": cwd if cwd_fd is None else None, "env": env, "start_new_session": True}
     die = _die_with_parent()
     if cwd_fd is not None:
 
@@ -197,6 +198,8 @@ async def run_process(
     checked, whatever *cwd* names now); see the module docstring for what is guaranteed."""
     import shutil
 
+    from dsh.secrets import child_environment
+
     if signal is not None and signal.aborted:
         return CommandResult("", None, cancelled=True)
     if not await anyio.Path(cwd).is_dir():
@@ -210,7 +213,7 @@ async def run_process(
     truncated = False
     full = anyio.Event()
     done_reading = anyio.Event()
-    process = await _open(argv, cwd, cwd_fd)
+    process = await _open(argv, cwd, cwd_fd, child_environment())
 
     async def pump() -> None:
         nonlocal truncated
