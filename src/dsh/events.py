@@ -13,6 +13,7 @@ Waterfall listeners receive the context arguments, then the value, then ``next``
 | system-prompt/assemble     | waterfall | assembly                                    |
 | tools/change               | emit      | —                                           |
 | tools/execute              | waterfall | execution → result                          |
+| commands/change            | emit      | —                                           |
 | llm/adapter-change         | emit      | —                                           |
 | llm/stream                 | waterfall | request → chunk stream                      |
 | agent/created, disposed    | emit      | agent                                       |
@@ -83,6 +84,9 @@ ToolsExecuteListener: TypeAlias = Callable[
 ]
 TOOLS_CHANGE: EmitEvent[[]] = EmitEvent("tools/change")
 TOOLS_EXECUTE: WaterfallEvent[ToolsExecuteListener, ToolExecution, ToolResult] = WaterfallEvent("tools/execute")
+
+# -- commands (dsh.commands) ----------------------------------------------------------------------------
+COMMANDS_CHANGE: EmitEvent[[]] = EmitEvent("commands/change")
 
 # -- llm ------------------------------------------------------------------------------------------------
 LlmStreamListener: TypeAlias = Callable[

@@ -47,6 +47,8 @@ from acp.schema import (
     PromptResponse,
     ResumeSessionResponse,
     SessionNotification,
+    SetSessionConfigOptionResponse,
+    SetSessionModeResponse,
     TextContentBlock,
 )
 from pydantic import BaseModel, ValidationError
@@ -72,6 +74,8 @@ RESULT_MODELS: dict[str, type[BaseModel]] = {
     "session/list": ListSessionsResponse,
     "session/close": CloseSessionResponse,
     "session/delete": DeleteSessionResponse,
+    "session/set_config_option": SetSessionConfigOptionResponse,
+    "session/set_mode": SetSessionModeResponse,
 }
 EXIT_DEADLINE = 2.0
 READER_LIMIT = 64 * 1024 * 1024
@@ -418,8 +422,10 @@ async def run_dsh(
     plugins: Sequence[str] = (),
     python_path: Sequence[Path] = (),
     name: str = "dsh",
+    env: Mapping[str, str] | None = None,
 ) -> AsyncIterator[DshProcess]:
-    """Spawn ``python -m dsh acp`` and connect the SDK client to it (see the module docstring)."""
+    """Spawn ``python -m dsh acp`` and connect the SDK client to it (see the module docstring); *env* is added
+    to the sandboxed environment (a provider's base URL, a config file)."""
     loop = asyncio.get_running_loop()
     stderr_path = tmp_path / f"{name}.stderr.log"
     read_fd, write_fd = os.pipe()
@@ -433,7 +439,7 @@ async def run_dsh(
                 stdin=read_fd,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=stderr,
-                env=sandbox_env(tmp_path, model, plugins=plugins, python_path=python_path),
+                env={**sandbox_env(tmp_path, model, plugins=plugins, python_path=python_path), **(env or {})},
                 cwd=str(tmp_path),
             )
     except BaseException:

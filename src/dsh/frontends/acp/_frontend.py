@@ -37,6 +37,8 @@ from dsh._log import get_logger
 from dsh.app import DEFAULT_MODEL
 from dsh.errors import error_code, error_message
 from dsh.events import TurnEndReason
+from dsh.frontends.acp._choices import CHOICE_EVENT, choices_from_log
+from dsh.frontends.acp._commands import CommandDesk, commands_hooks
 from dsh.frontends.acp._content import prompt_content
 from dsh.frontends.acp._delegation import EditorDelegation
 from dsh.frontends.acp._dispatch import MethodTable, make_dispatch
@@ -174,6 +176,7 @@ class AcpFrontend:
         self._closing_ids: set[str] = set()
         self._prefixes: dict[str, bytes] = {}
         self.client_capabilities: dict[str, Any] = {}
+        self.desk = CommandDesk(ctx, self)
         self.connection = Connection(
             options.send_frame, make_dispatch(self._methods()), notifications=frozenset({"session/cancel"})
         )
@@ -238,20 +241,32 @@ class AcpFrontend:
         )
         record = self._record(session_id, params.cwd, handle, list(params.mcp_servers))
         self._sessions[session_id] = record
+        self.desk.opened(record)
         log.info("session created", session_id=session_id, cwd=params.cwd, mcp_servers=len(params.mcp_servers))
         return {"sessionId": session_id, **self._session_state(record)}
 
     async def prompt(self, params: PromptParams) -> dict[str, Any]:
         record = self._session(params.session_id)
-        content = prompt_content(params.prompt, accept_images=False)
-        if arrival() < record.cancelled_at:
+        number = arrival()
+        invoked = self.desk.match(record, params.prompt)
+        if invoked is None:
+            content = prompt_content(params.prompt, accept_images=False)
+            await self.desk.wait_turn(record)
+        else:
+            result = await self.desk.run(record, *invoked, number)
+            if result is None:
+                return {"stopReason": "cancelled"}
+            if result.prompt is None:
+                return {"stopReason": result.stop_reason}
+            content = result.prompt
+        if number < record.cancelled_at:
             return {"stopReason": "cancelled"}  # sent before a cancel that overtook this handler
         pending = _Prompt(message_id=str(uuid.uuid4()))
         record.prompts.append(pending)
         record.by_message[pending.message_id] = pending
         source: MessageSource = {"kind": "user", "message_id": pending.message_id}
-        if any(isinstance(b, dict) and b.get("type") != "text" for b in params.prompt):
-            source["shown"] = params.prompt  # replays give back the links and resources the user sent
+        if invoked is not None or any(isinstance(b, dict) and b.get("type") != "text" for b in params.prompt):
+            source["shown"] = params.prompt  # replays give back what the user sent (links, resources, commands)
         try:
             record.handle.agent.send(content, source)
         except Exception:
@@ -355,6 +370,8 @@ class AcpFrontend:
                 f"model {model!r} is not offered; choose one of {', '.join(self._offered_models())}",
                 {"field": "value"},
             )
+        if record.model != model:
+            record.handle.agent.session.append(CHOICE_EVENT, {"option": "model", "value": model})
         record.model = model
         log.info("model switched", session_id=record.id, model=model)
 
@@ -379,8 +396,16 @@ class AcpFrontend:
                 f"unknown mode {mode!r}; choose one of {', '.join(sorted(MODE_IDS))}",
                 {"field": "modeId"},
             )
+        if record.policy.mode != mode:
+            record.handle.agent.session.append(CHOICE_EVENT, {"option": "mode", "value": mode})
         record.policy.mode = mode
         self._update(record.id, {"sessionUpdate": "current_mode_update", "currentModeId": mode})
+
+    def _send_config_options(self, record: _AcpSession) -> None:
+        """Tell the client the session's configuration changed outside a picker (a command switched it)."""
+        self._update(
+            record.id, {"sessionUpdate": "config_option_update", "configOptions": self._config_options(record)}
+        )
 
     async def set_mode(self, params: SetModeParams) -> dict[str, Any]:
         record = self._session(params.session_id)
@@ -425,12 +450,14 @@ class AcpFrontend:
             for update in project(event, replay=True, present=record.present):
                 self._update(record.id, update)
         self._sessions[record.id] = record
+        self.desk.opened(record)
         return self._session_state(record)
 
     async def resume_session(self, params: LoadSessionParams) -> dict[str, Any]:
         """Resume a stored session without replaying it."""
         record = await self._open_stored(params)
         self._sessions[record.id] = record
+        self.desk.opened(record)
         return self._session_state(record)
 
     async def _open_stored(self, params: LoadSessionParams) -> _AcpSession:
@@ -464,6 +491,11 @@ class AcpFrontend:
             )
         record = self._record(session_id, params.cwd, handle, list(params.mcp_servers))
         record.policy.rules = rules_from_log(session.events)
+        choices = choices_from_log(session.events)
+        if choices.get("model") in self._offered_models():
+            record.model = choices["model"]
+        if choices.get("mode") in MODE_IDS:
+            record.policy.mode = choices["mode"]
         record.titled = session.last("user/message") is not None
         last = session.last("turn/start")
         record.current_turn = int(last.data["turn"]) if last is not None else None
@@ -536,6 +568,7 @@ class AcpFrontend:
         await record.handle.dispose()
         self._settle_cancelled(record)
         self._sessions.pop(record.id, None)
+        self.desk.closed(record.id)
 
     # -- events -----------------------------------------------------------------------------------------
 
@@ -685,4 +718,5 @@ def acp_plugin(ctx: Context, options: AcpOptions) -> None:
     ctx.on(ev.WORKSPACE_READ, delegation.read)
     ctx.on(ev.WORKSPACE_WRITE, delegation.write)
     ctx.on(ev.WORKSPACE_RUN, delegation.run)
+    commands_hooks(ctx, frontend.desk)
     ctx.provide("acp", frontend)
