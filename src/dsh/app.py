@@ -64,4 +64,9 @@ def load_core(
     ctx.plugin(commands_plugin)
     ctx.plugin(builtin_commands_plugin)
     if builtin_tools:
+        from dsh.plans import plans_plugin
+        from dsh.questions import questions_plugin
+
         ctx.plugin(builtin_tools_plugin)
+        ctx.plugin(plans_plugin)
+        ctx.plugin(questions_plugin)

@@ -51,6 +51,7 @@ from dsh.frontends.acp._permissions import (
     rules_from_log,
 )
 from dsh.frontends.acp._projection import Presenter, encode_update, failed_update, project
+from dsh.frontends.acp._questions import QuestionDesk, exit_plan_mode_tool
 from dsh.frontends.acp._rpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, Connection, RpcError, arrival
 from dsh.frontends.acp._wire import (
     AuthenticateParams,
@@ -719,4 +720,6 @@ def acp_plugin(ctx: Context, options: AcpOptions) -> None:
     ctx.on(ev.WORKSPACE_WRITE, delegation.write)
     ctx.on(ev.WORKSPACE_RUN, delegation.run)
     commands_hooks(ctx, frontend.desk)
+    ctx.on(ev.USER_ASK, QuestionDesk(frontend).ask)
+    ctx.tools.register(exit_plan_mode_tool(ctx, frontend))
     ctx.provide("acp", frontend)
