@@ -37,7 +37,7 @@ from dsh._log import get_logger
 from dsh.app import DEFAULT_MODEL
 from dsh.errors import error_code, error_message
 from dsh.events import TurnEndReason
-from dsh.frontends.acp._choices import CHOICE_EVENT, choices_from_log
+from dsh.frontends.acp._choices import CHOICE_EVENT, choices_from_log, current_level, thought_option
 from dsh.frontends.acp._commands import CommandDesk, commands_hooks
 from dsh.frontends.acp._content import prompt_content
 from dsh.frontends.acp._delegation import EditorDelegation
@@ -113,6 +113,8 @@ class _AcpSession:
     mcp_servers: list[dict[str, Any]]
     model: str
     """The model this session's next step uses (switched by the model picker)."""
+    thought_level: str | None = None
+    """The reasoning effort the user picked (None: the model's default), for models that take one."""
     policy: SessionPolicy = field(default_factory=SessionPolicy)
     prompts: list[_Prompt] = field(default_factory=list)
     by_message: dict[str, _Prompt] = field(default_factory=dict)
@@ -353,6 +355,7 @@ class AcpFrontend:
                 "currentValue": record.policy.mode,
                 "options": [{"value": mode, "name": name, "description": text} for mode, name, text in MODES],
             },
+            *thought_option(self._ctx.llm.thought_levels(record.model), record.thought_level),
         ]
 
     def _session_state(self, record: _AcpSession) -> dict[str, Any]:
@@ -385,6 +388,18 @@ class AcpFrontend:
             if not isinstance(params.value, str):
                 raise RpcError(INVALID_PARAMS, "the model option takes a string value", {"field": "value"})
             self._switch_model(record, params.value)
+        elif params.config_id == "thought_level":
+            levels = self._ctx.llm.thought_levels(record.model)
+            if params.value not in levels:
+                raise RpcError(
+                    INVALID_PARAMS,
+                    f"reasoning effort {params.value!r} is not offered for {record.model}; choose one of "
+                    f"{', '.join(levels) or 'none'}",
+                    {"field": "value"},
+                )
+            if record.thought_level != params.value:
+                record.handle.agent.session.append(CHOICE_EVENT, {"option": "thought_level", "value": params.value})
+            record.thought_level = str(params.value)
         elif params.config_id == "mode":
             if not isinstance(params.value, str):
                 raise RpcError(INVALID_PARAMS, "the mode option takes a string value", {"field": "value"})
@@ -434,6 +449,12 @@ class AcpFrontend:
         record = self._sessions.get(agent.session.id)
         if record is not None and request.model != record.model:
             request = replace(request, model=record.model)
+        if record is not None:
+            level = current_level(self._ctx.llm.thought_levels(record.model), record.thought_level)
+            if level is not None:
+                request = replace(
+                    request, extra={**request.extra, **self._ctx.llm.thought_options(record.model, level)}
+                )
         return await next_(request)
 
     # -- durable sessions -------------------------------------------------------------------------------
@@ -500,6 +521,7 @@ class AcpFrontend:
             record.model = choices["model"]
         if choices.get("mode") in MODE_IDS:
             record.policy.mode = choices["mode"]
+        record.thought_level = choices.get("thought_level")
         record.titled = session.last("user/message") is not None
         last = session.last("turn/start")
         record.current_turn = int(last.data["turn"]) if last is not None else None
