@@ -64,24 +64,24 @@ class _Controls:
         return self._record.policy.mode
 
     def models(self) -> list[tuple[str, str]]:
-        return [(model, self._frontend._model_name(model)) for model in self._frontend._offered_models()]
+        return [(model, self._frontend.pickers.model_name(model)) for model in self._frontend.pickers.offered_models()]
 
     def modes(self) -> list[tuple[str, str, str]]:
         return list(MODES)
 
     def switch_model(self, model: str) -> None:
         try:
-            self._frontend._switch_model(self._record, model)
+            self._frontend.pickers.switch_model(self._record, model)
         except RpcError as exc:
             raise ValueError(exc.message) from None
-        self._frontend._send_config_options(self._record)
+        self._frontend.pickers.announce(self._record)
 
     def switch_mode(self, mode: str) -> None:
         try:
-            self._frontend._switch_mode(self._record, mode)
+            self._frontend.pickers.switch_mode(self._record, mode)
         except RpcError as exc:
             raise ValueError(exc.message) from None
-        self._frontend._send_config_options(self._record)
+        self._frontend.pickers.announce(self._record)
 
     def status(self) -> list[tuple[str, str]]:
         record, ctx = self._record, self._ctx

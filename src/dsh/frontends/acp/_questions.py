@@ -55,10 +55,10 @@ class QuestionDesk:
             return Answer(reason="this editor cannot take a free-text answer; ask the question in your reply")
         if question.purpose == "switch_mode" and answer.choice not in (None, STAY):
             try:
-                self._frontend._switch_mode(record, answer.choice)
+                self._frontend.pickers.switch_mode(record, answer.choice)
             except RpcError as exc:
                 return Answer(reason=exc.message)
-            self._frontend._send_config_options(record)
+            self._frontend.pickers.announce(record)
         return answer
 
     async def _elicit(self, question: Question) -> Answer:
