@@ -8,7 +8,8 @@ Guarantees:
   load replays them in order.
 * Arguments are checked without pydantic (start-up stays light); a bad call is an error result that says what is
   wrong, and records nothing.
-* The system prompt gets a short section saying when to use the tool (models rarely keep a plan unless told).
+* The tool's first sentence says when to use it (models rarely keep a plan unless told): the system prompt's tools
+  section, generated from the registered tools, carries it.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ STATUSES = ("pending", "in_progress", "completed")
 PRIORITIES = ("high", "medium", "low")
 MAX_ENTRIES = 100
 PLAN_GUIDANCE = (
-    "Planning: for work of three or more steps, call update_plan first with the whole plan, then again each time "
-    "a step starts or finishes (exactly one step in_progress at a time; mark steps completed as soon as they are "
-    "done). Each call replaces the whole list. Skip it for simple one-step requests."
+    "For work of three or more steps, keep a visible plan: call this first with the whole plan, then again each "
+    "time a step starts or finishes. Exactly one step is in_progress at a time; mark steps completed as soon as "
+    "they are done. Each call replaces the whole list. Skip it for simple one-step requests."
 )
 PARAMETERS: dict[str, Any] = {
     "type": "object",
@@ -100,14 +101,12 @@ def _present(arguments: Any, cwd: str) -> Any:
     return ToolCard(title="Update plan", kind="think")
 
 
-@plugin("plans", inject=("tools", "system_prompt"))
+@plugin("plans", inject=("tools",))
 def plans_plugin(ctx: Context, config: object) -> None:
     from dsh.services.tools import ToolDefinition
 
-    description = "Replace the visible plan of the current task with this complete list of steps and their status."
     ctx.tools.register(
         ToolDefinition(
-            "update_plan", description, PARAMETERS, _update_plan, meta={"kind": "think", "present": _present}
+            "update_plan", PLAN_GUIDANCE, PARAMETERS, _update_plan, meta={"kind": "think", "present": _present}
         )
     )
-    ctx.system_prompt.section("plans", 60, PLAN_GUIDANCE)
