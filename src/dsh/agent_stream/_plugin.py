@@ -94,6 +94,8 @@ class AgentStream:
                 log.exception("cannot encode an agent event", event=name)
                 return
             self._send(name, params)
+            if name == "agent/disposed":
+                self._agents.pop(agent.session.id, None)
 
         return listener
 
