@@ -32,7 +32,7 @@ def load_core(
     context: ContextConfig | dict[str, Any] | Literal[False] | None = None,
     secrets: SecretsConfig | None = None,
 ) -> None:
-    """Load the interface services, the ``echo`` and ``scripted`` models, the remote providers (the built-ins,
+    """Load the interface services, the ``commands`` service with the built-in commands, the ``echo`` and ``scripted`` models, the remote providers (the built-ins,
     with *providers* merged over them) and the agent loop into *ctx*; with *data_dir*, also the JSONL session
     persistence (sessions become durable and resumable). ``builtin_tools=False`` leaves out the coding tools
     (for tests of the loop alone). *context* configures the ``context`` plugin (system prompt sections, context
@@ -43,6 +43,7 @@ def load_core(
     Application order does not matter: each plugin applies once the services it injects exist. Disposal is
     the reverse of this call order, so persistence is loaded first and goes last.
     """
+    from dsh.commands import builtin_commands_plugin, commands_plugin
     from dsh.context import context_plugin
     from dsh.loop import agent_loop_plugin
     from dsh.providers.echo import echo_plugin
@@ -72,5 +73,12 @@ def load_core(
     ctx.plugin(system_prompt_plugin)
     if context is not False:
         ctx.plugin(context_plugin, context)
+    ctx.plugin(commands_plugin)
+    ctx.plugin(builtin_commands_plugin)
     if builtin_tools:
+        from dsh.plans import plans_plugin
+        from dsh.questions import questions_plugin
+
         ctx.plugin(builtin_tools_plugin)
+        ctx.plugin(plans_plugin)
+        ctx.plugin(questions_plugin)

@@ -126,6 +126,10 @@ class ContextService:
             state.in_turn = True
         elif kind == "turn/end":
             state.in_turn = False
+        elif kind == "context/reset":  # /clear: nothing before it is in the conversation any more
+            state.turn_starts = []
+            state.accounting.reset(0)
+            return
         elif kind == COMPACTION_EVENT:
             upto = event.data.get("upto")
             if isinstance(upto, int):

@@ -17,6 +17,8 @@ Mapping:
 |                                       | the summary (or ``compaction_update`` + summary chunk when    |
 |                                       | the client advertises ``session.compaction``), then           |
 |                                       | ``usage_update`` with the new figure when the window is known |
+| ``plan/update``                       | ``plan`` (the complete list of entries)                      |
+| ``command/output``                    | ``agent_message_chunk`` (replay: the ``/command`` line first) |
 | anything else                         | none                                                         |
 """
 
@@ -209,6 +211,14 @@ def project(
         return [update]
     if kind == "context/compaction":
         return _compaction(event, compaction_updates)
+    if kind == "plan/update":
+        return [{"sessionUpdate": "plan", "entries": data.get("entries", [])}]
+    if kind == "command/output":
+        updates = [_text_chunk("agent_message_chunk", str(data.get("text", "")), f"c{event.seq}")]
+        if replay:
+            typed = f"/{data.get('name', '')} {data.get('args', '')}".rstrip()
+            updates.insert(0, {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": typed}})
+        return updates
     if kind == "user/message" and replay:
         source = data.get("source")
         source = source if isinstance(source, dict) else {}

@@ -1,7 +1,7 @@
 """The ``llm`` interface service: model vocabulary, adapter registry, stream seam and block assembler."""
 
 from dsh.services.llm._assembler import BlockAssembler, GenerateResult
-from dsh.services.llm._service import LlmService, ModelInfo, Price, llm_plugin, model_name
+from dsh.services.llm._service import LlmService, ModelInfo, Price, ReasoningSupport, llm_plugin, model_name
 from dsh.services.llm._types import (
     Adapter,
     BlockEnd,
@@ -39,6 +39,7 @@ __all__ = [
     "Message",
     "ModelInfo",
     "Price",
+    "ReasoningSupport",
     "MessageSource",
     "ReasoningBlock",
     "ReasoningDelta",

@@ -174,6 +174,11 @@ class Session:
             if event.type == COMPACTION_EVENT:
                 self._compact(event)
                 continue
+            if event.type == "context/reset":  # /clear: the model sees nothing from before it
+                self._derived.clear()
+                self._derived_seqs.clear()
+                self._summary = self._summary_text = None
+                continue
             message = _derive_one(event)
             if message is not None:
                 self._derived.append(message)
