@@ -105,3 +105,29 @@ def test_projection_card_or_native_compaction_update() -> None:
     ]
     unknown_window = SessionEvent("context/compaction", 8, 0.0, {"summary": "S.", "upto": 5, "tokens_after": 40})
     assert [u["sessionUpdate"] for u in project(unknown_window)] == ["tool_call"]
+
+
+async def test_slash_compact_runs_agent_compact(server: FakeProvider, tmp_path: Path) -> None:
+    (tmp_path / "home").mkdir()
+    write_config(tmp_path, CONFIG)
+    server.script(
+        Reply(events=oa_text_reply("one")),
+        Reply(events=oa_text_reply("two")),
+        Reply(events=oa_text_reply("Summary of turn one.")),
+    )
+    env = {"OPENAI_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": "test"}
+    async with run_daemon(tmp_path, tmp_path / "data", model="openai:test-model", env=env) as daemon:
+        with anyio.fail_after(30):
+            session = await daemon.start(cwd=tmp_path)
+            for text in ("first", "second"):
+                assert (await daemon.prompt(session, text)).stop_reason == "end_turn"
+            mark = daemon.mark()
+            assert (await daemon.prompt(session, "/compact keep the names")).stop_reason == "end_turn"
+            updates = daemon.updates_in(mark, session_id=session)
+    summary_request = server.bodies()[2]["messages"][1]["content"]
+    assert "[user] first" in summary_request and "[user] second" not in summary_request  # keep_recent_turns: 1
+    assert summary_request.endswith("The user asks you to focus on: keep the names")
+    [card] = [u for u in updates if u.get("title") == "Compacted conversation"]
+    assert card["rawInput"]["trigger"] == "manual"
+    said = "".join(u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk")
+    assert said.startswith("Conversation compacted (about ") and said.endswith(" tokens now).")
