@@ -46,13 +46,21 @@ def interrupted_result(turn: int, step: int, call_id: str) -> dict[str, Any]:
 # -- encoding -----------------------------------------------------------------------------------------------
 
 
-def test_encoded_lines_are_ascii_and_newline_terminated() -> None:
+def test_encoded_lines_are_compact_utf8_and_newline_terminated() -> None:
+    """Lines are compact UTF-8 JSON (orjson); a line holding a lone surrogate, which UTF-8 cannot carry, is
+    ASCII-escaped instead (the standard encoder's spelling), so every line is valid UTF-8 and lossless."""
     head = header("s1", cwd="/work/ü", parent_session="root")
+    plain = SessionEvent("user/message", 0, 1.5, {"content": text('quote " newline \n nul \x00 é 😀 \u2028')})
     event = SessionEvent("user/message", 0, 1.5, {"content": text('quote " newline \n nul \x00 é 😀 \u2028 \ud800')})
-    for line in (encode_header(head), encode_event(event)):
+    for line in (encode_header(head), encode_event(plain), encode_event(event)):
         assert line.endswith(b"\n")
         assert line.count(b"\n") == 1
-        assert line.isascii()
+        line.decode("utf-8")  # valid UTF-8, always
+    compact = {"separators": (",", ":"), "ensure_ascii": False}
+    assert encode_header(head) == json.dumps({"type": "session", **head.to_json()}, **compact).encode() + b"\n"  # type: ignore[arg-type]
+    assert encode_event(plain) == json.dumps(plain.to_json(), **compact).encode() + b"\n"  # type: ignore[arg-type]
+    assert encode_event(event).isascii()
+    assert encode_event(event) == json.dumps(event.to_json(), separators=(",", ":")).encode() + b"\n"
     assert json.loads(encode_header(head)) == {
         "type": "session",
         "version": 1,

@@ -7,8 +7,11 @@ Guarantees:
   frozen and must be treated as immutable.
 * :meth:`Session.append` pushes first and then notifies the store's hook synchronously (which emits
   ``session/event``); an exception from a listener propagates to the appender, *after* the event is in the log.
-* :meth:`Session.derive_messages` is a pure function of the log (reference §6.2); it is computed incrementally
-  and returns a fresh deep copy each time.
+* :meth:`Session.derive_messages` is a pure function of the log (reference §6.2). Each message is derived once,
+  when its event is first seen, as a read-only deep copy (:class:`DerivedMessage`), and shared by every later
+  request: a request costs O(new events), not O(history). Each call returns a new :class:`MessageList` (the
+  caller's to change) of those shared messages; changing a message raises ``TypeError``, so no request rewriter
+  can change the log, the cache or another request.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from dsh.services.llm._tokens import MessageList, text_tokens
 from dsh.services.llm._types import ContentBlock, Message
-from dsh.services.sessions._json import copy_json
+from dsh.services.sessions._json import FrozenDict, copy_json, freeze_json
 
-__all__ = ["Session", "SessionEvent", "SessionHeader", "title_from_content"]
+__all__ = ["DerivedMessage", "Session", "SessionEvent", "SessionHeader", "title_from_content"]
 
 TITLE_LENGTH = 80
 
@@ -82,10 +86,24 @@ class SessionHeader:
 AppendHook = Callable[["Session", SessionEvent], None]
 
 
+class DerivedMessage(FrozenDict):
+    """A model message derived from one log event: read-only, shared by every request of the session.
+
+    ``seq`` is the event it came from (so a later view can replace a range of history, e.g. with a summary,
+    by seq); ``tokens`` is its cached estimate (:func:`~dsh.services.llm.message_tokens`)."""
+
+    __slots__ = ("seq", "tokens")
+
+    def __init__(self, message: Message, seq: int) -> None:
+        super().__init__(role=message["role"], content=freeze_json(message["content"]))
+        self.seq = seq
+        self.tokens = text_tokens(message)
+
+
 class Session:
     """An append-only event log with a header. Create sessions through ``ctx.sessions``."""
 
-    __slots__ = ("_derived", "_derived_upto", "_events", "_hook", "header")
+    __slots__ = ("_derived", "_derived_tokens", "_derived_upto", "_events", "_hook", "header")
 
     def __init__(self, header: SessionHeader, seed: Sequence[SessionEvent] = (), *, seed_owned: bool = False) -> None:
         """*seed_owned*: the seed's data were just parsed from JSON by a strict parser and nobody else holds
@@ -100,8 +118,9 @@ class Session:
         self.header = header
         self._events = events
         self._hook: AppendHook | None = None
-        self._derived: list[Message] = []
+        self._derived: list[DerivedMessage] = []
         self._derived_upto = 0
+        self._derived_tokens = 0
 
     @property
     def id(self) -> str:
@@ -133,15 +152,23 @@ class Session:
             hook(self, event)
         return event
 
-    def derive_messages(self) -> list[Message]:
-        """The conversation as model messages (reference §6.2), deep-copied."""
+    def derive_messages(self) -> MessageList:
+        """The conversation as model messages (reference §6.2): a new list of shared, read-only messages.
+
+        Cost: O(events appended since the last call) plus one copy of the list's pointers."""
         events = self._events
+        derived = self._derived
+        tokens = self._derived_tokens
         for index in range(self._derived_upto, len(events)):
-            message = _derive_one(events[index])
+            event = events[index]
+            message = _derive_one(event)
             if message is not None:
-                self._derived.append(message)
+                shared = DerivedMessage(message, event.seq)
+                derived.append(shared)
+                tokens += shared.tokens
         self._derived_upto = len(events)
-        return cast(list[Message], copy_json(self._derived))
+        self._derived_tokens = tokens
+        return MessageList(cast(list[Message], derived), tokens)
 
 
 def _wrap(tag: str, source: Any, content: list[ContentBlock]) -> Message:
