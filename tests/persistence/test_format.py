@@ -448,3 +448,59 @@ def test_property_a_corrupt_middle_line_is_reported_with_its_line_number(
     with pytest.raises(CorruptSessionError) as caught:
         scan(b"\n".join(lines) + b"\n", WHERE)
     assert f"{WHERE}:{index + 1}:" in str(caught.value)
+
+
+# -- the fast load path (issue #12): orjson by blocks, compact chunks, exact fallbacks -----------------------
+
+
+def _chunk(turn: int, step: int, kind: str, value: str) -> tuple[str, dict[str, Any]]:
+    return ("assistant/chunk", {"turn": turn, "step": step, "chunk": {"type": kind, "text": value}})
+
+
+def test_loaded_text_chunks_are_compact_and_equal_to_what_was_written() -> None:
+    from dsh.plugins.persistence import _format
+    from dsh.services.sessions import ChunkEvent
+
+    head = header("s1")
+    specs = [
+        *closed_turn(1)[:3],
+        _chunk(1, 1, "text-delta", "héllo "),
+        _chunk(1, 1, "reasoning-delta", "hmm"),
+        ("assistant/chunk", {"turn": 1, "step": 1, "chunk": {"type": "usage", "usage": {"input_tokens": 1}}}),
+        ("assistant/chunk", {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "text": "x"}, "extra": 1}),
+        *closed_turn(1)[3:],
+    ]
+    events = events_of(*specs)
+    content = file_bytes(head, events)
+    result = scan(content, WHERE)
+    assert result == ScanResult(head, events, len(content), [])
+    kinds = [type(event) for event in result.events]
+    assert kinds[3:7] == [ChunkEvent, ChunkEvent, SessionEvent, SessionEvent]  # only plain text chunks compact
+    assert [e.to_json() for e in result.events] == [e.to_json() for e in events]
+    assert b"".join(encode_event(e) for e in result.events) == content[head_len(head) :]
+    # many blocks: the block size is an implementation detail, the result is not
+    many = events_of(*[_chunk(1, 1, "text-delta", f"w{i} ") for i in range(3000)])
+    body = file_bytes(head, many)
+    original, _format._BLOCK = _format._BLOCK, 4096
+    try:
+        assert scan(body, WHERE).events == many
+    finally:
+        _format._BLOCK = original
+
+
+@pytest.mark.parametrize(
+    "value",
+    [2**64 + 1, -(2**70), 123456789012345678901234567890, "\ud800 lone surrogate", {"k": ["\udfff"]}],
+    ids=["u64+1", "-2**70", "30-digits", "lone-surrogate", "nested-surrogate"],
+)
+def test_values_orjson_would_read_differently_load_exactly(value: Any) -> None:
+    """orjson reads integers beyond 64 bits as floats and refuses lone surrogates: such a file takes the
+    exact path, and the value comes back exactly as it was written (type included)."""
+    head = header("s1")
+    events = events_of(*closed_turn(1)[:2], ("custom", {"value": value}), *closed_turn(1)[2:])
+    content = file_bytes(head, events)
+    result = scan(content, WHERE)
+    assert result == ScanResult(head, events, len(content), [])
+    loaded = result.events[2].data["value"]
+    assert loaded == value
+    assert type(loaded) is type(value)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from dsh.services.sessions import SessionEvent, dumps_json, parse_json
+from dsh.services.sessions import ChunkEvent, SessionEvent, dumps_json, parse_json
 
 if TYPE_CHECKING:
     from dsh.services.tools import ToolCard
@@ -128,6 +128,11 @@ def project(event: SessionEvent, *, replay: bool = False, present: Presenter | N
 
     *present* lets tools show themselves (title, kind, locations, diff); it must be as deterministic as the
     rest, so live streaming and a replay give the same cards."""
+    if type(event) is ChunkEvent:  # a loaded chunk: no data dicts to build (replays of big sessions)
+        turn, step, chunk_kind, text = event.text_chunk
+        if chunk_kind == "text-delta":
+            return [_text_chunk("agent_message_chunk", text, f"m{turn}.{step}")]
+        return [_text_chunk("agent_thought_chunk", text, f"t{turn}.{step}")]
     kind = event.type
     data = event.data
     if kind == "assistant/chunk":

@@ -11,11 +11,19 @@ from dsh.services.sessions._json import (
     parse_json,
 )
 from dsh.services.sessions._persistence import LoadedSession, SessionInfo, SessionPersistence
-from dsh.services.sessions._session import DerivedMessage, Session, SessionEvent, SessionHeader, title_from_content
+from dsh.services.sessions._session import (
+    ChunkEvent,
+    DerivedMessage,
+    Session,
+    SessionEvent,
+    SessionHeader,
+    title_from_content,
+)
 from dsh.services.sessions._store import SessionStore, check_session_id, sessions_plugin
 
 __all__ = [
     "STRICT_DECODER",
+    "ChunkEvent",
     "DerivedMessage",
     "FrozenDict",
     "FrozenList",

@@ -26,7 +26,7 @@ from dsh.services.llm._tokens import MessageList, text_tokens
 from dsh.services.llm._types import ContentBlock, Message
 from dsh.services.sessions._json import FrozenDict, copy_json, freeze_json
 
-__all__ = ["DerivedMessage", "Session", "SessionEvent", "SessionHeader", "title_from_content"]
+__all__ = ["ChunkEvent", "DerivedMessage", "Session", "SessionEvent", "SessionHeader", "title_from_content"]
 
 TITLE_LENGTH = 80
 
@@ -62,6 +62,51 @@ class SessionEvent:
         if not isinstance(raw.get("type"), str) or not isinstance(raw.get("seq"), int) or not isinstance(data, dict):
             raise ValueError(f"not a session event: {raw!r:.200}")
         return cls(raw["type"], raw["seq"], float(raw.get("time", 0.0)), copy_json(data))
+
+
+class ChunkEvent(SessionEvent):
+    """An ``assistant/chunk`` event held compactly: a loaded session of a million chunks keeps a few pointers
+    per chunk instead of two dicts (issue #12). ``data`` is built on each access, equal to the data the event
+    was stored with (``{"turn", "step", "chunk": {"type", "text"}}``), and the caller's to keep; everything
+    else behaves as a :class:`SessionEvent` with that data (equality included)."""
+
+    __slots__ = ("_kind", "_step", "_text", "_turn")
+    _turn: int
+    _step: int
+    _kind: str
+    _text: str
+
+    def __init__(self, seq: int, time: float, turn: int, step: int, kind: str, text: str) -> None:
+        setattr_ = object.__setattr__
+        setattr_(self, "type", "assistant/chunk")
+        setattr_(self, "seq", seq)
+        setattr_(self, "time", time)
+        setattr_(self, "_turn", turn)
+        setattr_(self, "_step", step)
+        setattr_(self, "_kind", kind)
+        setattr_(self, "_text", text)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {"turn": self._turn, "step": self._step, "chunk": {"type": self._kind, "text": self._text}}
+
+    @property
+    def text_chunk(self) -> tuple[int, int, str, str]:
+        """``(turn, step, chunk type, text)`` without building ``data`` (the replay's fast path)."""
+        return self._turn, self._step, self._kind, self._text
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SessionEvent):
+            return NotImplemented
+        return (self.type, self.seq, self.time, self.data) == (other.type, other.seq, other.time, other.data)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ChunkEvent(seq={self.seq!r}, time={self.time!r}, data={self.data!r})"
+
+    def __reduce__(self) -> Any:
+        return (ChunkEvent, (self.seq, self.time, self._turn, self._step, self._kind, self._text))
 
 
 @dataclass(frozen=True, slots=True)
