@@ -190,7 +190,8 @@ class Session:
 
     def append(self, type: str, data: dict[str, Any]) -> SessionEvent:
         """Validate and copy *data*, push the event, then notify (``session/event``) synchronously."""
-        event = SessionEvent(type, len(self._events), time.time(), copy_json(data, type))
+        copied = _copy_text_chunk(data) if type == "assistant/chunk" else None
+        event = SessionEvent(type, len(self._events), time.time(), copied or copy_json(data, type))
         self._events.append(event)
         hook = self._hook
         if hook is not None:
@@ -214,6 +215,18 @@ class Session:
         self._derived_upto = len(events)
         self._derived_tokens = tokens
         return MessageList(cast(list[Message], derived), tokens)
+
+
+def _copy_text_chunk(data: Any) -> dict[str, Any] | None:
+    """The copy of a text chunk's data ``{"turn", "step", "chunk": {"type", "text"}}`` (the shape the loop
+    appends for nearly every event of a turn) without the general walk; None for any other shape."""
+    if type(data) is dict and len(data) == 3:
+        chunk, turn, step = data.get("chunk"), data.get("turn"), data.get("step")
+        if type(chunk) is dict and len(chunk) == 2 and type(turn) is int and type(step) is int:
+            kind, text = chunk.get("type"), chunk.get("text")
+            if type(kind) is str and type(text) is str:
+                return {"turn": turn, "step": step, "chunk": {"type": kind, "text": text}}
+    return None
 
 
 def _wrap(tag: str, source: Any, content: list[ContentBlock]) -> Message:
