@@ -235,6 +235,13 @@ def measure_cancel(command: list[str], words: int, repeats: int, results: Result
         agent.close()
 
 
+def add_before(tree: Path | None) -> None:
+    """Add ``dsh before``: the daemon of another source tree (its ``src`` first on the path), measured in the
+    same run as this one, so before/after figures share the machine's load."""
+    if tree is not None:
+        AGENTS["dsh before"] = ["env", f"PYTHONPATH={tree.resolve() / 'src'}", *AGENTS["dsh"]]
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
@@ -247,10 +254,14 @@ def main() -> None:
     parser.add_argument("--cancel-words", type=int, default=200_000)
     parser.add_argument("--cancels", type=int, default=5)
     parser.add_argument("--only", choices=sorted(AGENTS), help="measure one agent only")
+    parser.add_argument(
+        "--before", type=Path, help="also measure the dsh of this source tree (e.g. a checkout of main): 'dsh before'"
+    )
     parser.add_argument("--quick", action="store_true", help="a smoke run: few spawns, small prompts")
     args = parser.parse_args()
     if args.quick:
         args.spawns, args.words, args.repeats, args.cancel_words, args.cancels = 3, 2_000, 1, 20_000, 2
+    add_before(args.before)
     agents = {name: command for name, command in AGENTS.items() if args.only in (None, name)}
     results = {name: Results() for name in agents}
     scratch = tempfile.TemporaryDirectory(prefix="dsh-bench-acp-")

@@ -24,13 +24,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_acp import AGENTS, AgentProcess
+from bench_acp import AGENTS, AgentProcess, add_before
 
 TARGET_RATIO = 1.5
 
 
 def run_turns(name: str, command: list[str], turns: int, data_dir: str) -> list[float]:
-    if name == "dsh":  # AgentProcess strips DSH_* from the environment: name the data directory explicitly
+    if name.startswith("dsh"):  # AgentProcess strips DSH_* from the environment: name the data directory explicitly
         command = ["env", f"DSH_DATA_DIR={data_dir}", *command]
     agent = AgentProcess(command)
     try:
@@ -59,10 +59,12 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=5000)
     parser.add_argument("--window", type=int, default=50)
     parser.add_argument("--only", choices=sorted(AGENTS))
+    parser.add_argument("--before", type=Path, help="also measure the dsh of this source tree ('dsh before')")
     parser.add_argument("--quick", action="store_true", help="500 turns, windows of 20")
     args = parser.parse_args()
     if args.quick:
         args.turns, args.window = 500, 20
+    add_before(args.before)
     agents = {name: command for name, command in AGENTS.items() if args.only in (None, name)}
     began = time.perf_counter()
     marks = sorted({m for m in (50, 500, 1000, args.turns) if m <= args.turns})
