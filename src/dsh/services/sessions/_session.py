@@ -208,6 +208,10 @@ class Session:
         tokens = self._derived_tokens
         for index in range(self._derived_upto, len(events)):
             event = events[index]
+            if event.type == "context/reset":  # /clear: the model sees nothing from before it
+                derived.clear()  # handed-out lists are copies: they keep what they had
+                tokens = 0
+                continue
             message = _derive_one(event)
             if message is not None:
                 shared = DerivedMessage(message, event.seq)
