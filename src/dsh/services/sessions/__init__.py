@@ -1,9 +1,20 @@
 """The ``sessions`` interface service: append-only event logs and the store of live ones."""
 
-from dsh.services.sessions._json import STRICT_DECODER, NotJsonError, copy_json, parse_json
+from dsh.services.sessions._json import (
+    STRICT_DECODER,
+    FrozenDict,
+    FrozenList,
+    NotJsonError,
+    copy_json,
+    dumps_json,
+    freeze_json,
+    parse_json,
+)
 from dsh.services.sessions._persistence import LoadedSession, SessionInfo, SessionPersistence
 from dsh.services.sessions._session import (
     COMPACTION_EVENT,
+    ChunkEvent,
+    DerivedMessage,
     Session,
     SessionEvent,
     SessionHeader,
@@ -15,6 +26,10 @@ from dsh.services.sessions._store import SessionStore, check_session_id, session
 __all__ = [
     "COMPACTION_EVENT",
     "STRICT_DECODER",
+    "ChunkEvent",
+    "DerivedMessage",
+    "FrozenDict",
+    "FrozenList",
     "LoadedSession",
     "NotJsonError",
     "SessionPersistence",
@@ -25,6 +40,8 @@ __all__ = [
     "SessionStore",
     "check_session_id",
     "copy_json",
+    "dumps_json",
+    "freeze_json",
     "parse_json",
     "sessions_plugin",
     "summary_message",
