@@ -174,7 +174,8 @@ class ContextService:
         update: dict[str, Any] = {"sessionUpdate": "usage_update", "used": used, "size": size}
         accounting = state.accounting
         if accounting.priced:
-            update["cost"] = {"amount": round(accounting.cost, 6), "currency": "USD"}
+            # 4 decimals: a hundredth of a cent, and never an exponent (encoders disagree on "1e-05")
+            update["cost"] = {"amount": round(accounting.cost, 4), "currency": "USD"}
         if accounting.cache_read or accounting.cache_write:
             update["_meta"] = {
                 "dsh": {"cacheReadTokens": accounting.cache_read, "cacheWriteTokens": accounting.cache_write}
