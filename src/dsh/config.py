@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dsh.app import DEFAULT_MODEL
 from dsh.errors import DshError
+from dsh.mcp._config import McpServerConfig
 from dsh.providers._settings import ProviderSettings
 
 if TYPE_CHECKING:
@@ -90,6 +91,8 @@ class DshConfig(BaseModel):
     ``deepseek: {timeout: 60}`` still has DeepSeek's base URL and ``DEEPSEEK_API_KEY``."""
     agents: list[AgentConfig] = Field(default_factory=list)
     """Agents started with the daemon (the agent loop's ``agents``)."""
+    mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+    """MCP servers of every session, by name (:mod:`dsh.mcp`); an editor-given server of the same name wins."""
 
     @field_validator("data_dir")
     @classmethod

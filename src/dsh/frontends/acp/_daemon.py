@@ -172,6 +172,9 @@ async def _serve(protocol_fd: int, options: DaemonOptions, plugins: list[Any]) -
                 agent_loop=options.agent_loop_config(),
                 providers=loaded.providers if loaded is not None else None,
             )
+            from dsh.mcp import McpOptions, mcp_plugin
+
+            ctx.plugin(mcp_plugin, McpOptions.resolve(loaded.mcp_servers if loaded is not None else None))
             for extra in plugins:
                 ctx.plugin(extra)
             acp_options = AcpOptions(
