@@ -15,7 +15,7 @@ stdio group still alive.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -238,23 +238,30 @@ class McpManager:
             return await next_(request)
         state.images = bool(getattr(self._ctx.llm.model_info(request.model), "images", False))
         pending = [c for c in state.connections.values() if not c.settled.is_set()]
-        if pending:
-            with anyio.CancelScope() as scope:
-                signal = request.signal
-                remove = signal.add_callback(lambda _r: scope.cancel()) if signal is not None else None
-                try:
-                    async with anyio.create_task_group() as group:
-                        for connection in pending:
-                            group.start_soon(connection.settled.wait)
-                finally:
-                    if remove is not None:
-                        remove()
+        changing = [c for c in state.connections.values() if c.settled.is_set() and c.state == "ready"]
+        with anyio.CancelScope() as scope:
+            signal = request.signal
+            remove = signal.add_callback(lambda _r: scope.cancel()) if signal is not None else None
+            try:
+                async with anyio.create_task_group() as group:
+                    for connection in pending:
+                        group.start_soon(connection.settled.wait)
+                    for connection in changing:  # a list_changed that arrived with the last result counts now
+                        group.start_soon(self._bounded, connection.tools_current, connection.spec.timeout)
+            finally:
+                if remove is not None:
+                    remove()
         for connection in state.connections.values():
             if connection.state == "failed" and connection.name not in state.reported:
                 state.reported.add(connection.name)
                 if state.report is not None:
                     state.report(connection.name, f"MCP server `{connection.name}` did not start: {connection.failure}")
         return await next_(request)
+
+    @staticmethod
+    async def _bounded(wait: Callable[[], Awaitable[None]], seconds: float) -> None:
+        with anyio.move_on_after(seconds):
+            await wait()
 
     async def on_execute(self, execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
         """``tools/execute``: run this session's MCP tools (the permission gate, prepended, already decided)."""

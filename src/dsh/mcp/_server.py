@@ -25,6 +25,7 @@ import anyio
 
 from dsh._log import get_logger
 from dsh.errors import DshError
+from dsh.mcp._stdio import CLOSE_GRACE
 
 if TYPE_CHECKING:
     from dsh.kernel import CancelToken
@@ -105,6 +106,9 @@ class ServerConnection:
         self._scope: anyio.CancelScope | None = None
         self._done = anyio.Event()
         self._list_changed = anyio.Event()
+        self._changes = 0
+        self._tools_current = anyio.Event()
+        self._tools_current.set()
         if spec.problem is not None:
             self.state = "failed"
             self.settled.set()
@@ -229,6 +233,9 @@ class ServerConnection:
         if isinstance(message, types.ServerNotification) and isinstance(
             message.root, types.ToolListChangedNotification
         ):
+            self._changes += 1
+            if self._tools_current.is_set():
+                self._tools_current = anyio.Event()
             self._list_changed.set()
         elif isinstance(message, Exception):
             log.warning("mcp server sent something unreadable", server=self.name, error=describe_error(message))
@@ -237,13 +244,20 @@ class ServerConnection:
         while True:
             await self._list_changed.wait()
             self._list_changed = anyio.Event()
+            wanted = self._changes
             try:
                 self.tools = await self._list(session)
+                log.info("mcp tools changed", server=self.name, tools=len(self.tools))
+                await self._notify_tools()
             except Exception as exc:
                 log.warning("mcp tools/list after list_changed failed", server=self.name, error=describe_error(exc))
-                continue
-            log.info("mcp tools changed", server=self.name, tools=len(self.tools))
-            await self._notify_tools()
+            if wanted >= self._changes:
+                self._tools_current.set()
+
+    async def tools_current(self) -> None:
+        """Return once every ``list_changed`` received so far has been acted on (the caller bounds the wait)."""
+        while not self._tools_current.is_set() and self.state == "ready":
+            await self._tools_current.wait()
 
     async def _notify_tools(self) -> None:
         try:
@@ -291,7 +305,11 @@ class ServerConnection:
                 result = await session.call_tool(tool, arguments)
             except Exception as exc:
                 reason = describe_error(exc)
-                if self.state != "ready" or "closed" in reason.lower():
+                lost = isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError)
+                if lost or self.state != "ready" or "connection closed" in reason.lower():
+                    if self.spec.transport == "stdio":  # let run() see the exit, so the next call restarts it
+                        with anyio.move_on_after(2 * CLOSE_GRACE + 1):
+                            await self._done.wait()
                     raise McpCallError(f"MCP server `{self.name}` stopped during the call: {reason}") from None
                 raise McpCallError(f"MCP server `{self.name}`: {reason}") from None
             finally:
