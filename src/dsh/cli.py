@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import typer
 
 from dsh.app import DEFAULT_MODEL
+from dsh.mcp._cli import mcp_app
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -184,6 +185,7 @@ config_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(config_app, name="config")
+app.add_typer(mcp_app, name="mcp")
 
 ConfigOption = Annotated[
     str | None,

@@ -167,6 +167,9 @@ async def test_cancel_during_a_slow_tool_answers_cancelled_and_the_server_sees_t
         await wait_file(served / "slow-cancelled")  # the server got notifications/cancelled
         assert client.permissions() == []
         assert editor.final(session, "s1")["status"] == "failed"
+        pid = int((served / "pid-1").read_text())
+        assert alive(pid)  # the session stays open: its server lives on…
+    assert not alive(pid), "the daemon exited and left its MCP server running"  # …until the daemon exits
 
 
 async def test_a_hanging_server_costs_nothing_at_new_and_fails_visibly_once_http_and_sse_work(tmp_path: Path) -> None:
