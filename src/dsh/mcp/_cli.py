@@ -58,32 +58,28 @@ async def check_servers(specs: list[ServerSpec]) -> list[tuple[str, bool]]:
 def check(
     config: Annotated[
         str | None,
-        typer.Option("--config", metavar="PATH", envvar="DSH_CONFIG", help="Configuration file."),
+        typer.Option(
+            "--config",
+            metavar="PATH",
+            help="Configuration file \\[env DSH_CONFIG; default ~/.config/dsh/config.yaml if it exists].",
+        ),
     ] = None,
 ) -> None:
     """Start each configured MCP server, list its tools and report failures (one line each), then exit."""
     import anyio
 
     from dsh._log import configure_logging
-    from dsh.config import ConfigError, find_config_file, load_config
     from dsh.mcp._config import specs_from_config
-    from dsh.mcp._manager import McpOptions
+    from dsh.settings import exit_on_error, resolve_settings
 
-    path = find_config_file(config)
-    loaded = None
-    if path is not None:
-        try:
-            loaded = load_config(path)
-        except ConfigError as error:
-            typer.echo(f"dsh: {error.message}", err=True)
-            raise typer.Exit(1) from None
-    servers = loaded.mcp_servers if loaded is not None else {}
+    with exit_on_error():
+        settings = resolve_settings(config=config)
+    servers = settings.config.mcp_servers if settings.config is not None else {}
     if not servers:
-        typer.echo(f"no MCP servers configured ({path or 'no configuration file'})")
+        typer.echo(f"no MCP servers configured ({settings.config_path or 'no configuration file'})")
         return
     configure_logging("error")  # the failures are this command's output; the log would repeat them
-    options = McpOptions.resolve(servers)
-    results = anyio.run(check_servers, list(specs_from_config(options.servers, options.timeout)))
+    results = anyio.run(check_servers, specs_from_config(servers, settings.get("mcp_timeout")))
     for line, _ok in results:
         typer.echo(line)
     if not all(ok for _line, ok in results):

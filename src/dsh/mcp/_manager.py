@@ -14,7 +14,6 @@ stdio group still alive.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -53,16 +52,7 @@ class McpOptions:
     servers: Mapping[str, McpServerConfig] = field(default_factory=dict)
     """The configuration file's ``mcp_servers`` (for every session)."""
     timeout: float = DEFAULT_TIMEOUT
-
-    @classmethod
-    def resolve(cls, servers: Mapping[str, McpServerConfig] | None) -> McpOptions:
-        """``DSH_MCP_TIMEOUT`` (seconds) overrides the default start-up timeout."""
-        raw = os.environ.get("DSH_MCP_TIMEOUT")
-        try:
-            timeout = float(raw) if raw else DEFAULT_TIMEOUT
-        except ValueError:
-            timeout = DEFAULT_TIMEOUT
-        return cls(servers=dict(servers or {}), timeout=timeout if timeout > 0 else DEFAULT_TIMEOUT)
+    """Seconds a server gets to start when it does not say (the ``mcp_timeout`` setting, ``DSH_MCP_TIMEOUT``)."""
 
 
 def tool_kind(annotations: Any) -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal
@@ -72,18 +71,6 @@ def describe_error(error: BaseException) -> str:
     if isinstance(error, FileNotFoundError | PermissionError) and error.filename:
         message = f"{error.strerror}: {error.filename}"
     return " ".join(str(message).split())[:500]
-
-
-def child_environment() -> dict[str, str]:
-    """The environment a stdio server inherits (before its own ``env``): ``dsh.secrets.child_environment()``
-    (the daemon's environment minus our secrets) when that package is there."""
-    import importlib
-
-    try:
-        secrets = importlib.import_module("dsh.secrets")
-    except ImportError:
-        return dict(os.environ)  # TODO(#17): dsh.secrets.child_environment() once it is on main
-    return dict(secrets.child_environment())
 
 
 class ServerConnection:
@@ -156,8 +143,9 @@ class ServerConnection:
         spec = self.spec
         if spec.transport == "stdio":
             from dsh.mcp._stdio import stdio_transport
+            from dsh.secrets import child_environment
 
-            env = {**child_environment(), **spec.env}
+            env = {**child_environment(), **spec.env}  # our secrets withheld, the server's own env on top
             async with stdio_transport(self.name, spec.command, list(spec.args), env, self.cwd) as (read, write, info):
                 yield read, write, info
         elif spec.transport == "http":
