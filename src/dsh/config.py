@@ -396,6 +396,7 @@ def render_config(config: DshConfig | None, *, source: Path | None, env: Mapping
         "providers": {name: _masked(settings) for name, settings in merge_providers(config.providers).items()},
         "agents": [agent.model_dump(mode="json") for agent in config.agents],
         "secrets": config.secrets.model_dump(mode="json"),
+        "mcp_servers": {name: _masked_server(server) for name, server in config.mcp_servers.items()},
     }
     where = str(source) if source is not None else "no configuration file (defaults)"
     lines = [
@@ -423,6 +424,22 @@ def _masked(settings: ProviderSettings) -> dict[str, Any]:
     }
     if settings.base_url is not None:
         dumped["base_url"] = _mask_url_password(settings.base_url)
+    return dumped
+
+
+def _masked_server(server: McpServerConfig) -> dict[str, Any]:
+    """An MCP server as ``show`` prints it: every ``env`` value masked (servers take their tokens there), secret
+    headers masked like a provider's, a URL's password masked."""
+    dumped = server.model_dump(mode="json", exclude_defaults=True)
+    if server.env:
+        dumped["env"] = dict.fromkeys(server.env, MASK)
+    if server.headers:
+        dumped["headers"] = {
+            name: MASK if any(word in name.lower() for word in _SECRET_HEADER_WORDS) else value
+            for name, value in server.headers.items()
+        }
+    if server.url is not None:
+        dumped["url"] = _mask_url_password(server.url)
     return dumped
 
 

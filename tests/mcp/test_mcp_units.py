@@ -121,3 +121,25 @@ def test_always_allow_holds_for_a_tool_that_asks() -> None:
         SessionPolicy(mode="plan", rules={"mcp__s__t": "allow"}).decide("mcp__s__t", "other", outside=False, asks=True)
         == "refuse"
     )
+
+
+def test_config_show_lists_mcp_servers_with_their_secrets_masked() -> None:
+    from dsh.config import render_config
+
+    config = DshConfig.model_validate(
+        {
+            "mcp_servers": {
+                "gh": {"command": "gh-mcp", "env": {"GITHUB_TOKEN": "ghp_secretvalue"}},
+                "docs": {
+                    "type": "http",
+                    "url": "https://u:pw@example.com/mcp",
+                    "headers": {"Authorization": "Bearer t0k", "X-Team": "a"},
+                },
+            }
+        }
+    )
+    shown = render_config(config, source=None, env={})
+    assert "ghp_secretvalue" not in shown and "t0k" not in shown and ":pw@" not in shown
+    assert "GITHUB_TOKEN: '***'" in shown and "X-Team: a" in shown and "command: gh-mcp" in shown
+    reloaded = DshConfig.model_validate(__import__("yaml").safe_load(shown))
+    assert set(reloaded.mcp_servers) == {"gh", "docs"}
