@@ -143,3 +143,13 @@ def test_config_show_lists_mcp_servers_with_their_secrets_masked() -> None:
     assert "GITHUB_TOKEN: '***'" in shown and "X-Team: a" in shown and "command: gh-mcp" in shown
     reloaded = DshConfig.model_validate(__import__("yaml").safe_load(shown))
     assert set(reloaded.mcp_servers) == {"gh", "docs"}
+
+
+def test_the_mcp_timeout_setting_resolves_through_the_settings_table() -> None:
+    from dsh.settings import SettingError, resolve_settings
+
+    assert resolve_settings(env={}).get("mcp_timeout") == 10.0
+    assert resolve_settings(env={"DSH_MCP_TIMEOUT": "2.5"}).get("mcp_timeout") == 2.5
+    for bad in ("soon", "0", "-1", "inf"):
+        with pytest.raises(SettingError, match="DSH_MCP_TIMEOUT"):
+            resolve_settings(env={"DSH_MCP_TIMEOUT": bad})
