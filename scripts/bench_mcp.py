@@ -1,7 +1,9 @@
 """MCP benchmark: what a session with one stdio MCP server costs, and what the SDK import costs.
 
 * **session/new**: request → answer, with one stdio server (the test server of ``tests/support/mcp_servers.py``)
-  and with none, median of ``--repeats`` fresh daemons (the answer must not wait for the server).
+  and with none, median of ``--repeats`` fresh daemons (the answer must not wait for the server); each daemon
+  first opens one session without servers, which pays the process's first-session imports.
+* **exit**: stdin closed → process gone (the server's process group is ended on the way).
 * **tools ready**: ``session/new`` sent → the answer of a prompt sent right after it (``echo`` model): the first
   model call waits for the server, so this is spawn + ``initialize`` + ``tools/list`` of the server.
 * **SDK import**: ``import mcp.client.session`` in a fresh interpreter (seconds, and the RSS it adds), for this
@@ -56,7 +58,7 @@ def _answer(stdout: IO[bytes], request_id: int) -> dict[str, Any]:
             return frame
 
 
-def one_run(servers: list[dict[str, Any]], workdir: Path) -> tuple[float, float]:
+def one_run(servers: list[dict[str, Any]], workdir: Path) -> tuple[float, float, float]:
     env = {**os.environ, "DSH_MODEL": "echo", "DSH_DATA_DIR": str(workdir / "data"), "DSH_MCP_TIMEOUT": "60"}
     process = subprocess.Popen(
         [sys.executable, "-m", "dsh", "acp"],
@@ -70,6 +72,9 @@ def one_run(servers: list[dict[str, Any]], workdir: Path) -> tuple[float, float]
     try:
         _send(process.stdin, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}})
         _answer(process.stdout, 0)
+        warm = {"cwd": str(workdir), "mcpServers": []}
+        _send(process.stdin, {"jsonrpc": "2.0", "id": 9, "method": "session/new", "params": warm})
+        _answer(process.stdout, 9)
         started = time.perf_counter()
         _send(
             process.stdin,
@@ -87,9 +92,10 @@ def one_run(servers: list[dict[str, Any]], workdir: Path) -> tuple[float, float]
         _answer(process.stdout, 2)
         ready = time.perf_counter() - started
     finally:
+        stopped = time.perf_counter()
         process.stdin.close()
         process.wait(10)
-    return new_latency, ready
+    return new_latency, ready, time.perf_counter() - stopped
 
 
 def sdk_import(python: str) -> str:
@@ -104,18 +110,21 @@ def main() -> None:
     parser.add_argument("--sdk-python", action="append", default=[])
     args = parser.parse_args()
     repeats = 1 if args.quick else args.repeats
-    rows: dict[str, list[tuple[float, float]]] = {"no servers": [], "one stdio server": []}
+    rows: dict[str, list[tuple[float, float, float]]] = {"no servers": [], "one stdio server": []}
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         for _ in range(repeats):
             rows["no servers"].append(one_run([], workdir))
             served = Path(tempfile.mkdtemp(dir=tmp))
             rows["one stdio server"].append(one_run([stdio_server(str(served))], workdir))
-    print(f"{'':18} {'session/new (ms)':>17} {'first prompt answered (ms)':>27}   median of {repeats}")
+    print(
+        f"{'':18} {'session/new (ms)':>17} {'first prompt answered (ms)':>27} {'exit (ms)':>10}   median of {repeats}"
+    )
     for label, runs in rows.items():
         new = statistics.median(r[0] for r in runs) * 1000
         ready = statistics.median(r[1] for r in runs) * 1000
-        print(f"{label:18} {new:17.1f} {ready:27.0f}")
+        gone = statistics.median(r[2] for r in runs) * 1000
+        print(f"{label:18} {new:17.1f} {ready:27.0f} {gone:10.0f}")
     for python in [sys.executable, *args.sdk_python]:
         print(sdk_import(python))
 

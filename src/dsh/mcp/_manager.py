@@ -85,6 +85,7 @@ class _Session:
     report: Reporter | None = None
     images: bool = False
     closing: bool = False
+    hurry: bool = False
     closed: anyio.Event = field(default_factory=anyio.Event)
 
 
@@ -94,6 +95,7 @@ class McpManager:
         self._options = options
         self._sessions: dict[str, _Session] = {}
         self._closing: dict[str, _Session] = {}
+        self._used = False
         self._configured = specs_from_config(options.servers, options.timeout)
 
     @property
@@ -116,6 +118,7 @@ class McpManager:
         if old is not None:
             self._ctx.spawn(self._close_session, old, name=f"mcp-close:{session_id}")
         self._sessions[session_id] = state
+        self._used = True
         for spec in specs:
             connection = ServerConnection(spec, cwd=cwd, on_tools=partial(self._register, state))
             state.connections[spec.name] = connection
@@ -131,10 +134,12 @@ class McpManager:
         state = self._sessions.get(session_id)
         return {name: c.state for name, c in state.connections.items()} if state is not None else {}
 
-    async def close(self, session_id: str) -> None:
-        """Close the session's servers and wait until they are gone (also when another close is under way)."""
+    async def close(self, session_id: str, *, hurry: bool = False) -> None:
+        """Close the session's servers and wait until they are gone (also when another close is under way);
+        *hurry* when the daemon is exiting (see :meth:`ServerConnection.close`)."""
         state = self._sessions.pop(session_id, None) or self._closing.get(session_id)
         if state is not None:
+            state.hurry = state.hurry or hurry
             await self._close_session(state)
 
     def agent_disposed(self, agent: Agent) -> None:
@@ -160,16 +165,24 @@ class McpManager:
             with anyio.CancelScope(shield=True):
                 async with anyio.create_task_group() as group:
                     for connection in state.connections.values():
-                        group.start_soon(connection.close)
+                        group.start_soon(partial(connection.close, hurry=state.hurry))
             log.info("mcp servers closed", session_id=state.id)
         finally:
             state.closed.set()
             if self._closing.get(state.id) is state:
                 del self._closing[state.id]
 
-    def kill_all(self) -> None:
-        """Daemon exit, last resort: end every stdio server's process group still alive."""
+    def at_exit(self) -> None:
+        """The plugin's disposal (daemon exit): end every stdio server's process group still alive (last resort),
+        and spare the exit the final garbage collection of the SDK's objects (measured: 0.05 s → 0.8 s of
+        interpreter shutdown on a loaded machine once the SDK is imported; ``gc.freeze`` skips it)."""
+        import gc
+        import sys
+
         from dsh.mcp._stdio import kill_group
+
+        if self._used and "mcp" in sys.modules:
+            gc.freeze()
 
         for state in [*self._sessions.values(), *self._closing.values()]:
             for connection in state.connections.values():
@@ -287,5 +300,5 @@ def mcp_plugin(ctx: Context, options: McpOptions) -> None:
     ctx.on(ev.TOOLS_EXECUTE, manager.on_execute)
 
     ctx.on(ev.AGENT_DISPOSED, manager.agent_disposed)
-    ctx.effect(manager.kill_all)
+    ctx.effect(manager.at_exit)
     ctx.provide("mcp", manager)

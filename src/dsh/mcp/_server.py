@@ -86,6 +86,7 @@ class ServerConnection:
         self.settled = anyio.Event()
         self.attempts = 0
         self.pid: int | None = None
+        self._info: StdioProcess | None = None
         self._on_tools = on_tools
         self._session: Any = None
         self._stop = anyio.Event()
@@ -173,6 +174,7 @@ class ServerConnection:
         async with self._transport() as (read, write, info):
             if info is not None:
                 self.pid = info.pid
+                self._info = info
             async with ClientSession(
                 read,
                 write,
@@ -253,9 +255,12 @@ class ServerConnection:
         except Exception:
             log.exception("mcp tool registration failed", server=self.name)
 
-    async def close(self) -> None:
-        """Stop the server (bounded: the transport ends the process group itself) and wait for it."""
+    async def close(self, *, hurry: bool = False) -> None:
+        """Stop the server (bounded: the transport ends the process group itself) and wait for it; *hurry*
+        (the daemon is exiting): a stdio server gets SIGTERM at once rather than time to notice its stdin closed."""
         self._closing = True
+        if hurry and self._info is not None:
+            self._info.hurry = True
         self._stop.set()
         if self.state == "connecting" and self._scope is not None:
             self._scope.cancel()

@@ -4,7 +4,7 @@ does not give us:
 * the server's stderr goes to our log, line by line (and its last lines explain a failure), never to our stdout
   or stderr;
 * the process runs in its own process group, and closing ends the *group* (stdin closed, then SIGTERM, then
-  SIGKILL, bounded by :data:`CLOSE_GRACE` each), also when the closing task is being cancelled;
+  SIGKILL, within :data:`CLOSE_GRACE` in all), also when the closing task is being cancelled;
 * the pid is known, so the owner can end the group synchronously at daemon exit (:func:`kill_group`).
 
 Frames are the SDK's own ``SessionMessage`` objects, so the SDK's ``ClientSession`` runs on top unchanged.
@@ -30,6 +30,8 @@ from dsh._log import get_logger
 __all__ = ["CLOSE_GRACE", "StdioProcess", "kill_group", "stdio_transport"]
 
 CLOSE_GRACE = 0.5
+"""Upper bound of the three steps of a close (stdin EOF → SIGTERM → SIGKILL), each a third of it: a daemon that
+is told to exit has about 2 s in all, and its sessions' servers close in parallel within that."""
 log = get_logger("dsh.mcp")
 
 
@@ -40,6 +42,9 @@ class StdioProcess:
     pid: int
     stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=5))
     exited: anyio.Event = field(default_factory=anyio.Event)
+    hurry: bool = False
+    """Set by the owner when the daemon is exiting: the close sends SIGTERM at once instead of waiting for the
+    server to notice the end of its stdin."""
 
     def reason(self) -> str:
         """The server's last stderr line, as a suffix for a failure reason (usually the error it died of)."""
@@ -60,12 +65,12 @@ async def _end(process: anyio.abc.Process, info: StdioProcess) -> None:
             with contextlib.suppress(Exception):
                 await process.stdin.aclose()
         for sig in (signal.SIGTERM, signal.SIGKILL):
-            with anyio.move_on_after(CLOSE_GRACE):
+            with anyio.move_on_after(0 if info.hurry and sig == signal.SIGTERM else CLOSE_GRACE / 3):
                 await process.wait()
             if process.returncode is not None:
                 break
             kill_group(info.pid, sig)
-        with anyio.move_on_after(CLOSE_GRACE):
+        with anyio.move_on_after(CLOSE_GRACE / 3):
             await process.wait()
         kill_group(info.pid)  # whatever the server left behind in its group
 

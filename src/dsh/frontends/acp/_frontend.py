@@ -548,7 +548,7 @@ class AcpFrontend:
         for prompt in record.prompts:
             prompt.cancelled = True
         await record.handle.dispose()
-        await close_mcp(self, record.id)
+        await close_mcp(self, record.id, reason)
         self._settle_cancelled(record)
         self._sessions.pop(record.id, None)
 

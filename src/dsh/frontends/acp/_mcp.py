@@ -48,7 +48,8 @@ def open_mcp(frontend: AcpFrontend, record: _AcpSession) -> None:
     manager.open(session_id, record.mcp_servers, cwd=record.cwd, report=report)
 
 
-async def close_mcp(frontend: AcpFrontend, session_id: str) -> None:
+async def close_mcp(frontend: AcpFrontend, session_id: str, reason: str) -> None:
+    """Close the session's servers; at daemon exit (*reason* ``shutdown``) without waiting for them to notice."""
     manager = frontend.mcp
     if manager is not None:
-        await manager.close(session_id)
+        await manager.close(session_id, hurry=reason == "shutdown")
