@@ -108,11 +108,11 @@ class McpManager:
     def open(self, session_id: str, servers: Iterable[Any], *, cwd: str | None, report: Reporter | None) -> int:
         """Start connecting the configuration file's servers and the ACP *servers* for *session_id* in the
         background; return how many. Returns at once. A session opened again replaces its servers."""
-        from dsh.mcp._server import ServerConnection
-
         specs = merge_servers(self._configured, specs_from_acp(servers, self._options.timeout))
         if not specs:
             return 0
+        from dsh.mcp._server import ServerConnection
+
         state = _Session(session_id, report=report)
         old = self._sessions.get(session_id)
         if old is not None:

@@ -58,7 +58,7 @@ async def load_sdk() -> None:
                 import mcp.client.session
                 import mcp.types  # noqa: F401
 
-            await anyio.to_thread.run_sync(load)
+            await anyio.to_thread.run_sync(load, abandon_on_cancel=True)  # a close need not wait for it
             _sdk_loaded = True
 
 
