@@ -405,14 +405,18 @@ class AcpFrontend:
         """Resume a stored session and replay its whole log as updates, then answer."""
         record = await self._open_stored(params)
         open_mcp(self, record)
+        flow = getattr(self._options, "flow", None)  # the writer's back-pressure (RFC 0008), where it exists
         for produced, event in enumerate(record.handle.agent.session.events, start=1):
             if type(event) is ChunkEvent:  # nearly all of a big session: straight to bytes
                 self._update_bytes(record.id, encode_chunk_update(event))
-                continue
-            for update in project(event, replay=True, present=record.present):
-                self._update(record.id, update)
+            else:
+                for update in project(event, replay=True, present=record.present):
+                    self._update(record.id, update)
             if not produced % _REPLAY_BATCH:  # let the writer take what is queued: frames go out as they are made
-                await anyio.lowlevel.checkpoint()
+                if flow is not None and flow.congested():
+                    await flow.ready()
+                else:
+                    await anyio.lowlevel.checkpoint()
         self._sessions[record.id] = record
         self.desk.opened(record)
         return self.pickers.session_state(record)
