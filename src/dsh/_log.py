@@ -68,6 +68,7 @@ def _merge_context(logger: Any, method: str, event: MutableMapping[str, Any]) ->
 def _apply() -> None:
     global _applied
     import structlog
+    import structlog.tracebacks
 
     structlog.configure(
         cache_logger_on_first_use=False,  # capture_logs() in tests must see every logger
@@ -76,7 +77,10 @@ def _apply() -> None:
             _merge_context,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.dict_tracebacks,
+            # Tracebacks without local variables, at every level: locals hold prompts, file contents and secrets.
+            structlog.processors.ExceptionRenderer(
+                structlog.tracebacks.ExceptionDictTransformer(show_locals=False, use_rich=False)
+            ),
             structlog.processors.JSONRenderer(),
         ],
         logger_factory=structlog.WriteLoggerFactory(file=_settings["file"] or sys.stderr),

@@ -143,6 +143,15 @@ def _import_plugin(path: str) -> Any:
         raise SystemExit(f"dsh: cannot load plugin {path!r}: {exc}") from None
 
 
+def _report_storage(persistence: object) -> None:
+    """One stderr line when the data directory cannot hold sessions. The daemon still serves (``initialize``
+    works; every session call answers an error naming the directory and the setting), so an editor shows it."""
+    problem = getattr(persistence, "unavailable", None)
+    if isinstance(problem, str):
+        sys.stderr.write(f"dsh acp: {problem}\n")
+        sys.stderr.flush()
+
+
 async def _watch_signals(stop: anyio.Event) -> None:
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for _ in signals:
@@ -172,6 +181,7 @@ async def _serve(protocol_fd: int, options: DaemonOptions, plugins: list[Any]) -
                 agent_loop=options.agent_loop_config(),
                 providers=loaded.providers if loaded is not None else None,
             )
+            _report_storage(ctx.get("session_persistence"))
             for extra in plugins:
                 ctx.plugin(extra)
             acp_options = AcpOptions(

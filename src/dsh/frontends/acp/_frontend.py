@@ -39,7 +39,7 @@ from dsh.errors import error_code, error_message
 from dsh.events import TurnEndReason
 from dsh.frontends.acp._content import prompt_content
 from dsh.frontends.acp._delegation import EditorDelegation
-from dsh.frontends.acp._dispatch import MethodTable, make_dispatch
+from dsh.frontends.acp._dispatch import MethodTable, make_dispatch, public_error
 from dsh.frontends.acp._gate import PermissionGate
 from dsh.frontends.acp._permissions import (
     MODE_IDS,
@@ -158,6 +158,9 @@ def _resume_error(session_id: str, error: Exception) -> RpcError:
         return RpcError(RESOURCE_NOT_FOUND, error_message(error), data | {"reason": "locked"})
     if code == "SESSION_CORRUPT":
         return RpcError(INTERNAL_ERROR, error_message(error), data | {"reason": "corrupt"})
+    public = public_error(error)
+    if public is not None:
+        return RpcError(public.code, public.message, data | (public.data or {}))
     log.exception("resume failed", session_id=session_id)
     return RpcError(INTERNAL_ERROR, f"cannot open session {session_id}: {error_message(error)}", data)
 

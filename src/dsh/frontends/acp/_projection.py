@@ -23,6 +23,7 @@ from collections.abc import Callable
 from json.encoder import encode_basestring_ascii as _encode_text
 from typing import TYPE_CHECKING, Any
 
+from dsh._jsonlimits import exceeds_depth, text_may_exceed
 from dsh.services.sessions import SessionEvent, parse_json
 
 if TYPE_CHECKING:
@@ -60,9 +61,12 @@ def _raw_input(arguments: str) -> Any:
     if not arguments.strip():
         return {}
     try:
-        return parse_json(arguments)
-    except ValueError:  # not (lossless) JSON: shown as the model wrote it
+        parsed = parse_json(arguments)
+    except (ValueError, RecursionError):  # not (lossless) JSON: shown as the model wrote it
         return arguments
+    if text_may_exceed(arguments) and exceeds_depth(parsed):
+        return arguments  # too deep to pass on as JSON (the call itself was refused)
+    return parsed
 
 
 def _text_content(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -12,6 +12,8 @@ import json
 import math
 from typing import Any
 
+from dsh._jsonlimits import MAX_LOG_DEPTH
+
 __all__ = ["STRICT_DECODER", "NotJsonError", "copy_json", "parse_json"]
 
 
@@ -19,20 +21,27 @@ class NotJsonError(ValueError):
     """The value is not lossless JSON; the message names the path to the offending part."""
 
 
-def copy_json(value: Any, path: str = "$") -> Any:
-    """Return a deep copy of *value* after checking that it is lossless JSON."""
+def copy_json(value: Any, path: str = "$", _depth: int = 0) -> Any:
+    """Return a deep copy of *value* after checking that it is lossless JSON nested at most
+    :data:`~dsh._jsonlimits.MAX_LOG_DEPTH` deep (deeper data could be logged but not written or loaded)."""
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:
         return value
     if kind is dict:
+        if _depth >= MAX_LOG_DEPTH:
+            raise NotJsonError(f"{path}: nested deeper than {MAX_LOG_DEPTH} levels")
         out: dict[str, Any] = {}
+        below = _depth + 1
         for key, item in value.items():
             if type(key) is not str:
                 raise NotJsonError(f"{path}: key {key!r} is not a string")
-            out[key] = copy_json(item, f"{path}.{key}")
+            out[key] = copy_json(item, f"{path}.{key}", below)
         return out
     if kind is list or kind is tuple:
-        return [copy_json(item, f"{path}[{index}]") for index, item in enumerate(value)]
+        if _depth >= MAX_LOG_DEPTH:
+            raise NotJsonError(f"{path}: nested deeper than {MAX_LOG_DEPTH} levels")
+        below = _depth + 1
+        return [copy_json(item, f"{path}[{index}]", below) for index, item in enumerate(value)]
     if kind is float:
         if not math.isfinite(value):
             raise NotJsonError(f"{path}: {value!r} has no JSON spelling")
