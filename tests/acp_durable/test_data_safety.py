@@ -249,7 +249,8 @@ async def test_a_data_directory_on_a_tmpfs_that_fills_up(tmp_path: Path, project
             await daemon.initialize()
             await daemon.load(session_id, project)
     finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True, check=False)
+        with anyio.CancelScope(shield=True):
+            await anyio.run_process(["umount", "-l", str(mount)], check=False)
 
 
 @pytest.mark.parametrize("kind", ["regular file", "under /proc"])

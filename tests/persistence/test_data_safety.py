@@ -4,6 +4,7 @@ syncs, the data directory check, and streamed chunks released from memory once t
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 from pathlib import Path
 from typing import cast
@@ -107,7 +108,7 @@ async def test_a_deep_line_fails_that_load_only(tmp_path: Path) -> None:
         bad + b'{"type":"x","seq":1,"time":1.0,"data":' + b"[" * 3000 + b"]" * 3000 + b"}\n"
     )
     persistence = JsonlPersistence(data)
-    with pytest.raises(CorruptSessionError, match="bad.jsonl:3"):
+    with pytest.raises(CorruptSessionError, match=r"bad\.jsonl:3"):
         await persistence.load("bad")
     loaded = await persistence.load("good")
     assert len(loaded.events) == len(closed_turn(1))
@@ -285,7 +286,7 @@ async def test_a_long_lived_session_does_not_keep_streamed_chunks(tmp_path: Path
             held = agent.session.events
             assert [e.type for e in held].count("assistant/chunk") == 0
             sizes.append(len(held))
-        assert len({b - a for a, b in zip(sizes, sizes[1:], strict=False)}) == 1  # the same per turn
+        assert len({b - a for a, b in itertools.pairwise(sizes)}) == 1  # the same per turn
         with anyio.fail_after(5):
             await handle.dispose()
     on_disk = [SessionEvent.from_json(line) for line in disk_events(data / "s1.jsonl")]
