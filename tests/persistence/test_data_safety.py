@@ -14,6 +14,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from dsh._jsonlimits import MAX_JSON_DEPTH, MAX_LOG_DEPTH, check_depth, exceeds_depth, text_may_exceed
+from dsh.app import load_core
+from dsh.kernel import App
 from dsh.loop import ReactLoopAgent
 from dsh.plugins.persistence import (
     CorruptSessionError,
@@ -296,3 +298,14 @@ async def test_a_long_lived_session_does_not_keep_streamed_chunks(tmp_path: Path
         loaded = await ctx.session_persistence.load("s1")
         assert [e.type for e in loaded.events].count("assistant/chunk") >= 5 * 200
         ctx.session_persistence.release("s1")
+
+
+async def test_a_configured_agent_on_an_unusable_data_directory_is_a_warning_not_a_crash(tmp_path: Path) -> None:
+    root = tmp_path / "sessions"
+    root.write_text("x")
+    with capture_logs() as logs:
+        async with App() as application:
+            load_core(application.ctx, data_dir=root, agent_loop={"agents": [{"id": "main", "model": "echo"}]})
+            assert application.ctx.agents.get("main") is None
+    warnings = [entry for entry in logs if entry["event"] == "configured agent could not be created"]
+    assert len(warnings) == 1 and str(root) in warnings[0]["error"]
