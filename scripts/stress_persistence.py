@@ -13,9 +13,10 @@ What one run does, in one process with the real loop, the ``echo`` model and JSO
 * At the end the disk is freed, one last turn saves everything still queued, and the session is disposed. The
   file is loaded again: seqs contiguous, every turn balanced, the turns' end reasons exactly those observed, every
   chunk on disk, and the live session's memory equal to the file minus the chunks it released.
-* Memory: the number of ``assistant/chunk`` events held by the live session after each turn (must be 0), and the
-  growth of traced memory (``tracemalloc``) per turn over the second half of the run, against the bytes of chunks
-  streamed per turn.
+* Memory: the number of ``assistant/chunk`` events held by the live session after each durable turn (must be 0),
+  and the memory retained per turn over the second half of the run (``tracemalloc`` after a full collection),
+  which must stay under :data:`PER_CHUNK_LIMIT` bytes per chunk plus :data:`PER_TURN_ALLOWANCE` (measured: about
+  24 bytes per chunk with the release, about 580 without it).
 
 Exit status 0 when every check holds, 1 otherwise (with the first failure). ``--short`` is a few-second run that
 the test suite runs (``tests/persistence/test_stress_short.py``). Run: ``.venv/bin/python
@@ -26,6 +27,8 @@ from __future__ import annotations
 
 import argparse
 import errno
+import gc
+import hashlib
 import os
 import random
 import sys
@@ -44,6 +47,13 @@ from dsh.plugins.persistence import _jsonl
 from dsh.plugins.persistence._format import scan
 from dsh.services.agents import AgentOptions
 from dsh.services.sessions import NotJsonError, SessionEvent
+
+
+PER_CHUNK_LIMIT = 150
+"""Bytes of memory a turn may keep per streamed chunk: its share of the turn's messages (the text itself,
+kept in ``user/message``, ``assistant/message`` and the derived history). A kept chunk event costs ~580 bytes."""
+PER_TURN_ALLOWANCE = 8192
+"""Bytes a turn may keep whatever its length (its other events, the derived messages)."""
 
 
 class Disk:
@@ -101,8 +111,7 @@ async def run(turns: int, words: int, full_share: float, deep_every: int, seed: 
     disk.install()
     path = data / "stress.jsonl"
     expected: list[str] = []
-    chunk_bytes = 0
-    growth: list[int] = []
+    middle = (0, 0)
     try:
         async with App() as app:
             ctx = app.ctx
@@ -113,13 +122,14 @@ async def run(turns: int, words: int, full_share: float, deep_every: int, seed: 
             agent = handle.agent
             session = agent.session
             tracemalloc.start()
-            durable = path.read_bytes()
+            durable = _digest(path)  # a digest, not the bytes: the check must not hold the file in memory
             for turn in range(1, turns + 1):
                 full = rng.random() < full_share and turn < turns
                 disk.full = full
                 prompt = " ".join(f"t{turn}w{n}" for n in range(words))
-                chunk_bytes += len(prompt) + 70 * words  # text plus the event's envelope, roughly
-                before_memory = tracemalloc.get_traced_memory()[0]
+                if turn == turns // 2 + 1:
+                    gc.collect()
+                    middle = (turn, tracemalloc.get_traced_memory()[0])
                 agent.send(_text(prompt))
                 with anyio.fail_after(60):
                     await agent.when_idle()
@@ -130,17 +140,15 @@ async def run(turns: int, words: int, full_share: float, deep_every: int, seed: 
                 if full:
                     check(reason.get("kind") == "error", f"turn {turn} on a full disk ended {reason}")
                     check(reason.get("code") == "SESSION_WRITE_FAILED", f"turn {turn}: wrong error {reason}")
-                    check(path.read_bytes() == durable, f"turn {turn}: the file is not what was durable before")
+                    check(_digest(path) == durable, f"turn {turn}: the file is not what was durable before")
                     expected.append("error")
                 else:
                     check(reason == {"kind": "completed"}, f"turn {turn} on a free disk ended {reason}")
-                    durable = path.read_bytes()
+                    durable = _digest(path)
                     expected.append("completed")
                 held = sum(1 for e in session.events if e.type == "assistant/chunk")
                 if not full:
                     check(held == 0, f"turn {turn}: {held} chunks still held in memory after a durable turn")
-                if turn > turns // 2:
-                    growth.append(tracemalloc.get_traced_memory()[0] - before_memory)
                 if deep_every and turn % deep_every == 0:
                     seq = session.seq
                     try:
@@ -151,6 +159,8 @@ async def run(turns: int, words: int, full_share: float, deep_every: int, seed: 
                         raise Failed("an append nested 10 000 deep was accepted")
                     check(session.seq == seq, "a refused append used a seq")
                     check(exceeds_depth(_deep(129)), "the depth check missed 129 levels")
+            gc.collect()
+            per_turn = (tracemalloc.get_traced_memory()[0] - middle[1]) // max(1, turns + 1 - middle[0])
             tracemalloc.stop()
             disk.full = False
             with anyio.fail_after(30):
@@ -167,7 +177,8 @@ async def run(turns: int, words: int, full_share: float, deep_every: int, seed: 
     on_disk_chunks = sum(1 for e in events if e.type == "assistant/chunk")
     check(on_disk_chunks >= turns * words, f"only {on_disk_chunks} chunks on disk")
     check(_released(events) == held_events, "memory differs from the file minus released chunks")
-    per_turn = sorted(growth)[len(growth) // 2] if growth else 0
+    limit = PER_CHUNK_LIMIT * words + PER_TURN_ALLOWANCE
+    check(per_turn < limit, f"memory grew {per_turn:,} bytes per turn (limit {limit:,}): chunks are being kept")
     return {
         "turns": turns,
         "failed_turns": expected.count("error"),
@@ -175,9 +186,13 @@ async def run(turns: int, words: int, full_share: float, deep_every: int, seed: 
         "events_on_disk": len(events),
         "chunks_on_disk": on_disk_chunks,
         "events_held": len(held_events),
-        "median_growth_per_turn_bytes": per_turn,
-        "chunk_bytes_per_turn": chunk_bytes // turns,
+        "retained_bytes_per_turn": per_turn,
+        "retained_bytes_per_chunk": per_turn // max(1, words),
     }
+
+
+def _digest(path: Path) -> bytes:
+    return hashlib.sha256(path.read_bytes()).digest()
 
 
 def _released(events: list[SessionEvent]) -> list[SessionEvent]:
