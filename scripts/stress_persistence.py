@@ -48,7 +48,6 @@ from dsh.plugins.persistence._format import scan
 from dsh.services.agents import AgentOptions
 from dsh.services.sessions import NotJsonError, SessionEvent
 
-
 PER_CHUNK_LIMIT = 150
 """Bytes of memory a turn may keep per streamed chunk: its share of the turn's messages (the text itself,
 kept in ``user/message``, ``assistant/message`` and the derived history). A kept chunk event costs ~580 bytes."""
