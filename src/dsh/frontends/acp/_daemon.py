@@ -15,17 +15,19 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
 
-from dsh._log import configure_logging, get_logger
+from dsh._log import get_logger
 from dsh.app import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     from dsh.config import DshConfig
+    from dsh.settings import Settings
 
 __all__ = ["DaemonOptions", "run"]
 
@@ -52,6 +54,11 @@ class DaemonOptions:
     models: tuple[str, ...] = ()
     """The models offered in the editor's model picker (the file's ``models``, with ``model`` first when it is
     not among them); empty means just ``model``."""
+    agent_events: bool = False
+    """Send every client the ``_dsh/agent/*`` stream (``--agent-events``, ``DSH_AGENT_EVENTS=1``), not only the
+    clients that ask for it."""
+    model_origin: str = "the default model"
+    """Where ``model`` came from (``--model``, ``DSH_MODEL``, the file): how a start-up warning names it."""
     loaded_config: DshConfig | None = field(default=None, repr=False, compare=False)
     """The loaded file itself: its providers and agents go to the core plugins."""
 
@@ -65,38 +72,32 @@ class DaemonOptions:
         log_file: str | None = None,
         data_dir: str | None = None,
         config: str | None = None,
+        agent_events: bool | None = None,
     ) -> DaemonOptions:
-        """Explicit values (the command line's flags) win; then the environment (``DSH_MODEL``,
-        ``DSH_SYSTEM_PROMPT``, ``DSH_DATA_DIR``, ``DSH_LOG_LEVEL``, ``DSH_LOG_FILE``, ``DSH_PLUGINS``); then the
-        configuration file (``model``, ``system_prompt``, ``data_dir``); then the defaults. Empty values count as
-        unset.
+        """The daemon's options from :func:`dsh.settings.resolve_settings` (flag > environment > file > default,
+        the same resolution as every other command). A bad value or file raises
+        :class:`~dsh.settings.SettingError` (one line, exit status 2 or 1): this runs at start-up, before the
+        daemon owns stdout, in both entry paths (``dsh._entry`` and the typer command)."""
+        from dsh.settings import resolve_settings
 
-        The file is *config*, else ``DSH_CONFIG``, else ``$XDG_CONFIG_HOME/dsh/config.yaml`` if it exists. With
-        no file nothing is parsed (no YAML import). A file that does not load ends the process with its readable
-        message (``SystemExit``, status 1): this runs at start-up, before the daemon owns stdout, in both entry
-        paths (``dsh._entry`` and the typer command).
-        """
-        from dsh.config import ConfigError, find_config_file, load_config, offered_models
+        flags = {"model": model, "system_prompt": system_prompt, "log_level": log_level, "log_file": log_file}
+        flags |= {"data_dir": data_dir, "agent_events": "1" if agent_events else None}
+        return cls.from_settings(resolve_settings(flags, config=config))
 
-        env = os.environ
-        path = find_config_file(config or env.get("DSH_CONFIG") or None)
-        loaded: DshConfig | None = None
-        if path is not None:
-            try:
-                loaded = load_config(path)
-            except ConfigError as error:
-                raise SystemExit(f"dsh: {error.message}") from None
-        chosen_model = model or env.get("DSH_MODEL") or (loaded.model if loaded else None) or cls.model
+    @classmethod
+    def from_settings(cls, settings: Settings) -> DaemonOptions:
         return cls(
-            model=chosen_model,
-            system_prompt=system_prompt or env.get("DSH_SYSTEM_PROMPT") or (loaded.system_prompt if loaded else None),
-            log_level=log_level or env.get("DSH_LOG_LEVEL") or cls.log_level,
-            log_file=log_file or env.get("DSH_LOG_FILE") or None,
-            data_dir=data_dir or env.get("DSH_DATA_DIR") or (loaded.data_dir if loaded else None),
-            plugins=tuple(p.strip() for p in env.get("DSH_PLUGINS", "").split(",") if p.strip()),
-            config=str(path) if path is not None else None,
-            models=offered_models(chosen_model, loaded.models if loaded else ()),
-            loaded_config=loaded,
+            model=settings.model,
+            system_prompt=settings.system_prompt,
+            log_level=settings.log_level,
+            log_file=settings.log_file,
+            data_dir=settings.data_dir if settings.sources["data_dir"] != "default" else None,
+            plugins=settings.plugins,
+            config=str(settings.config_path) if settings.config_path is not None else None,
+            models=settings.models,
+            model_origin=settings.origin("model"),
+            agent_events=bool(settings.get("agent_events")),
+            loaded_config=settings.config,
         )
 
     def agent_loop_config(self) -> dict[str, Any]:
@@ -119,17 +120,18 @@ def run(options: DaemonOptions) -> int:
 
     if os.isatty(0):
         sys.stderr.write("dsh acp: waiting for ACP messages on stdin (editors spawn this command; Ctrl-D quits)\n")
-    protocol_fd = claim_stdout()
-    plugins = [_import_plugin(path) for path in options.plugins]  # after the claim: imports may print
-    log_stream = open(options.log_file, "a", buffering=1, encoding="utf-8") if options.log_file else None  # noqa: SIM115
-    configure_logging(options.log_level, log_stream)
-    try:
-        return anyio.run(_serve, protocol_fd, options, plugins)
-    except KeyboardInterrupt:
-        return 0
-    finally:
-        if log_stream is not None:
-            log_stream.close()
+    from dsh._log import open_log
+    from dsh.settings import exit_on_error
+
+    with ExitStack() as stack:
+        with exit_on_error():  # a log file that cannot be opened: one line, before stdout is claimed
+            stack.enter_context(open_log(options.log_level, options.log_file))
+        protocol_fd = claim_stdout()
+        plugins = [_import_plugin(path) for path in options.plugins]  # after the claim: imports may print
+        try:
+            return anyio.run(_serve, protocol_fd, options, plugins)
+        except KeyboardInterrupt:
+            return 0
 
 
 def _import_plugin(path: str) -> Any:
@@ -180,10 +182,15 @@ async def _serve(protocol_fd: int, options: DaemonOptions, plugins: list[Any]) -
                 data_dir=options.data_dir or default_data_dir(),
                 agent_loop=options.agent_loop_config(),
                 providers=loaded.providers if loaded is not None else None,
+                secrets=loaded.secrets if loaded is not None else None,
             )
             _report_storage(ctx.get("session_persistence"))
             for extra in plugins:
                 ctx.plugin(extra)
+            problem = ctx.llm.unserved(options.model)
+            if problem is not None:  # reported now, answered at session/new; the daemon keeps serving
+                sys.stderr.write(f"dsh: {options.model_origin}: {problem}; session/new will answer this error\n")
+                sys.stderr.flush()
             acp_options = AcpOptions(
                 writer.send,
                 model=options.model,
@@ -191,6 +198,9 @@ async def _serve(protocol_fd: int, options: DaemonOptions, plugins: list[Any]) -
                 models=options.models or (options.model,),
             )
             ctx.plugin(acp_plugin, acp_options)
+            from dsh.agent_stream import agent_stream_plugin
+
+            ctx.plugin(agent_stream_plugin, {"forced": options.agent_events})
             frontend: AcpFrontend = ctx.acp
             connection = frontend.connection
             reader = StdinReader(0)
