@@ -88,7 +88,8 @@ def _apply() -> None:
     if _is_terminal(stream):
         processors += [
             structlog.processors.TimeStamper(fmt="%H:%M:%S", utc=False),
-            structlog.dev.ConsoleRenderer(colors=True),
+            # plain tracebacks: rich's default shows local variables (prompts, file contents, secrets)
+            structlog.dev.ConsoleRenderer(colors=True, exception_formatter=structlog.dev.plain_traceback),
         ]
     else:
         processors += [

@@ -12,6 +12,7 @@ import errno
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -332,3 +333,30 @@ async def test_the_first_prompt_of_a_new_session_on_a_full_disk_is_an_error_and_
         await daemon.initialize()
         with anyio.fail_after(10):
             await daemon.load(session_id, project)
+
+
+async def test_the_data_dir_flag_naming_a_regular_file_does_not_stop_the_daemon(tmp_path: Path) -> None:
+    """The same through the command line (``dsh acp --data-dir FILE``, the typer path): the daemon starts,
+    says so in one line, serves ``initialize`` and exits 0 at stdin EOF."""
+    from tests.support.env import sandbox_env
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("in the way")
+    request = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": 1, "clientCapabilities": {}},
+    }
+    with anyio.fail_after(30):
+        result = await anyio.run_process(
+            [sys.executable, "-m", "dsh", "acp", "--data-dir", str(blocker)],
+            input=(json.dumps(request) + "\n").encode(),
+            env=sandbox_env(tmp_path, "echo"),
+            check=False,
+        )
+    assert result.returncode == 0, result.stderr.decode()
+    answer = json.loads(result.stdout.decode().splitlines()[0])
+    assert answer["id"] == 1 and answer["result"]["protocolVersion"] == 1
+    lines = [line for line in result.stderr.decode().splitlines() if str(blocker) in line]
+    assert len(lines) == 1 and "--data-dir" in lines[0], result.stderr.decode()
