@@ -1,16 +1,20 @@
 """Storage faults injected into a real daemon (``DSH_PLUGINS=tests.support.faults:disk_full_plugin``).
 
-While the marker file :func:`disk_full_marker` of the daemon's data directory exists, every write and ``fsync``
-of a session file fails with ``ENOSPC`` — a write after putting half of its bytes in the file, as a real full
-disk does. Removing the marker frees the disk. The test toggles the marker between prompts; nothing else of the
-daemon is changed (the fault is at the persistence backend's two system-call seams).
+The disk becomes full when a session file write carries the bytes :data:`FILL` (a prompt containing that word:
+its turn's lines are the first to fail) and frees up when a write carries :data:`FREE` (a later prompt with that
+word: the retry of everything queued succeeds). While full, every write of a session file fails with ``ENOSPC``
+after putting half of its bytes in the file, as a real full disk does, and so does every ``fsync``.
+
+Switching on content, not on a file the test touches, makes the fault land exactly on the turn that asks for it,
+whatever the daemon is still doing for the turn before (its last flush may still be running when the client gets
+the answer). Nothing else of the daemon is changed: the fault is at the persistence backend's two system-call
+seams.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dsh.kernel import plugin
@@ -18,31 +22,33 @@ from dsh.kernel import plugin
 if TYPE_CHECKING:
     from dsh.kernel import Context
 
-__all__ = ["DISK_FULL_PLUGIN", "disk_full_marker", "disk_full_plugin"]
+__all__ = ["DISK_FULL_PLUGIN", "FILL", "FREE", "disk_full_plugin"]
 
 DISK_FULL_PLUGIN = "tests.support.faults:disk_full_plugin"
-
-
-def disk_full_marker(data_dir: Path) -> Path:
-    """The file whose existence makes the daemon on *data_dir* see a full disk."""
-    return data_dir.with_name(data_dir.name + ".full")
+FILL = "DISK-FULL-NOW"
+FREE = "DISK-FREE-AGAIN"
 
 
 @plugin("tests-disk-full")
 def disk_full_plugin(ctx: Context, config: object) -> None:
     from dsh.plugins.persistence import _jsonl
 
-    marker = disk_full_marker(Path(os.environ["DSH_DATA_DIR"]))
+    state = {"full": False}
     real_write_all, real_fsync = _jsonl._write_all, _jsonl._fsync
+    fill, free = FILL.encode(), FREE.encode()
 
     def write_all(fd: int, data: bytes) -> None:
-        if marker.exists():
+        if fill in data:
+            state["full"] = True
+        if free in data:
+            state["full"] = False
+        if state["full"]:
             os.write(fd, data[: len(data) // 2])
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         real_write_all(fd, data)
 
     def fsync(fd: int) -> None:
-        if marker.exists():
+        if state["full"]:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         real_fsync(fd)
 
