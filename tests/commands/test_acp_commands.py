@@ -21,6 +21,8 @@ from acp.schema import (
 from tests.support.sdk import DshProcess, run_dsh, write_script
 
 WAIT = 15.0
+HERE = Path(__file__).resolve().parent
+"""On the daemon's ``PYTHONPATH``: the test plugins next to this file."""
 BUILTINS = ["help", "status", "model", "mode", "compact", "clear", "init"]
 
 
@@ -291,3 +293,23 @@ async def test_clear_hides_everything_before_it_from_the_model(tmp_path: Path) -
         said = [m for m in second["messages"] if m["role"] != "system"]
         assert said == [{"role": "user", "content": "what was the word?"}], said
         assert "zebra" in str(first["messages"])
+
+
+async def test_a_command_a_plugin_registers_mid_session_is_announced_and_runs(tmp_path: Path) -> None:
+    model = write_script(
+        tmp_path / "late.json",
+        [{"tool_calls": [{"name": "register_late", "arguments": {}, "id": "r1"}]}, {"text": "done"}],
+    )
+    async with run_dsh(tmp_path, model, plugins=["late_command_plugin:plugin_"], python_path=[HERE]) as daemon:
+        with anyio.fail_after(WAIT):
+            session_id = await daemon.start()
+            assert (await daemon.prompt(session_id, "register it")).stop_reason == "end_turn"
+            await daemon.client.wait_until(lambda: len(command_updates(daemon, session_id)) == 2)
+        first, second = command_updates(daemon, session_id)
+        assert "late" not in offered(first[1]) and offered(second[1]) == [*BUILTINS, "late"]
+        assert second[1]["availableCommands"][-1] == {
+            "name": "late",
+            "description": "Registered mid-session",
+            "input": {"hint": "<words>"},
+        }
+        assert await run(daemon, session_id, "/late hello") == ("end_turn", "late says hello")

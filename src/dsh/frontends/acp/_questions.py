@@ -16,11 +16,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from dsh._log import get_logger
 from dsh.frontends.acp._permissions import MODES
 from dsh.frontends.acp._rpc import RpcError
+from dsh.kernel import abortable
 from dsh.questions import Answer, Choice, Question, ask
 
 if TYPE_CHECKING:
@@ -120,27 +119,14 @@ class QuestionDesk:
 
     async def _request(self, method: str, params: dict[str, Any], signal: CancelToken | None) -> Any:
         """The client's answer; None when the turn was cancelled first; an :class:`Answer` when the request failed."""
-        answer: list[Any] = []
-        async with anyio.create_task_group() as group:
-
-            async def send() -> None:
-                try:
-                    answer.append(await self._frontend.connection.request(method, params))
-                except RpcError as exc:
-                    log.warning("question failed", method=method, error=exc.message)
-                    answer.append(Answer(reason=f"the editor could not ask: {exc.message}"))
-                group.cancel_scope.cancel()
-
-            async def watch() -> None:
-                if signal is not None:
-                    await signal.wait()
-                    group.cancel_scope.cancel()
-
-            group.start_soon(send)
-            group.start_soon(watch)
-        if signal is not None and signal.aborted:
-            return None
-        return answer[0] if answer else None
+        answer: Any = None
+        with abortable(signal):
+            try:
+                answer = await self._frontend.connection.request(method, params)
+            except RpcError as exc:
+                log.warning("question failed", method=method, error=exc.message)
+                answer = Answer(reason=f"the editor could not ask: {exc.message}")
+        return None if signal is not None and signal.aborted else answer
 
 
 PLAN_EXIT_PARAMETERS: dict[str, Any] = {

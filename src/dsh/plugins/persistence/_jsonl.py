@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import gc
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -471,6 +472,10 @@ class JsonlPersistence:
             synced_seq=count,
             release_mark=count,  # the seed's chunks may go after the first durable flush (after any replay)
         )
+        del content
+        # A loaded history lives as long as its session and holds no cycles: moved out of the collector's
+        # generations, a million events are never rescanned by later collections (issue #12).
+        gc.freeze()
         return LoadedSession(result.header, result.events, owned=True)
 
     def release(self, session_id: str) -> None:
