@@ -107,6 +107,10 @@ class LlmService:
 
         return (current_scope() or self._ctx.scope).effect(remove)
 
+    def uses_credentials(self, model: str) -> bool:
+        """Whether *model*'s provider has a credential check (a key it may need), whatever its state now."""
+        return ":" in model and model.split(":", 1)[0] in self._credentials
+
     def missing_credentials(self, model: str) -> str | None:
         """What is missing to call *model* (its provider's credential check), None when nothing is known missing."""
         check = self._credentials.get(model.split(":", 1)[0]) if ":" in model else None
