@@ -54,6 +54,9 @@ class DaemonOptions:
     models: tuple[str, ...] = ()
     """The models offered in the editor's model picker (the file's ``models``, with ``model`` first when it is
     not among them); empty means just ``model``."""
+    agent_events: bool = False
+    """Send every client the ``_dsh/agent/*`` stream (``--agent-events``, ``DSH_AGENT_EVENTS=1``), not only the
+    clients that ask for it."""
     model_origin: str = "the default model"
     """Where ``model`` came from (``--model``, ``DSH_MODEL``, the file): how a start-up warning names it."""
     loaded_config: DshConfig | None = field(default=None, repr=False, compare=False)
@@ -69,6 +72,7 @@ class DaemonOptions:
         log_file: str | None = None,
         data_dir: str | None = None,
         config: str | None = None,
+        agent_events: bool | None = None,
     ) -> DaemonOptions:
         """The daemon's options from :func:`dsh.settings.resolve_settings` (flag > environment > file > default,
         the same resolution as every other command). A bad value or file raises
@@ -77,7 +81,8 @@ class DaemonOptions:
         from dsh.settings import resolve_settings
 
         flags = {"model": model, "system_prompt": system_prompt, "log_level": log_level, "log_file": log_file}
-        return cls.from_settings(resolve_settings({**flags, "data_dir": data_dir}, config=config))
+        flags |= {"data_dir": data_dir, "agent_events": "1" if agent_events else None}
+        return cls.from_settings(resolve_settings(flags, config=config))
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DaemonOptions:
@@ -91,6 +96,7 @@ class DaemonOptions:
             config=str(settings.config_path) if settings.config_path is not None else None,
             models=settings.models,
             model_origin=settings.origin("model"),
+            agent_events=bool(settings.get("agent_events")),
             loaded_config=settings.config,
         )
 
@@ -182,6 +188,9 @@ async def _serve(protocol_fd: int, options: DaemonOptions, plugins: list[Any]) -
                 models=options.models or (options.model,),
             )
             ctx.plugin(acp_plugin, acp_options)
+            from dsh.agent_stream import agent_stream_plugin
+
+            ctx.plugin(agent_stream_plugin, {"forced": options.agent_events})
             frontend: AcpFrontend = ctx.acp
             connection = frontend.connection
             reader = StdinReader(0)

@@ -181,6 +181,7 @@ class AcpFrontend:
         self._prefixes: dict[str, bytes] = {}
         self.client_capabilities: dict[str, Any] = {}
         self.auth = AuthState(ctx.llm)
+        self._capability_hooks: list[Callable[[dict[str, Any]], dict[str, Any]]] = []
         self.connection = Connection(
             options.send_frame, make_dispatch(self._methods()), notifications=frozenset({"session/cancel"})
         )
@@ -208,16 +209,22 @@ class AcpFrontend:
     async def initialize(self, params: InitializeParams) -> dict[str, Any]:
         self.client_capabilities = params.client_capabilities
         durable = self._persistence() is not None
+        capabilities: dict[str, Any] = {
+            "loadSession": durable,
+            "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+            "mcpCapabilities": {"http": False, "sse": False},
+            "sessionCapabilities": ({"list": {}, "resume": {}, "close": {}, "delete": {}} if durable else {})
+            | {"additionalDirectories": {}},
+            "auth": {"logout": {}},
+        }
+        meta = {
+            key: value for hook in self._capability_hooks for key, value in hook(params.client_capabilities).items()
+        }
+        if meta:
+            capabilities["_meta"] = meta
         return {
             "protocolVersion": PROTOCOL_VERSION,  # the only version we speak, whatever was asked (spec rule)
-            "agentCapabilities": {
-                "loadSession": durable,
-                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
-                "mcpCapabilities": {"http": False, "sse": False},
-                "sessionCapabilities": ({"list": {}, "resume": {}, "close": {}, "delete": {}} if durable else {})
-                | {"additionalDirectories": {}},
-                "auth": {"logout": {}},
-            },
+            "agentCapabilities": capabilities,
             "authMethods": auth_methods(self.client_capabilities),
             "agentInfo": {"name": "dsh", "title": "dsh", "version": __version__},
         }
@@ -654,6 +661,18 @@ class AcpFrontend:
     def owns(self, session_id: str) -> bool:
         """Whether *session_id* is one of this front end's live sessions."""
         return session_id in self._sessions
+
+    def add_capability_hook(self, hook: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[], None]:
+        """Call *hook* with the client's capabilities at ``initialize``; the entries it returns go into the
+        answer's ``agentCapabilities._meta``. Returns the remover."""
+        self._capability_hooks.append(hook)
+        return lambda: self._capability_hooks.remove(hook) if hook in self._capability_hooks else None
+
+    def notify(self, method: str, params: dict[str, Any]) -> None:
+        """Send an extension notification (*method* starts with ``_``) through the writer ``session/update``
+        uses, at once: notifications and updates reach the client in the order they were sent."""
+        frame = {"jsonrpc": "2.0", "method": method, "params": params}
+        self._send(json.dumps(frame, separators=(",", ":"), allow_nan=False).encode())
 
     def tool_update(self, session_id: str, update: dict[str, Any]) -> None:
         """Send an update about a running tool call (an editor terminal attached to its card)."""
