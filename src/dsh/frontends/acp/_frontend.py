@@ -50,7 +50,7 @@ from dsh.frontends.acp._permissions import (
     rules_from_log,
 )
 from dsh.frontends.acp._pickers import Pickers
-from dsh.frontends.acp._projection import Presenter, encode_update, failed_update, project
+from dsh.frontends.acp._projection import Presenter, encode_chunk_update, encode_update, failed_update, project
 from dsh.frontends.acp._questions import QuestionDesk, exit_plan_mode_tool
 from dsh.frontends.acp._roots import add_session_roots
 from dsh.frontends.acp._rpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, Connection, RpcError, arrival
@@ -71,7 +71,7 @@ from dsh.frontends.acp._wire import (
 from dsh.kernel import Next, plugin
 from dsh.services.agents import Agent, AgentHandle, AgentOptions, AgentStatus
 from dsh.services.llm import GenerateRequest, MessageSource
-from dsh.services.sessions import check_session_id, title_from_content
+from dsh.services.sessions import ChunkEvent, check_session_id, title_from_content
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
@@ -411,11 +411,18 @@ class AcpFrontend:
     async def load_session(self, params: LoadSessionParams) -> dict[str, Any]:
         """Resume a stored session and replay its whole log as updates, then answer."""
         record = await self._open_stored(params)
+        flow = getattr(self._options, "flow", None)  # the writer's back-pressure (RFC 0008), where it exists
         for produced, event in enumerate(record.handle.agent.session.events, start=1):
-            for update in project(event, replay=True, present=record.present):
-                self._update(record.id, update)
+            if type(event) is ChunkEvent:  # nearly all of a big session: straight to bytes
+                self._update_bytes(record.id, encode_chunk_update(event))
+            else:
+                for update in project(event, replay=True, present=record.present):
+                    self._update(record.id, update)
             if not produced % _REPLAY_BATCH:  # let the writer take what is queued: frames go out as they are made
-                await anyio.lowlevel.checkpoint()
+                if flow is not None and flow.congested():
+                    await flow.ready()
+                else:
+                    await anyio.lowlevel.checkpoint()
         self._sessions[record.id] = record
         self.desk.opened(record)
         return self.pickers.session_state(record)
@@ -660,11 +667,14 @@ class AcpFrontend:
     def _update(self, session_id: str, update: dict[str, Any]) -> None:
         """Send one ``session/update``. This is on the chunk path: the constant part of the frame is encoded
         once per session, so each update costs one small ``json.dumps``."""
+        self._update_bytes(session_id, encode_update(update))
+
+    def _update_bytes(self, session_id: str, update: bytes) -> None:
         prefix = self._prefixes.get(session_id)
         if prefix is None:
             prefix = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
             prefix = self._prefixes[session_id] = prefix + json.dumps(session_id).encode() + b',"update":'
-        self._send(prefix + encode_update(update) + b"}}")
+        self._send(prefix + update + b"}}")
 
     def _check_open(self) -> None:
         if self._closing:
