@@ -16,6 +16,7 @@ import typer
 
 from dsh.app import DEFAULT_MODEL
 from dsh.frontends.setup_cli import setup as _setup
+from dsh.mcp._cli import mcp_app
 
 if TYPE_CHECKING:
     from dsh.config import DshConfig
@@ -250,6 +251,7 @@ config_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(config_app, name="config")
+app.add_typer(mcp_app, name="mcp")
 
 
 def _load_config_or_exit(config: str | None) -> tuple[Path | None, DshConfig | None]:

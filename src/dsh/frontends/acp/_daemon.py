@@ -61,6 +61,8 @@ class DaemonOptions:
     """Where ``model`` came from (``--model``, ``DSH_MODEL``, the file): how a start-up warning names it."""
     loaded_config: DshConfig | None = field(default=None, repr=False, compare=False)
     """The loaded file itself: its providers and agents go to the core plugins."""
+    mcp_timeout: float = 10.0
+    """Seconds an MCP server gets to start unless the file gives it its own (``DSH_MCP_TIMEOUT``)."""
 
     @classmethod
     def resolve(
@@ -98,6 +100,7 @@ class DaemonOptions:
             model_origin=settings.origin("model"),
             agent_events=bool(settings.get("agent_events")),
             loaded_config=settings.config,
+            mcp_timeout=settings.get("mcp_timeout"),
         )
 
     def agent_loop_config(self) -> dict[str, Any]:
@@ -175,6 +178,9 @@ async def _serve(protocol_fd: int, options: DaemonOptions, plugins: list[Any]) -
                 providers=loaded.providers if loaded is not None else None,
                 secrets=loaded.secrets if loaded is not None else None,
             )
+            from dsh.mcp import McpOptions, mcp_plugin
+
+            ctx.plugin(mcp_plugin, McpOptions(loaded.mcp_servers if loaded else {}, options.mcp_timeout))
             for extra in plugins:
                 ctx.plugin(extra)
             problem = ctx.llm.unserved(options.model)

@@ -45,6 +45,7 @@ from dsh.frontends.acp._content import prompt_content
 from dsh.frontends.acp._delegation import EditorDelegation
 from dsh.frontends.acp._dispatch import MethodTable, make_dispatch
 from dsh.frontends.acp._gate import PermissionGate
+from dsh.frontends.acp._mcp import close_mcp, mcp_capabilities, open_mcp
 from dsh.frontends.acp._permissions import (
     SessionPolicy,
     rules_from_log,
@@ -222,7 +223,7 @@ class AcpFrontend:
         capabilities: dict[str, Any] = {
             "loadSession": durable,
             "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
-            "mcpCapabilities": {"http": False, "sse": False},
+            "mcpCapabilities": mcp_capabilities(self),
             "sessionCapabilities": ({"list": {}, "resume": {}, "close": {}, "delete": {}} if durable else {})
             | {"additionalDirectories": {}},
             "auth": {"logout": {}},
@@ -265,6 +266,7 @@ class AcpFrontend:
         record.remove_roots = add_session_roots(self._ctx.get("workspace"), session_id, roots)
         record.roots = list(roots)
         self._sessions[session_id] = record
+        open_mcp(self, record)
         self.desk.opened(record)
         log.info("session created", session_id=session_id, cwd=params.cwd, mcp_servers=len(params.mcp_servers))
         return {"sessionId": session_id, **self.pickers.session_state(record)}
@@ -352,7 +354,7 @@ class AcpFrontend:
         tools = self._ctx.tools
 
         def present(name: str, arguments: Any) -> Any:
-            tool = tools.get(name)
+            tool = tools.get(name, session_id)
             show = tool.meta.get("present") if tool is not None else None
             if show is None:
                 return None
@@ -411,6 +413,7 @@ class AcpFrontend:
     async def load_session(self, params: LoadSessionParams) -> dict[str, Any]:
         """Resume a stored session and replay its whole log as updates, then answer."""
         record = await self._open_stored(params)
+        open_mcp(self, record)
         flow = getattr(self._options, "flow", None)  # the writer's back-pressure (RFC 0008), where it exists
         for produced, event in enumerate(record.handle.agent.session.events, start=1):
             if type(event) is ChunkEvent:  # nearly all of a big session: straight to bytes
@@ -430,6 +433,7 @@ class AcpFrontend:
     async def resume_session(self, params: LoadSessionParams) -> dict[str, Any]:
         """Resume a stored session without replaying it."""
         record = await self._open_stored(params)
+        open_mcp(self, record)
         self._sessions[record.id] = record
         self.desk.opened(record)
         return self.pickers.session_state(record)
@@ -539,6 +543,7 @@ class AcpFrontend:
         for prompt in record.prompts:
             prompt.cancelled = True
         await record.handle.dispose()
+        await close_mcp(self, record.id, reason)
         self._settle_cancelled(record)
         self._sessions.pop(record.id, None)
         self.desk.closed(record.id)
@@ -638,6 +643,11 @@ class AcpFrontend:
         used = int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
         if size is not None and used > 0:
             self._update(record.id, {"sessionUpdate": "usage_update", "used": used, "size": size})
+
+    @property
+    def mcp(self) -> Any:
+        """The MCP plugin's manager, when it is loaded."""
+        return self._ctx.get("mcp")
 
     def session_record(self, session_id: str) -> _AcpSession | None:
         """The live ACP session *session_id*, if it is one of this front end's."""

@@ -12,7 +12,8 @@ Mapping:
 | other chunks (usage, finish, …)       | none (``block-end`` would duplicate the streamed text)       |
 | ``tool/call``                         | ``tool_call`` (pending, title, kind, rawInput)               |
 | ``tool/running`` (permission gate)    | ``tool_call_update`` (in_progress)                           |
-| ``tool/result``                       | ``tool_call_update`` (completed or failed, text content)     |
+| ``tool/result``                       | ``tool_call_update`` (completed or failed, text content; the |
+|                                       | title and kind of ``display.card`` when the tool gives one)  |
 | ``user/message`` (replay only)        | ``user_message_chunk`` per text block                        |
 | ``plan/update``                       | ``plan`` (the complete list of entries)                      |
 | ``command/output``                    | ``agent_message_chunk`` (replay: the ``/command`` line first) |
@@ -170,6 +171,10 @@ def project(event: SessionEvent, *, replay: bool = False, present: Presenter | N
             "status": "failed" if data.get("is_error") else "completed",
         }
         display = data.get("display")
+        card = display.get("card") if isinstance(display, dict) else None
+        if isinstance(card, dict) and isinstance(card.get("title"), str):  # the tool names its card itself
+            update["title"] = card["title"]
+            update["kind"] = card.get("kind") if card.get("kind") in _ACP_KINDS else "other"
         content = _display_content(display) + _text_content(data.get("content", []))
         if content:
             update["content"] = content
