@@ -271,8 +271,17 @@ class ServerConnection:
 
     # -- calls --------------------------------------------------------------------------------------------
 
+    async def _wait_lost(self) -> None:
+        """Give run() the time to see a lost stdio server end (bounded by the start-up timeout; normally at once)."""
+        with anyio.move_on_after(max(self.spec.timeout, 2 * CLOSE_GRACE)):
+            await self._done.wait()
+
     async def ensure_ready(self, spawn: Callable[[ServerConnection], None]) -> None:
-        """A crashed stdio server is started again once (via *spawn*), and awaited; otherwise a no-op."""
+        """A crashed stdio server is started again once (via *spawn*), and awaited; otherwise a no-op. A server
+        whose process is gone but whose end run() has not processed yet is waited for first."""
+        info = self._info
+        if self.state == "ready" and info is not None and (info.exited.is_set() or self._stop.is_set()):
+            await self._wait_lost()
         if self.state == "crashed" and self.spec.transport == "stdio" and self.attempts <= MAX_RESTARTS:
             log.info("restarting crashed mcp server", server=self.name)
             self.settled = anyio.Event()
@@ -301,8 +310,7 @@ class ServerConnection:
                 lost = isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError)
                 if lost or self.state != "ready" or "connection closed" in reason.lower():
                     if self.spec.transport == "stdio":  # let run() see the exit, so the next call restarts it
-                        with anyio.move_on_after(2 * CLOSE_GRACE + 1):
-                            await self._done.wait()
+                        await self._wait_lost()
                     raise McpCallError(f"MCP server `{self.name}` stopped during the call: {reason}") from None
                 raise McpCallError(f"MCP server `{self.name}`: {reason}") from None
             finally:

@@ -24,7 +24,8 @@ def mcp_capabilities(frontend: AcpFrontend) -> dict[str, bool]:
 
 
 def open_mcp(frontend: AcpFrontend, record: _AcpSession) -> None:
-    """Start the session's servers in the background (returns at once)."""
+    """Start the session's servers in the background, once the answer to new/load/resume is out (so not even
+    the SDK import of the first server competes with it)."""
     manager = frontend.mcp
     if manager is None:
         return
@@ -45,7 +46,9 @@ def open_mcp(frontend: AcpFrontend, record: _AcpSession) -> None:
             },
         )
 
-    manager.open(session_id, record.mcp_servers, cwd=record.cwd, report=report)
+    frontend.connection.after_response(
+        lambda: manager.open(session_id, record.mcp_servers, cwd=record.cwd, report=report)
+    )
 
 
 async def close_mcp(frontend: AcpFrontend, session_id: str, reason: str) -> None:
