@@ -5,6 +5,7 @@ and a probe plugin that records every model request (:mod:`tests.support.mcp_pro
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -313,3 +314,23 @@ async def test_status_lists_the_sessions_mcp_servers_and_their_state(tmp_path: P
         assert (await editor.prompt(session_id, "/status")).stop_reason == "end_turn"
         status = "".join(editor.client.chunk_texts(session_id)[before:])
     assert "MCP servers: main (ready)" in status.splitlines()
+
+
+async def test_a_stdio_server_does_not_see_the_provider_keys(tmp_path: Path) -> None:
+    """#17: an MCP stdio server dsh starts gets the daemon's environment minus its secrets (``child_environment``),
+    plus the server's own ``env``; an ordinary variable still reaches it."""
+    served = tmp_path / "served"
+    served.mkdir()
+    secrets = {"OPENAI_API_KEY": "sk-test-openai-0123456789", "ANTHROPIC_API_KEY": "sk-ant-test-0123456789"}
+    model = write_script(tmp_path / "script.json", [{"text": "ready"}])
+    daemon_env = env(tmp_path, ORDINARY_VARIABLE="plain-value", **secrets)
+    async with run_editor(tmp_path, model, EditorClient(), env=daemon_env) as editor:
+        session_id, _ = await new_session(editor, [stdio(served)])
+        assert (await editor.prompt(session_id, "hello")).stop_reason == "end_turn"  # waits for the server
+        await wait_file(served / "env-1")
+    seen = json.loads((served / "env-1").read_text(encoding="utf-8"))
+    assert seen.get("ORDINARY_VARIABLE") == "plain-value"
+    assert "PYTHONPATH" in seen  # the server's own env entry
+    for name, value in secrets.items():
+        assert name not in seen
+        assert all(value not in v for v in seen.values()), name

@@ -13,6 +13,7 @@
 No ``from __future__ import annotations`` here: FastMCP reads the tools' annotations at run time.
 """
 
+import json
 import os
 import sys
 import threading
@@ -59,6 +60,7 @@ def _run_stdio(directory: Path) -> None:
     from mcp.types import ToolAnnotations
 
     starts = len(list(directory.glob("pid-*"))) + 1
+    _mark(directory, f"env-{starts}", json.dumps(dict(os.environ)))  # what dsh let the server see
     _mark(directory, f"pid-{starts}", str(os.getpid()))
     server = FastMCP("dsh-test")
 
