@@ -190,3 +190,28 @@ def test_config_show_system_prompt_prints_what_a_session_sends(tmp_path: Path) -
     assert out.startswith("You are dsh")
     assert f"Working directory: {repo}" in out and "branch trunk" in out and "SHOWN RULE." in out
     assert out.endswith("\n\nEXTRA\n")
+
+
+async def test_the_environment_section_names_the_sessions_additional_directories(
+    server: FakeProvider, tmp_path: Path
+) -> None:
+    """``additionalDirectories`` of session/new, and of session/resume, reach the environment section."""
+    project, extra, other = tmp_path / "project", tmp_path / "shared-lib", tmp_path / "docs"
+    for directory in (project, extra, other):
+        directory.mkdir()
+    server.script(Reply(events=oa_text_reply("one")), Reply(events=oa_text_reply("two")))
+    async with run_daemon(tmp_path, tmp_path / "data", model="openai:test-model", env=provider_env(server)) as daemon:
+        with anyio.fail_after(20):
+            await daemon.initialize()
+            created = await daemon.conn.new_session(
+                cwd=str(project), mcp_servers=[], additional_directories=[str(extra)]
+            )
+            await daemon.prompt(created.session_id, "hello")
+            await daemon.close_session(created.session_id)
+            await daemon.conn.resume_session(
+                cwd=str(project), session_id=created.session_id, mcp_servers=[], additional_directories=[str(other)]
+            )
+            await daemon.prompt(created.session_id, "again")
+    first, second = (system_of(request.body) for request in server.requests)
+    assert f"Additional directories: {extra}" in first.splitlines()
+    assert f"Additional directories: {other}" in second.splitlines()

@@ -104,7 +104,9 @@ class ContextService:
     def on_agent_created(self, agent: Agent) -> None:
         header = agent.session.header
         try:
-            state = self.open_session(agent.session.id, header.cwd)
+            workspace = self._ctx.get("workspace")
+            roots = workspace.session_roots(agent.session.id) if workspace is not None else ()
+            state = self.open_session(agent.session.id, header.cwd, roots)
             state.model = agent.options.model
             self._replay(state, agent.session)
         except Exception:  # a broken environment must not break the session: the sections are left out

@@ -181,6 +181,10 @@ class Workspace:
         extra = self._extra_roots.get(agent.session.id, []) if agent is not None else []
         return [self.cwd(execution), *extra]
 
+    def session_roots(self, session_id: str) -> tuple[str, ...]:
+        """The roots *session_id* has besides its cwd (its ``additionalDirectories``), in the order added."""
+        return tuple(self._extra_roots.get(session_id, ()))
+
     def add_root(self, session_id: str, path: str) -> Callable[[], None]:
         """Let the tools of *session_id* use the absolute directory *path* as freely as the cwd; return an
         idempotent remover."""

@@ -263,14 +263,19 @@ class AcpFrontend:
         if unserved is not None:
             raise RpcError(INTERNAL_ERROR, f"dsh cannot start a session: {unserved}", {"model": self._options.model})
         session_id = str(uuid.uuid4())
-        handle = await self._ctx.agents.create(
-            agent_id=session_id,
-            session_id=session_id,
-            meta={"cwd": params.cwd},
-            agent_options=AgentOptions(model=self._options.model, system_prompt=self._options.system_prompt),
-        )
+        remove_roots = add_session_roots(self._ctx.get("workspace"), session_id, roots)  # before the agent exists:
+        try:  # the context plugin snapshots the session's roots when its agent is created
+            handle = await self._ctx.agents.create(
+                agent_id=session_id,
+                session_id=session_id,
+                meta={"cwd": params.cwd},
+                agent_options=AgentOptions(model=self._options.model, system_prompt=self._options.system_prompt),
+            )
+        except BaseException:
+            remove_roots()
+            raise
         record = self._record(session_id, params.cwd, handle, list(params.mcp_servers))
-        record.remove_roots = add_session_roots(self._ctx.get("workspace"), session_id, roots)
+        record.remove_roots = remove_roots
         record.roots = list(roots)
         self._sessions[session_id] = record
         open_mcp(self, record)
@@ -458,6 +463,7 @@ class AcpFrontend:
         if self._persistence() is None:
             raise RpcError(INTERNAL_ERROR, "session persistence is not configured")
         self._opening.add(session_id)
+        remove_roots = add_session_roots(self._ctx.get("workspace"), session_id, params.additional_directories)
         try:
             handle = await self._ctx.agents.resume(
                 agent_id=session_id,
@@ -465,12 +471,14 @@ class AcpFrontend:
                 agent_options=AgentOptions(model=self._options.model, system_prompt=self._options.system_prompt),
             )
         except Exception as exc:
+            remove_roots()
             raise _resume_error(session_id, exc) from None
         finally:
             self._opening.discard(session_id)
         session = handle.agent.session
         stored_cwd = session.header.cwd
         if stored_cwd is None or _normal(stored_cwd) != _normal(params.cwd):
+            remove_roots()
             await handle.dispose()
             raise RpcError(
                 INVALID_PARAMS,
@@ -478,7 +486,7 @@ class AcpFrontend:
                 {"sessionId": session_id, "cwd": stored_cwd},
             )
         record = self._record(session_id, params.cwd, handle, list(params.mcp_servers))
-        record.remove_roots = add_session_roots(self._ctx.get("workspace"), session_id, params.additional_directories)
+        record.remove_roots = remove_roots
         record.roots = list(params.additional_directories)
         record.policy.rules = rules_from_log(session.events)
         self.pickers.restore(record, session.events)
