@@ -177,6 +177,7 @@ async def _serve(protocol_fd: int, options: DaemonOptions, plugins: list[Any]) -
             acp_options = AcpOptions(
                 writer.send,
                 model=options.model,
+                flow=writer,
                 system_prompt=options.system_prompt,
                 models=options.models or (options.model,),
             )

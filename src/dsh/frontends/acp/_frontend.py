@@ -37,6 +37,7 @@ from dsh._log import get_logger
 from dsh.app import DEFAULT_MODEL
 from dsh.errors import error_code, error_message
 from dsh.events import TurnEndReason
+from dsh.frontends.acp._backpressure import FlowControl, stream_gate
 from dsh.frontends.acp._content import prompt_content
 from dsh.frontends.acp._delegation import EditorDelegation
 from dsh.frontends.acp._dispatch import MethodTable, make_dispatch
@@ -90,6 +91,8 @@ class AcpOptions:
     system_prompt: str | None = None
     models: tuple[str, ...] = ()
     """Models offered in the editor's model picker (the default model is always offered)."""
+    flow: FlowControl | None = None
+    """The writer's back-pressure: with it, model streams wait while the client is not reading."""
 
 
 @dataclass(eq=False)
@@ -680,6 +683,8 @@ def acp_plugin(ctx: Context, options: AcpOptions) -> None:
     ctx.on(ev.SESSION_EVENT, frontend.on_session_event)
     ctx.on(ev.AGENT_STATUS, frontend.on_agent_status)
     ctx.on(ev.AGENT_REQUEST, frontend.route_request)
+    if options.flow is not None:
+        ctx.on(ev.LLM_STREAM, stream_gate(options.flow))
     ctx.on(ev.TOOLS_EXECUTE, PermissionGate(frontend, ctx.tools).check, prepend=True)
     delegation = EditorDelegation(frontend)
     ctx.on(ev.WORKSPACE_READ, delegation.read)
