@@ -14,7 +14,7 @@ $(BIN)/dsh: pyproject.toml
 install: $(BIN)/dsh
 
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto
 
 lint: install
 	$(BIN)/ruff check src tests scripts
