@@ -95,7 +95,9 @@ class StallingDaemon:
 
     async def wait_pipe_full(self) -> None:
         """Return once the pipe holds all but a page of its capacity: the daemon can write no more."""
-        while self.unread() < self.capacity - 4096:
+        while True:  # the kernel offers no notification for "the other end's pipe is full": poll (bounded by
+            if self.unread() >= self.capacity - 4096:  # the caller's fail_after)
+                return
             await anyio.sleep(0.005)
 
     def rss_bytes(self) -> int:
@@ -123,7 +125,9 @@ async def spawn_stalling(
                 stdin=subprocess.PIPE,
                 stdout=write_fd,
                 stderr=stderr,
-                env=daemon_env(model, extra={"DSH_DATA_DIR": str(data_dir), "XDG_DATA_HOME": str(data_dir), **(env or {})}),
+                env=daemon_env(
+                    model, extra={"DSH_DATA_DIR": str(data_dir), "XDG_DATA_HOME": str(data_dir), **(env or {})}
+                ),
             )
     finally:
         os.close(write_fd)

@@ -3,8 +3,11 @@
 Order of operations, and why:
 
 1. Claim stdout before anything else runs, so nothing but frames can ever reach fd 1.
-2. Build the application (core plugins + the ACP front end) and start the single frame writer.
-3. Read stdin in a daemon thread, frame it, hand each frame to the connection (requests become tasks).
+2. Start the single frame writer and read stdin in a daemon thread. Answer the first frame when it is a plain
+   ``initialize`` (:mod:`._boot`: nothing but the standard library and anyio is imported by then), so the
+   editor's wait is start-up plus one round trip, not the application's imports.
+3. Build the application (core plugins + the ACP front end), then hand every frame, in arrival order, to the
+   connection (requests become tasks).
 4. On stdin EOF or SIGTERM/SIGINT: stop reading, cancel every turn, answer pending prompts ``cancelled``,
    dispose every agent (closing ``turn/end``\\ s are flushed), drain the writer, exit 0 — bounded so the whole
    shutdown takes well under 2 s.
@@ -26,6 +29,8 @@ from dsh.app import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     from dsh.config import DshConfig
+    from dsh.frontends.acp._framing import Oversized
+    from dsh.frontends.acp._stdio import FrameWriter, StdinReader
 
 __all__ = ["DaemonOptions", "run"]
 
@@ -76,12 +81,14 @@ class DaemonOptions:
         message (``SystemExit``, status 1): this runs at start-up, before the daemon owns stdout, in both entry
         paths (``dsh._entry`` and the typer command).
         """
-        from dsh.config import ConfigError, find_config_file, load_config, offered_models
+        from dsh._config_file import find_config_file
 
         env = os.environ
         path = find_config_file(config or env.get("DSH_CONFIG") or None)
         loaded: DshConfig | None = None
-        if path is not None:
+        if path is not None:  # only then pydantic and the provider settings are imported (start-up cost)
+            from dsh.config import ConfigError, load_config
+
             try:
                 loaded = load_config(path)
             except ConfigError as error:
@@ -95,7 +102,7 @@ class DaemonOptions:
             data_dir=data_dir or env.get("DSH_DATA_DIR") or (loaded.data_dir if loaded else None),
             plugins=tuple(p.strip() for p in env.get("DSH_PLUGINS", "").split(",") if p.strip()),
             config=str(path) if path is not None else None,
-            models=offered_models(chosen_model, loaded.models if loaded else ()),
+            models=_offered_models(chosen_model, loaded),
             loaded_config=loaded,
         )
 
@@ -111,6 +118,14 @@ class DaemonOptions:
                 spec["system_prompt"] = system_prompt
             specs.append(spec)
         return {"agents": specs}
+
+
+def _offered_models(model: str, loaded: DshConfig | None) -> tuple[str, ...]:
+    if loaded is None:
+        return (model,)  # what offered_models gives for no configured models, without importing dsh.config
+    from dsh.config import offered_models
+
+    return offered_models(model, loaded.models)
 
 
 def run(options: DaemonOptions) -> int:
@@ -150,65 +165,131 @@ async def _watch_signals(stop: anyio.Event) -> None:
             return
 
 
+class _Frames:
+    """Frames from stdin, one chunk's worth at a time (cancel-safe: its state is in the framer and the reader)."""
+
+    def __init__(self, reader: StdinReader) -> None:
+        from dsh.frontends.acp._framing import LineFramer
+
+        self._reader = reader
+        self._framer = LineFramer()
+        self.ended = False
+
+    async def next(self) -> list[bytes | Oversized]:
+        """The frames completed by the next chunk of input (possibly none); at the end, the last frame if any,
+        and :attr:`ended` is set."""
+        try:
+            chunk = await self._reader.__anext__()
+        except StopAsyncIteration:
+            self.ended = True
+            return self._framer.close()
+        return self._framer.feed(chunk)
+
+
+async def _first_frames(frames: _Frames, stop: anyio.Event) -> list[bytes | Oversized]:
+    """Wait for the first frames (or the end of input, or a signal: then none)."""
+    batch: list[bytes | Oversized] = []
+    async with anyio.create_task_group() as group:
+
+        async def on_stop() -> None:
+            await stop.wait()
+            group.cancel_scope.cancel()
+
+        group.start_soon(on_stop)
+        while not batch and not frames.ended:
+            batch = await frames.next()
+        group.cancel_scope.cancel()
+    return batch
+
+
 async def _serve(protocol_fd: int, options: DaemonOptions, plugins: list[Any]) -> int:
-    from dsh.app import load_core
-    from dsh.frontends.acp._framing import LineFramer
-    from dsh.frontends.acp._frontend import AcpFrontend, AcpOptions, acp_plugin
+    """Answer the first ``initialize`` (:mod:`._boot`, standard library only), then build the application and
+    serve everything else, in arrival order."""
+    from dsh.frontends.acp._boot import fast_initialize
     from dsh.frontends.acp._stdio import FrameWriter, StdinReader
-    from dsh.kernel import App
 
     writer = FrameWriter(protocol_fd)
     stop = anyio.Event()
     async with anyio.create_task_group() as root:
         root.start_soon(writer.run, name="acp-writer")
-        async with App() as app:
-            ctx = app.ctx
-            from dsh.plugins.persistence import default_data_dir
-
-            loaded = options.loaded_config
-            load_core(
-                ctx,
-                data_dir=options.data_dir or default_data_dir(),
-                agent_loop=options.agent_loop_config(),
-                providers=loaded.providers if loaded is not None else None,
-            )
-            for extra in plugins:
-                ctx.plugin(extra)
-            acp_options = AcpOptions(
-                writer.send,
-                model=options.model,
-                flow=writer,
-                system_prompt=options.system_prompt,
-                models=options.models or (options.model,),
-            )
-            ctx.plugin(acp_plugin, acp_options)
-            frontend: AcpFrontend = ctx.acp
-            connection = frontend.connection
-            reader = StdinReader(0)
-            reader.start()
-
-            async with anyio.create_task_group() as handlers:
-
-                async def read() -> None:
-                    framer = LineFramer()
-                    async for chunk in reader:
-                        for frame in framer.feed(chunk):
-                            await connection.receive(frame, handlers)
-                    for frame in framer.close():
-                        await connection.receive(frame, handlers)
-                    stop.set()
-
-                handlers.start_soon(read, name="acp-reader")
-                handlers.start_soon(_watch_signals, stop, name="acp-signals")
-                await stop.wait()
-                log.info("shutting down")
-                with anyio.move_on_after(SHUTDOWN_GRACE, shield=True):
-                    await frontend.shutdown()
-                handlers.cancel_scope.cancel()
-            connection.close()
+        root.start_soon(_watch_signals, stop, name="acp-signals")
+        reader = StdinReader(0)
+        reader.start()
+        frames = _Frames(reader)
+        early = await _first_frames(frames, stop)
+        initialized: dict[str, Any] | None = None
+        if early and isinstance(early[0], bytes):
+            answered = fast_initialize(early[0], durable=True)  # the daemon always stores sessions
+            if answered is not None:
+                writer.send(answered[0])
+                initialized = answered[1]
+                early = early[1:]
+        if not stop.is_set():
+            await _serve_app(writer, frames, early, initialized, stop, options, plugins)
         writer.close()
         with anyio.move_on_after(WRITER_GRACE, shield=True):
             await writer.drained()
         root.cancel_scope.cancel()
     sys.stderr.flush()
     return 0
+
+
+async def _serve_app(
+    writer: FrameWriter,
+    frames: _Frames,
+    early: list[bytes | Oversized],
+    initialized: dict[str, Any] | None,
+    stop: anyio.Event,
+    options: DaemonOptions,
+    plugins: list[Any],
+) -> None:
+    """Build the application, then serve *early* and every later frame until EOF or a signal; shut down."""
+    from dsh.app import load_core
+    from dsh.frontends.acp._frontend import AcpFrontend, AcpOptions, acp_plugin
+    from dsh.frontends.acp._wire import InitializeParams
+    from dsh.kernel import App
+    from dsh.plugins.persistence import default_data_dir
+
+    async with App() as app:
+        ctx = app.ctx
+        loaded = options.loaded_config
+        load_core(
+            ctx,
+            data_dir=options.data_dir or default_data_dir(),
+            agent_loop=options.agent_loop_config(),
+            providers=loaded.providers if loaded is not None else None,
+        )
+        for extra in plugins:
+            ctx.plugin(extra)
+        acp_options = AcpOptions(
+            writer.send,
+            model=options.model,
+            system_prompt=options.system_prompt,
+            models=options.models or (options.model,),
+            flow=writer,
+        )
+        ctx.plugin(acp_plugin, acp_options)
+        frontend: AcpFrontend = ctx.acp
+        connection = frontend.connection
+        if initialized is not None:  # answered at boot: the front end records what initialize records
+            await frontend.initialize(InitializeParams.model_validate(initialized))
+
+        async with anyio.create_task_group() as handlers:
+
+            async def read() -> None:
+                batch = early
+                while True:
+                    for frame in batch:
+                        await connection.receive(frame, handlers)
+                    if frames.ended:
+                        break
+                    batch = await frames.next()
+                stop.set()
+
+            handlers.start_soon(read, name="acp-reader")
+            await stop.wait()
+            log.info("shutting down")
+            with anyio.move_on_after(SHUTDOWN_GRACE, shield=True):
+                await frontend.shutdown()
+            handlers.cancel_scope.cancel()
+        connection.close()

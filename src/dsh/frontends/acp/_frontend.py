@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from dsh import __version__
 from dsh import events as ev
 from dsh._log import get_logger
 from dsh.app import DEFAULT_MODEL
 from dsh.errors import error_code, error_message
 from dsh.events import TurnEndReason
 from dsh.frontends.acp._backpressure import FlowControl, stream_gate
+from dsh.frontends.acp._boot import AUTH_METHOD_ID, initialize_result
 from dsh.frontends.acp._content import prompt_content
 from dsh.frontends.acp._delegation import EditorDelegation
 from dsh.frontends.acp._dispatch import MethodTable, make_dispatch
@@ -75,8 +75,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AUTH_METHOD_ID", "AcpFrontend", "AcpOptions", "acp_plugin"]
 
-AUTH_METHOD_ID = "dsh-local"
-PROTOCOL_VERSION = 1
 CANCEL_WATCHDOG = 2.0
 LIST_PAGE = 50
 log = get_logger("dsh.acp")
@@ -201,25 +199,11 @@ class AcpFrontend:
     # -- methods ----------------------------------------------------------------------------------------
 
     async def initialize(self, params: InitializeParams) -> dict[str, Any]:
+        """The answer is :func:`~dsh.frontends.acp._boot.initialize_result`, which the daemon also answers the
+        first ``initialize`` with before this front end exists (then it calls this with the same params once it
+        is built, so what is recorded here is recorded either way)."""
         self.client_capabilities = params.client_capabilities
-        durable = self._persistence() is not None
-        return {
-            "protocolVersion": PROTOCOL_VERSION,  # the only version we speak, whatever was asked (spec rule)
-            "agentCapabilities": {
-                "loadSession": durable,
-                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
-                "mcpCapabilities": {"http": False, "sse": False},
-                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}} if durable else {},
-            },
-            "authMethods": [
-                {
-                    "id": AUTH_METHOD_ID,
-                    "name": "No sign-in needed",
-                    "description": "dsh uses local or configured models; there is nothing to sign in to.",
-                }
-            ],
-            "agentInfo": {"name": "dsh", "title": "dsh", "version": __version__},
-        }
+        return initialize_result(durable=self._persistence() is not None)
 
     async def authenticate(self, params: AuthenticateParams) -> dict[str, Any]:
         if params.method_id != AUTH_METHOD_ID:
