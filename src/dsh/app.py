@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from dsh.kernel import Context
     from dsh.providers._settings import ProviderSettings
+    from dsh.secrets import SecretsConfig
 
 __all__ = ["DEFAULT_MODEL", "load_core"]
 
@@ -27,11 +28,13 @@ def load_core(
     data_dir: str | Path | None = None,
     builtin_tools: bool = True,
     providers: dict[str, ProviderSettings] | None = None,
+    secrets: SecretsConfig | None = None,
 ) -> None:
     """Load the interface services, the ``echo`` and ``scripted`` models, the remote providers (the built-ins,
     with *providers* merged over them) and the agent loop into *ctx*; with *data_dir*, also the JSONL session
     persistence (sessions become durable and resumable). ``builtin_tools=False`` leaves out the coding tools
-    (for tests of the loop alone).
+    (for tests of the loop alone). The ``secrets`` plugin (*providers* and the file's *secrets* section) decides
+    what the processes started for tools do not see and redacts tool results.
 
     Application order does not matter: each plugin applies once the services it injects exist. Disposal is
     the reverse of this call order, so persistence is loaded first and goes last.
@@ -40,6 +43,7 @@ def load_core(
     from dsh.providers.echo import echo_plugin
     from dsh.providers.remote import remote_providers_plugin
     from dsh.providers.scripted import scripted_plugin
+    from dsh.secrets import secrets_plugin
     from dsh.services.agents import agents_plugin
     from dsh.services.llm import llm_plugin
     from dsh.services.sessions import sessions_plugin
@@ -55,6 +59,7 @@ def load_core(
     ctx.plugin(echo_plugin)
     ctx.plugin(scripted_plugin, {"scripts": scripts or {}})
     ctx.plugin(remote_providers_plugin, providers)
+    ctx.plugin(secrets_plugin, {"providers": providers, "secrets": secrets})
     ctx.plugin(tools_plugin)
     ctx.plugin(llm_plugin)
     ctx.plugin(agents_plugin)

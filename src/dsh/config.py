@@ -33,6 +33,7 @@ from dsh._config_file import default_config_path, find_config_file
 from dsh.app import DEFAULT_MODEL
 from dsh.errors import DshError
 from dsh.providers._settings import ProviderSettings
+from dsh.secrets import SecretsConfig
 
 if TYPE_CHECKING:
     import yaml
@@ -91,6 +92,8 @@ class DshConfig(BaseModel):
     ``deepseek: {timeout: 60}`` still has DeepSeek's base URL and ``DEEPSEEK_API_KEY``."""
     agents: list[AgentConfig] = Field(default_factory=list)
     """Agents started with the daemon (the agent loop's ``agents``)."""
+    secrets: SecretsConfig = Field(default_factory=SecretsConfig)
+    """What the processes dsh starts for tools do not see (see :mod:`dsh.secrets`)."""
 
     @field_validator("data_dir")
     @classmethod
@@ -261,6 +264,8 @@ def _suggestion(loc: tuple[int | str, ...]) -> str:
         known = list(ProviderSettings.model_fields)
     elif len(loc) == 3 and loc[0] == "agents":
         known = list(AgentConfig.model_fields)
+    elif len(loc) == 2 and loc[0] == "secrets":
+        known = list(SecretsConfig.model_fields)
     if not known:
         return ""
     close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
@@ -356,7 +361,8 @@ def render_config(config: DshConfig | None, *, source: Path | None, env: Mapping
     Secrets never appear: an inline ``api_key`` is ``***``, so is every header whose name looks secret
     (authorization, key, token, cookie, …) and the password of a ``base_url``; keys taken from the environment
     are shown as the variable's name (``api_key_env``). Of *env* only the presence of the ``DSH_*`` variables
-    that override the file is used (named in a comment), never a value.
+    that override the file, and the names of the variables commands will not see (:mod:`dsh.secrets`), are used
+    (in comments); a value is never shown.
     """
     import yaml
 
@@ -371,6 +377,7 @@ def render_config(config: DshConfig | None, *, source: Path | None, env: Mapping
         "data_dir": config.data_dir or _default_data_dir(),
         "providers": {name: _masked(settings) for name, settings in merge_providers(config.providers).items()},
         "agents": [agent.model_dump(mode="json") for agent in config.agents],
+        "secrets": config.secrets.model_dump(mode="json"),
     }
     where = str(source) if source is not None else "no configuration file (defaults)"
     lines = [
@@ -382,6 +389,9 @@ def render_config(config: DshConfig | None, *, source: Path | None, env: Mapping
         for key, variable in OVERRIDING_VARIABLES.items()
         if env.get(variable)
     ]
+    from dsh.secrets import describe_withheld
+
+    lines += describe_withheld(config.providers, config.secrets, env)
     body = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000)
     return "\n".join(lines) + "\n" + body
 

@@ -3,7 +3,8 @@
 Guarantees of :func:`run_process`:
 
 * The child never sees the daemon's stdin or stdout (the protocol's): stdin is ``/dev/null``, stdout and stderr
-  are one pipe that we read. It runs in a new session, hence its own process group, with our environment.
+  are one pipe that we read. It runs in a new session, hence its own process group, with
+  :func:`dsh.secrets.child_environment` (our environment without the provider keys and other secrets).
 * Output is capped at ``output_limit`` bytes while it streams (the pipe keeps being drained so the child never
   blocks on it): ``keep="tail"`` keeps the last bytes (what a failing build or test run prints last), ``"head"``
   the first (and with ``stop_when_full`` ends the command once the cap is reached: a search that has said
@@ -120,6 +121,8 @@ async def run_process(
     import shutil
     import subprocess
 
+    from dsh.secrets import child_environment
+
     if signal is not None and signal.aborted:
         return CommandResult("", None, cancelled=True)
     if not await anyio.Path(cwd).is_dir():
@@ -139,6 +142,7 @@ async def run_process(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         cwd=cwd,
+        env=child_environment(),
         start_new_session=True,
     )
 

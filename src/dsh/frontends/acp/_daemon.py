@@ -258,6 +258,7 @@ async def _serve_app(
             data_dir=options.data_dir or default_data_dir(),
             agent_loop=options.agent_loop_config(),
             providers=loaded.providers if loaded is not None else None,
+            secrets=loaded.secrets if loaded is not None else None,
         )
         for extra in plugins:
             ctx.plugin(extra)

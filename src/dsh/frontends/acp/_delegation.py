@@ -8,6 +8,9 @@ end's sessions only, and only for what the client advertised in ``initialize``:
 * ``terminal`` → ``terminal/create`` (the card gets ``{type: "terminal", terminalId}`` at once, for live
   output), ``terminal/wait_for_exit`` raced against the timeout and the call's cancel signal, ``terminal/kill``
   when we stop it, ``terminal/output``, and always ``terminal/release``.
+  ``terminal/create`` carries no ``env``: dsh adds no variable of its own to a command, and the editor's
+  terminal environment (which never held our provider keys) is the editor's business (RFC 0012). Its output is
+  redacted like a local command's by the ``secrets`` plugin.
 
 Everything else falls through to the local default (``await next()``), so a client without these capabilities
 gets the same tools run locally. A client error on fs/* becomes the tool's error (the model sees why).

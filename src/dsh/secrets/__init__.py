@@ -1,0 +1,53 @@
+"""Secrets stay with dsh: the environment of the processes it starts for tools, and redaction of tool output.
+
+``child_environment()`` is the environment every process dsh starts for a tool gets (``run_command`` locally,
+stdio MCP servers, hooks): the daemon's environment minus the provider keys and other secrets of the current
+:class:`SecretPolicy` (see :mod:`dsh.secrets._policy` for the rules). The ``secrets`` plugin (loaded by
+:func:`dsh.app.load_core`) installs the policy built from the configuration and redacts tool results.
+
+Importing this package imports no pydantic model: :class:`SecretsConfig` and the plugin load on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from dsh.secrets._policy import (
+    MIN_SECRET_LENGTH,
+    SecretPolicy,
+    child_environment,
+    current_policy,
+    install_policy,
+    redact_json,
+    redact_text,
+)
+
+if TYPE_CHECKING:
+    from dsh.secrets._config import SecretsConfig
+    from dsh.secrets._plugin import describe_withheld, policy_for, secrets_plugin
+
+__all__ = [
+    "MIN_SECRET_LENGTH",
+    "SecretPolicy",
+    "SecretsConfig",
+    "child_environment",
+    "current_policy",
+    "describe_withheld",
+    "install_policy",
+    "policy_for",
+    "redact_json",
+    "redact_text",
+    "secrets_plugin",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SecretsConfig":
+        from dsh.secrets._config import SecretsConfig
+
+        return SecretsConfig
+    if name in ("secrets_plugin", "policy_for", "describe_withheld"):
+        from dsh.secrets import _plugin
+
+        return getattr(_plugin, name)
+    raise AttributeError(f"module 'dsh.secrets' has no attribute {name!r}")

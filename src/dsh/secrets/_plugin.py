@@ -1,0 +1,85 @@
+"""The ``secrets`` plugin: installs the application's :class:`~dsh.secrets.SecretPolicy` and redacts tool results.
+
+Guarantees while it is loaded:
+
+* :func:`dsh.secrets.child_environment` uses the policy built from this plugin's providers and ``secrets``
+  section (removed again when the plugin's scope is disposed).
+* Every tool result leaves ``tools/execute`` with the secret values of the policy replaced by
+  ``[redacted NAME]`` in its content text, its error and its display (the listener is prepended when the plugin
+  applies, so it wraps the tools and their workspace: what the model, the session file and the editor get is
+  redacted). An exception of an inner listener or tool becomes the usual error result first, then is redacted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from dsh import events as ev
+from dsh.kernel import plugin
+from dsh.secrets._policy import SecretPolicy, install_policy, redact_json
+
+if TYPE_CHECKING:
+    from dsh.kernel import Context, Next
+    from dsh.providers._settings import ProviderSettings
+    from dsh.secrets._config import SecretsConfig
+    from dsh.services.tools import ToolExecution, ToolResult
+
+__all__ = ["describe_withheld", "policy_for", "redact_result", "secrets_plugin"]
+
+
+def policy_for(providers: dict[str, ProviderSettings] | None, config: SecretsConfig | None) -> SecretPolicy:
+    """The policy of *providers* (merged over the built-ins) and the file's ``secrets`` section."""
+    return SecretPolicy.build(
+        providers,
+        remove=config.remove if config is not None else (),
+        pass_through=config.pass_through if config is not None else (),
+    )
+
+
+def redact_result(result: ToolResult, policy: SecretPolicy) -> ToolResult:
+    """*result* with every secret value replaced; the same object when it holds none."""
+    redact = policy.redactor()
+    content: Any = redact_json(result.content, redact)
+    error = redact_json(result.error, redact) if result.error is not None else None
+    display = redact_json(result.display, redact) if result.display is not None else None
+    if content == result.content and error == result.error and display == result.display:
+        return result
+    return replace(result, content=content, error=error, display=display)
+
+
+@plugin("secrets")
+def secrets_plugin(ctx: Context, config: dict[str, Any] | None) -> None:
+    """*config*: ``{"providers": dict[str, ProviderSettings] | None, "secrets": SecretsConfig | None}``."""
+    config = config or {}
+    policy = policy_for(config.get("providers"), config.get("secrets"))
+    ctx.effect(install_policy(policy))
+
+    async def redacting(execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
+        from dsh.services.tools import error_result
+
+        try:
+            result = await next_()
+        except Exception as exc:  # the registry would turn it into this same result, unredacted
+            result = error_result(execution.call_id, exc)
+        return redact_result(result, policy)
+
+    ctx.on(ev.TOOLS_EXECUTE, redacting, prepend=True)
+
+
+def describe_withheld(
+    providers: dict[str, ProviderSettings] | None, config: SecretsConfig | None, env: Mapping[str, str]
+) -> list[str]:
+    """Comment lines for ``dsh config show``: the variables of *env* that commands will not see, and the rules
+    (names and patterns only, never a value)."""
+    policy = policy_for(providers, config)
+    hidden = policy.withheld(env)
+    lines = [f"# commands dsh runs will not see: {', '.join(hidden) if hidden else 'nothing set now'}"]
+    rules = [f"provider keys {', '.join(sorted(policy.key_variables))}", "DSH_* names with KEY, TOKEN, SECRET, …"]
+    if policy.remove:
+        rules.append(f"secrets.remove {', '.join(policy.remove)}")
+    lines.append(f"# (whenever set: {'; '.join(rules)}; any variable holding a provider's key)")
+    if policy.pass_through:
+        lines.append(f"# passed through anyway: {', '.join(sorted(policy.pass_through))}")
+    return lines

@@ -1,0 +1,197 @@
+"""What the processes dsh starts for tools must not see, and what must never be stored or sent: the policy.
+
+A :class:`SecretPolicy` is built from the providers dsh knows (the built-ins merged with the configured ones) and
+the ``secrets`` section of the configuration file. It is pure data: the environment is passed in (or read from
+``os.environ`` at call time by :func:`child_environment`), so a key exported after start-up is still withheld.
+
+Rules, for each variable ``NAME=value`` of the daemon's environment (the first that applies wins):
+
+1. ``NAME`` is in ``pass_through``: kept (the user asked for it).
+2. ``NAME`` is the ``api_key_env`` of a built-in or configured provider (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``,
+   ``DEEPSEEK_API_KEY``, …): withheld, whether or not that provider is used.
+3. ``NAME`` starts with ``DSH_`` and contains a secret word (``KEY``, ``TOKEN``, ``SECRET``, ``PASSWORD``,
+   ``PASSWD``, ``CREDENTIAL``, ``AUTH``): withheld.
+4. ``NAME`` matches a name or shell-style pattern of ``remove`` (``fnmatch``, case-sensitive): withheld.
+5. ``value`` is a secret dsh holds (the value of a rule-2 variable, an inline ``api_key`` or a secret-looking
+   header of a provider in the file) and is at least :data:`MIN_SECRET_LENGTH` characters: withheld under any
+   name (``MY_KEY=$OPENAI_API_KEY``).
+
+Everything else is kept: generic spellings such as ``GITHUB_TOKEN`` or ``AWS_SECRET_ACCESS_KEY`` belong to the
+tools the user runs, not to dsh (``remove: ["*_API_KEY"]`` opts into more).
+
+Redaction (:meth:`SecretPolicy.secret_values`): the values of every withheld variable, every provider key in the
+environment (even one passed through) and every inline secret of the file, longest first, when at least
+:data:`MIN_SECRET_LENGTH` characters long (a shorter value would mask ordinary words).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dsh.providers._settings import ProviderSettings
+
+__all__ = [
+    "DSH_SECRET_WORDS",
+    "MIN_SECRET_LENGTH",
+    "SecretPolicy",
+    "child_environment",
+    "current_policy",
+    "install_policy",
+    "redact_json",
+    "redact_text",
+]
+
+MIN_SECRET_LENGTH = 8
+"""Values shorter than this are neither matched by value nor redacted (``1`` or ``true`` are not secrets)."""
+DSH_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+"""A ``DSH_*`` variable whose name contains one of these carries a secret."""
+_SECRET_HEADER_WORDS = ("auth", "key", "token", "secret", "password", "cookie", "session", "signature", "credential")
+REDACTED = "[redacted {}]"
+"""What replaces a secret value in tool output: the variable's name (never secret) or ``api_key``."""
+
+
+@dataclass(frozen=True, slots=True)
+class SecretPolicy:
+    """Which variables children do not see, and which values are redacted (see the module docstring)."""
+
+    key_variables: frozenset[str] = frozenset()
+    """The ``api_key_env`` of every provider dsh knows."""
+    inline_secrets: tuple[tuple[str, str], ...] = ()
+    """``(label, value)`` of secrets the configuration file holds itself (inline ``api_key``, secret headers)."""
+    remove: tuple[str, ...] = ()
+    pass_through: frozenset[str] = frozenset()
+
+    @classmethod
+    def build(
+        cls,
+        providers: Mapping[str, ProviderSettings] | None = None,
+        *,
+        remove: Iterable[str] = (),
+        pass_through: Iterable[str] = (),
+    ) -> SecretPolicy:
+        """The policy for *providers* (merged over the built-ins) and the ``secrets`` section's lists."""
+        from dsh.providers._settings import merge_providers
+
+        merged = merge_providers(dict(providers) if providers is not None else None)
+        variables = {settings.api_key_env for settings in merged.values() if settings.api_key_env}
+        inline: list[tuple[str, str]] = []
+        for name, settings in merged.items():
+            if settings.api_key is not None and settings.api_key.get_secret_value():
+                inline.append((f"providers.{name}.api_key", settings.api_key.get_secret_value()))
+            for header, value in settings.headers.items():
+                if value and any(word in header.lower() for word in _SECRET_HEADER_WORDS):
+                    inline.append((f"providers.{name}.headers.{header}", value))
+        return cls(frozenset(variables), tuple(inline), tuple(remove), frozenset(pass_through))
+
+    def _held_values(self, env: Mapping[str, str]) -> dict[str, str]:
+        """Secret value → label, for the values dsh itself holds (provider keys in *env*, inline secrets)."""
+        held: dict[str, str] = {}
+        for label, value in self.inline_secrets:
+            if len(value) >= MIN_SECRET_LENGTH:
+                held.setdefault(value, label)
+        for name in sorted(self.key_variables):
+            key = env.get(name)
+            if key is not None and len(key) >= MIN_SECRET_LENGTH:
+                held.setdefault(key, name)
+        return held
+
+    def withholds(self, name: str, value: str, held: Mapping[str, str]) -> bool:
+        """Whether ``name=value`` is kept from children; *held* is :meth:`_held_values` of the environment."""
+        if name in self.pass_through:
+            return False
+        if name in self.key_variables:
+            return True
+        if name.startswith("DSH_") and any(word in name.upper() for word in DSH_SECRET_WORDS):
+            return True
+        if any(fnmatchcase(name, pattern) for pattern in self.remove):
+            return True
+        return value in held
+
+    def withheld(self, env: Mapping[str, str]) -> list[str]:
+        """The names of *env* that children do not see, sorted (names only: never log or show a value)."""
+        held = self._held_values(env)
+        return sorted(name for name, value in env.items() if self.withholds(name, value, held))
+
+    def child_environment(self, env: Mapping[str, str]) -> dict[str, str]:
+        """*env* without the withheld variables (a new dict; *env* is not changed)."""
+        held = self._held_values(env)
+        return {name: value for name, value in env.items() if not self.withholds(name, value, held)}
+
+    def secret_values(self, env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+        """``(value, label)`` of every value to redact, longest first (a key that contains another is replaced
+        whole)."""
+        held = self._held_values(env)
+        values = dict(held)
+        for name, value in env.items():
+            if len(value) >= MIN_SECRET_LENGTH and value not in values and self.withholds(name, value, held):
+                values[value] = name
+        return tuple(sorted(values.items(), key=lambda item: (-len(item[0]), item[1])))
+
+    def redactor(self, env: Mapping[str, str] | None = None) -> Callable[[str], str]:
+        """A function replacing every secret value in a text with ``[redacted NAME]`` (*env*: ``os.environ``
+        now)."""
+        values = self.secret_values(os.environ if env is None else env)
+
+        def redact(text: str) -> str:
+            for value, label in values:
+                if value in text:
+                    text = text.replace(value, REDACTED.format(label))
+            return text
+
+        return redact
+
+
+_default: SecretPolicy | None = None
+_installed: list[SecretPolicy] = []
+
+
+def current_policy() -> SecretPolicy:
+    """The policy the running application installed (the newest :func:`install_policy`), else the one for the
+    built-in providers with an empty ``secrets`` section: safe by default."""
+    global _default
+    if _installed:
+        return _installed[-1]
+    if _default is None:
+        _default = SecretPolicy.build()
+    return _default
+
+
+def install_policy(policy: SecretPolicy) -> Callable[[], None]:
+    """Make *policy* current until the returned (idempotent) remover runs."""
+    _installed.append(policy)
+
+    def remove() -> None:
+        # by identity, newest first: equal policies installed twice are removed one at a time
+        for index in range(len(_installed) - 1, -1, -1):
+            if _installed[index] is policy:
+                del _installed[index]
+                return
+
+    return remove
+
+
+def child_environment() -> dict[str, str]:
+    """The environment for a process dsh starts for a tool (a command, an MCP server, a hook): the daemon's
+    environment now, minus every variable the current policy withholds. Pass it whole as the child's ``env``."""
+    return current_policy().child_environment(os.environ)
+
+
+def redact_text(text: str) -> str:
+    """*text* with every secret value of the current policy replaced (see :meth:`SecretPolicy.redactor`)."""
+    return current_policy().redactor()(text)
+
+
+def redact_json(value: Any, redact: Callable[[str], str]) -> Any:
+    """A copy of the JSON *value* with *redact* applied to every string (keys included)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact(k) if isinstance(k, str) else k: redact_json(v, redact) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_json(item, redact) for item in value]
+    return value
