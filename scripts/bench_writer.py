@@ -17,7 +17,9 @@ The figures of issue #12 items 3 and 4 (and #10 items 5d and 6a), each measured 
 * **sigterm** / **eof**: same stall; the client sends SIGTERM (or closes the agent's stdin) without reading;
   time until the process has exited.
 
-``--src DIR`` runs dsh from another source tree (``PYTHONPATH``), e.g. a copy of ``main`` for before/after.
+``--src DIR`` runs dsh from another source tree (``PYTHONPATH``); ``--before DIR`` adds a "dsh before" agent
+run from DIR (e.g. ``git archive main src | tar -x -C DIR``), so before and after are measured in one run,
+interleaved, under the same load.
 The client is deliberately dumb (``subprocess``, ``readline``) so the figures are the agents'. Not a test: it
 prints numbers and never fails on them. The machine is shared: run it more than once and compare medians.
 
@@ -52,6 +54,9 @@ NO_PERSISTENCE = [
     "sys.argv = ['dsh', 'acp']; from dsh._entry import main; main()",
 ]
 """dsh without the JSONL persistence plugin (a benchmark-only launcher: the daemon always persists)."""
+
+Spec = tuple[list[str], dict[str, str] | None]
+"""An agent: its command line and the environment it runs with (None: ours, minus ``DSH_*``)."""
 
 MEASUREMENTS = ("init", "first", "cancel", "stall", "sigterm", "eof")
 
@@ -170,11 +175,11 @@ class LoopbackModel:
 # -- measurements ---------------------------------------------------------------------------------------------
 
 
-def measure_init(commands: dict[str, list[str]], env: dict[str, str], spawns: int) -> dict[str, list[float]]:
+def measure_init(commands: dict[str, Spec], spawns: int) -> dict[str, list[float]]:
     results: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(spawns):
-        for name, command in commands.items():
-            agent = Agent(command, env if name.startswith("dsh") else None)
+        for name, (command, env) in commands.items():
+            agent = Agent(command, env)
             try:
                 agent.initialize()
                 results[name].append(time.perf_counter() - agent.started)
@@ -192,10 +197,10 @@ def first_update(agent: Agent, session_id: str, words: int) -> float:
     return elapsed
 
 
-def measure_first(commands: dict[str, list[str]], env: dict[str, str], repeats: int) -> dict[str, list[float]]:
+def measure_first(commands: dict[str, Spec], repeats: int) -> dict[str, list[float]]:
     results: dict[str, list[float]] = {}
-    for name, command in commands.items():
-        agent = Agent(command, env if name.startswith("dsh") else None)
+    for name, (command, env) in commands.items():
+        agent = Agent(command, env)
         try:
             agent.initialize()
             session_id = agent.new_session()
@@ -205,10 +210,11 @@ def measure_first(commands: dict[str, list[str]], env: dict[str, str], repeats: 
             ]
         finally:
             agent.close()
-    dsh_command = commands.get("dsh")
-    if dsh_command is not None:
+    for name, (dsh_command, env) in commands.items():
+        if not name.startswith("dsh"):
+            continue
         model = LoopbackModel()
-        model_env = {**env, "DSH_MODEL": "openai:bench", "OPENAI_BASE_URL": model.url, "OPENAI_API_KEY": "x"}
+        model_env = {**(env or {}), "DSH_MODEL": "openai:bench", "OPENAI_BASE_URL": model.url, "OPENAI_API_KEY": "x"}
         agent = Agent(dsh_command, model_env)
         latencies: list[float] = []
         try:
@@ -223,18 +229,18 @@ def measure_first(commands: dict[str, list[str]], env: dict[str, str], repeats: 
                     latencies.append(seen - model.first_byte[-1])
         finally:
             agent.close()
-        results["dsh: model first byte -> first update (loopback model)"] = latencies
+        results[f"{name}: model first byte -> first update (loopback model)"] = latencies
     return results
 
 
 def measure_cancel(
-    commands: dict[str, list[str]], env: dict[str, str], words: int, after: int, repeats: int
+    commands: dict[str, Spec], words: int, after: int, repeats: int
 ) -> dict[str, tuple[list[float], list[str]]]:
     results: dict[str, tuple[list[float], list[str]]] = {name: ([], []) for name in commands}
     params_cache: dict[str, Any] = {}
     for _ in range(repeats):
-        for name, command in commands.items():
-            agent = Agent(command, env if name.startswith("dsh") else None)
+        for name, (command, env) in commands.items():
+            agent = Agent(command, env)
             try:
                 agent.initialize()
                 session_id = agent.new_session()
@@ -327,6 +333,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--only", nargs="*", choices=MEASUREMENTS, default=list(MEASUREMENTS))
     parser.add_argument("--src", help="run dsh from this source tree (PYTHONPATH)")
+    parser.add_argument("--before", help="also run 'dsh before' from this source tree (a copy of main, say)")
     parser.add_argument("--spawns", type=int, default=15)
     parser.add_argument("--firsts", type=int, default=30)
     parser.add_argument("--cancel-words", type=int, default=2_000_000)
@@ -338,38 +345,38 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.spawns, args.firsts, args.cancel_words, args.cancels = 3, 5, 200_000, 3
-    env: dict[str, str] = {}
-    if args.src:
-        env["PYTHONPATH"] = str(Path(args.src).resolve())
     data = Path(os.environ.get("TMPDIR", "/tmp")) / f"dsh-bench-writer-{os.getpid()}"
-    env["DSH_DATA_DIR"] = str(data)
-    env["XDG_CONFIG_HOME"] = str(data / "config")
-    commands = {"dsh": AGENTS["dsh"]}
+    base = {"DSH_DATA_DIR": str(data), "XDG_CONFIG_HOME": str(data / "config")}
+    env = {**base, "PYTHONPATH": str(Path(args.src).resolve())} if args.src else dict(base)
+    commands: dict[str, Spec] = {"dsh": (AGENTS["dsh"], env)}
+    if args.before:
+        commands["dsh before"] = (AGENTS["dsh"], {**base, "PYTHONPATH": str(Path(args.before).resolve())})
     if not args.no_peer:
-        commands["sdk peer"] = AGENTS["sdk peer"]
+        commands["sdk peer"] = (AGENTS["sdk peer"], None)
     print(
         f"bench_writer: python {sys.version.split()[0]}; {os.cpu_count()} CPUs; load average "
         f"{os.getloadavg()[0]:.2f}; dsh from {args.src or 'the installed tree'}"
+        + (f"; 'dsh before' from {args.before}" if args.before else "")
     )
     if "init" in args.only:
-        for name, values in measure_init(commands, env, args.spawns).items():
+        for name, values in measure_init(commands, args.spawns).items():
             print(
                 f"init  {name}: spawn -> initialize answered median {ms(statistics.median(values))} "
                 f"(min {ms(min(values))}, max {ms(max(values))}, n={len(values)})"
             )
     if "first" in args.only:
-        for label, values in measure_first(commands, env, args.firsts).items():
+        for label, values in measure_first(commands, args.firsts).items():
             print(
                 f"first {label}: median {ms(statistics.median(values))}, p90 {ms(percentile(values, 90))} "
                 f"(n={len(values)})"
             )
     if "cancel" in args.only:
-        cancel_commands = dict(commands)
-        cancel_commands["dsh (no persistence)"] = NO_PERSISTENCE
-        cancel_commands = {
-            k: cancel_commands[k] for k in ("dsh", "dsh (no persistence)", *commands) if k in cancel_commands
-        }
-        results = measure_cancel(cancel_commands, env, args.cancel_words, args.cancel_after, args.cancels)
+        cancel_commands: dict[str, Spec] = {}
+        for name, (command, env_) in commands.items():
+            cancel_commands[name] = (command, env_)
+            if name.startswith("dsh"):
+                cancel_commands[f"{name} (no persistence)"] = (NO_PERSISTENCE, env_)
+        results = measure_cancel(cancel_commands, args.cancel_words, args.cancel_after, args.cancels)
         for name, (values, reasons) in results.items():
             print(
                 f"cancel {name}: {args.cancel_words:,}-word reply, cancel after {args.cancel_after:,} updates -> "
@@ -377,14 +384,12 @@ def main() -> None:
                 f"{ms(max(values))} (n={len(values)}; stopReasons {sorted(set(reasons))})"
             )
     if "stall" in args.only:
-        for name, command in commands.items():
-            print(
-                "stall " + measure_stall(name, command, env if name == "dsh" else None, args.cancel_words, args.stall)
-            )
+        for name, (command, env_) in commands.items():
+            print("stall " + measure_stall(name, command, env_, args.cancel_words, args.stall))
     for how in ("sigterm", "eof"):
         if how in args.only:
-            for name, command in commands.items():
-                print(f"{how} " + measure_exit(name, command, env if name == "dsh" else None, args.cancel_words, how))
+            for name, (command, env_) in commands.items():
+                print(f"{how} " + measure_exit(name, command, env_, args.cancel_words, how))
 
 
 if __name__ == "__main__":
