@@ -245,7 +245,11 @@ class FrameWriter:
                     await self._wakeup.wait()
                     self._wakeup = anyio.Event()
                 else:
-                    await anyio.wait_writable(self._fd)
+                    try:
+                        await anyio.wait_writable(self._fd)
+                    except OSError:  # the fd cannot be waited on: nothing more can be written
+                        self._fail()
+                        return
         finally:
             self._running = False
             self._sleeping = False
