@@ -34,6 +34,7 @@ from dsh.config import (
 )
 from dsh.frontends.acp import DaemonOptions
 from dsh.providers._settings import BUILTIN_PROVIDERS, ProviderSettings
+from dsh.settings import SettingError
 from tests.support.raw import WAIT, RawDaemon, write_script
 
 CLI_WAIT = 30.0
@@ -443,15 +444,18 @@ def test_configured_agents_default_to_the_daemons_model_and_prompt(clean_env: Pa
 def test_a_file_that_does_not_load_ends_resolve_with_its_message(
     clean_env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    with pytest.raises(SystemExit) as caught:
+    # Issue #11: resolve raises the one-line SettingError (status 1); the entry points turn it into stderr + exit.
+    with pytest.raises(SettingError) as caught:
         DaemonOptions.resolve(config=str(tmp_path / "missing.yaml"))
-    assert (
-        caught.value.code == f"dsh: cannot read configuration file {tmp_path / 'missing.yaml'}: the file does not exist"
+    assert caught.value.message == (
+        f"cannot read configuration file {tmp_path / 'missing.yaml'}: the file does not exist"
     )
+    assert caught.value.exit_code == 1
     monkeypatch.setenv("DSH_CONFIG", str(write(tmp_path, "providers: {deepseek: {timeout: 0}}\n")))
-    with pytest.raises(SystemExit) as caught:
+    with pytest.raises(SettingError) as caught:
         DaemonOptions.resolve()
-    assert "line 1: providers.deepseek.timeout: Input should be greater than 0" in str(caught.value.code)
+    assert "line 1: providers.deepseek.timeout: Input should be greater than 0" in caught.value.message
+    assert "\n" not in caught.value.message
 
 
 def test_resolve_without_a_file_imports_no_yaml(tmp_path: Path) -> None:

@@ -1,10 +1,11 @@
-"""The ``dsh`` console script and ``python -m dsh``.
+"""The ``dsh`` and ``dsh-agent`` console scripts and ``python -m dsh``.
 
 Editors spawn ``dsh acp`` without arguments, often, and wait for ``initialize``. Importing typer and letting it
 parse costs about 150 ms per start (typer builds a pydantic adapter for every option), half the start-up
 budget. A bare ``dsh acp`` therefore starts the daemon directly; it means exactly what typer would make of it
-(every option from its environment variable or its default, resolved in one place:
-``DaemonOptions.resolve``). Every other command line goes through the typer application in :mod:`dsh.cli`.
+(every setting from its environment variable, the configuration file or its default, resolved in one place:
+:func:`dsh.settings.resolve_settings`). Every other command line goes through the typer application in
+:mod:`dsh.cli`. Both paths end a bad setting with one line on stderr and status 2 or 1, never a traceback.
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ import sys
 def main() -> None:
     if sys.argv[1:] == ["acp"]:
         from dsh.frontends.acp import DaemonOptions, run
+        from dsh.settings import exit_on_error
 
-        sys.exit(run(DaemonOptions.resolve()))
-    from dsh.cli import app
+        with exit_on_error():
+            options = DaemonOptions.resolve()
+        sys.exit(run(options))
+    from dsh.cli import main as cli_main
 
-    app()
+    sys.exit(cli_main())

@@ -1,4 +1,5 @@
-"""Structured logging: JSON lines on stderr (or a file), never on stdout, and never paid for until used.
+"""Structured logging: on stderr (or a file), never on stdout, and never paid for until used. A terminal gets
+human-readable lines (structlog's console renderer); anything else (a file, a pipe, an editor's log) gets JSON lines.
 
 ``import structlog`` costs about 120 ms here (it pulls in rich when rich is installed), and a healthy daemon
 logs nothing at the default level, so:
@@ -22,7 +23,7 @@ from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-__all__ = ["bind_context", "configure_logging", "get_logger"]
+__all__ = ["bind_context", "configure_logging", "get_logger", "open_log"]
 
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "warn": 30, "error": 40, "critical": 50}
 _settings: dict[str, Any] = {"level": 30, "file": None}
@@ -43,8 +44,16 @@ class _JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
 def configure_logging(level: str = "warning", file: TextIO | None = None) -> None:
-    """Log at *level* and above to *file* (stderr by default) as JSON lines; stdlib logging follows."""
+    """Log at *level* and above to *file* (stderr by default): readable lines on a terminal, JSON lines
+    otherwise; stdlib logging follows."""
     global _applied
     numeric = _LEVELS.get(level.lower())
     if numeric is None:
@@ -52,8 +61,12 @@ def configure_logging(level: str = "warning", file: TextIO | None = None) -> Non
     _settings["level"] = numeric
     _settings["file"] = file
     _applied = False
-    handler = logging.StreamHandler(file if file is not None else sys.stderr)
-    handler.setFormatter(_JsonFormatter())
+    stream = file if file is not None else sys.stderr
+    handler = logging.StreamHandler(stream)
+    if _is_terminal(stream):
+        handler.setFormatter(logging.Formatter("%(asctime)s [%(levelname)-8s] %(message)s [%(name)s]", "%H:%M:%S"))
+    else:
+        handler.setFormatter(_JsonFormatter())
     logging.basicConfig(handlers=[handler], level=max(numeric, logging.WARNING), force=True)
     if "structlog" in sys.modules:
         _apply()
@@ -69,19 +82,47 @@ def _apply() -> None:
     global _applied
     import structlog
 
-    structlog.configure(
-        cache_logger_on_first_use=False,  # capture_logs() in tests must see every logger
-        wrapper_class=structlog.make_filtering_bound_logger(_settings["level"]),
-        processors=[
-            _merge_context,
-            structlog.processors.add_log_level,
+    stream = _settings["file"] or sys.stderr
+    processors: list[Any] = [_merge_context, structlog.processors.add_log_level]
+    if _is_terminal(stream):
+        processors += [
+            structlog.processors.TimeStamper(fmt="%H:%M:%S", utc=False),
+            structlog.dev.ConsoleRenderer(colors=True),
+        ]
+    else:
+        processors += [
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.dict_tracebacks,
             structlog.processors.JSONRenderer(),
-        ],
-        logger_factory=structlog.WriteLoggerFactory(file=_settings["file"] or sys.stderr),
+        ]
+    structlog.configure(
+        cache_logger_on_first_use=False,  # capture_logs() in tests must see every logger
+        wrapper_class=structlog.make_filtering_bound_logger(_settings["level"]),
+        processors=processors,
+        logger_factory=structlog.WriteLoggerFactory(file=stream),
     )
     _applied = True
+
+
+@contextmanager
+def open_log(level: str, path: str | None) -> Iterator[None]:
+    """Log at *level* to the file at *path* (appended; None: stderr) inside the block. A file that cannot be
+    opened is a :class:`~dsh.settings.SettingError` (one line, status 1) naming the setting."""
+    stream: TextIO | None = None
+    if path is not None:
+        try:
+            stream = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            from dsh.settings import SettingError
+
+            reason = exc.strerror or type(exc).__name__
+            raise SettingError(f"--log-file / DSH_LOG_FILE: cannot open {path}: {reason}", 1) from None
+    try:
+        configure_logging(level, stream)
+        yield
+    finally:
+        if stream is not None:
+            stream.close()
 
 
 @contextmanager

@@ -7,17 +7,18 @@ owns stdout for protocol frames only.
 
 from __future__ import annotations
 
+import os
 import sys
-from typing import TYPE_CHECKING, Annotated, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
 from dsh.app import DEFAULT_MODEL
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from dsh.config import DshConfig
+    from dsh.settings import Settings
 
 app = typer.Typer(
     name="dsh",
@@ -28,59 +29,111 @@ app = typer.Typer(
 )
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from dsh import __version__
+
+        sys.stdout.write(f"dsh {__version__}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", "-V", help="Print the version and exit.", callback=_show_version, is_eager=True),
+    ] = False,
+) -> None:
+    """dsh: an ACP agent harness. Editors spawn `dsh acp`; `dsh prompt` runs one prompt in the terminal."""
+
+
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        metavar="PROVIDER:MODEL",
+        help=f"Model to use \\[env DSH_MODEL; config `model`; default {DEFAULT_MODEL}].",
+        show_default=False,
+    ),
+]
+SystemOption = Annotated[
+    str | None,
+    typer.Option(
+        "--system", metavar="TEXT", help="Extra system prompt \\[env DSH_SYSTEM_PROMPT; config `system_prompt`]."
+    ),
+]
+LogLevelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--log-level", metavar="LEVEL", help="debug, info, warning or error \\[env DSH_LOG_LEVEL; default warning]."
+    ),
+]
+LogFileOption = Annotated[
+    str | None,
+    typer.Option("--log-file", metavar="FILE", help="Append logs to FILE instead of stderr \\[env DSH_LOG_FILE]."),
+]
+DataDirOption = Annotated[
+    str | None,
+    typer.Option(
+        "--data-dir",
+        metavar="DIR",
+        help="Session storage \\[env DSH_DATA_DIR; config `data_dir`; default ~/.local/share/dsh/sessions].",
+    ),
+]
+ConfigOption = Annotated[
+    str | None,
+    typer.Option(
+        "--config",
+        metavar="PATH",
+        help="Configuration file \\[env DSH_CONFIG; default ~/.config/dsh/config.yaml if it exists].",
+    ),
+]
+
+
+def settings_for(config: str | None = None, **flags: str | None) -> Settings:
+    """The command's settings (:func:`dsh.settings.resolve_settings`); a bad flag, variable or file ends the
+    command with one line on stderr and status 2 (usage) or 1 (runtime)."""
+    from dsh.settings import exit_on_error, resolve_settings
+
+    with exit_on_error():
+        return resolve_settings(flags, config=config)
+
+
 @app.command()
 def prompt(
-    text: Annotated[str, typer.Argument(help="The prompt to send.")],
-    model: Annotated[str, typer.Option(help="Model to use (provider:model).", envvar="DSH_MODEL")] = DEFAULT_MODEL,
-    system: Annotated[str | None, typer.Option(help="Extra system prompt.")] = None,
+    text: Annotated[str, typer.Argument(metavar="TEXT", help="The prompt to send.", show_default=False)],
+    model: ModelOption = None,
+    system: SystemOption = None,
+    log_level: LogLevelOption = None,
+    log_file: LogFileOption = None,
+    config: ConfigOption = None,
 ) -> None:
     """Run one prompt through the agent loop and stream the answer to stdout."""
     import anyio
 
     from dsh.oneshot import run_prompt
 
-    code = anyio.run(run_prompt, text, model, system)
+    settings = settings_for(config, model=model, system_prompt=system, log_level=log_level, log_file=log_file)
+    code = anyio.run(run_prompt, text, settings)
     raise typer.Exit(code)
 
 
 @app.command()
 def acp(
-    model: Annotated[
-        str | None,
-        typer.Option(help="Model for new sessions (provider:model) \\[env DSH_MODEL; config `model`; default echo]."),
-    ] = None,
-    system: Annotated[
-        str | None,
-        typer.Option(help="Extra system prompt for new sessions \\[env DSH_SYSTEM_PROMPT; config `system_prompt`]."),
-    ] = None,
-    log_level: Annotated[
-        str | None, typer.Option(help="debug, info, warning or error \\[env DSH_LOG_LEVEL; default warning].")
-    ] = None,
-    log_file: Annotated[
-        str | None, typer.Option(help="Append logs to this file instead of stderr \\[env DSH_LOG_FILE].")
-    ] = None,
-    data_dir: Annotated[
-        str | None,
-        typer.Option(
-            help="Session storage \\[env DSH_DATA_DIR; config `data_dir`; default ~/.local/share/dsh/sessions]."
-        ),
-    ] = None,
-    config: Annotated[
-        str | None,
-        typer.Option(
-            "--config",
-            metavar="PATH",
-            help="Configuration file \\[env DSH_CONFIG; default ~/.config/dsh/config.yaml if it exists].",
-        ),
-    ] = None,
+    model: ModelOption = None,
+    system: SystemOption = None,
+    log_level: LogLevelOption = None,
+    log_file: LogFileOption = None,
+    data_dir: DataDirOption = None,
+    config: ConfigOption = None,
 ) -> None:
     """Run the ACP daemon on stdin/stdout (what editors spawn)."""
     from dsh.frontends.acp import DaemonOptions, run
 
-    options = DaemonOptions.resolve(
-        model=model, system_prompt=system, log_level=log_level, log_file=log_file, data_dir=data_dir, config=config
+    settings = settings_for(
+        config, model=model, system_prompt=system, log_level=log_level, log_file=log_file, data_dir=data_dir
     )
-    raise typer.Exit(run(options))
+    raise typer.Exit(run(DaemonOptions.from_settings(settings)))
 
 
 @app.command()
@@ -97,21 +150,13 @@ sessions_app = typer.Typer(
 )
 app.add_typer(sessions_app, name="sessions")
 
-DataDirOption = Annotated[
-    str | None,
-    typer.Option(
-        "--data-dir",
-        metavar="DIR",
-        envvar="DSH_DATA_DIR",
-        help="Session store (default: $XDG_DATA_HOME/dsh/sessions).",
-    ),
-]
-SessionIdArgument = Annotated[str, typer.Argument(metavar="ID", help="The session id.")]
+SessionIdArgument = Annotated[str, typer.Argument(metavar="ID", help="The session id.", show_default=False)]
 
 
 @sessions_app.command("list")
 def sessions_list(
     data_dir: DataDirOption = None,
+    config: ConfigOption = None,
     cwd: Annotated[str | None, typer.Option(metavar="DIR", help="Only sessions started in DIR.")] = None,
 ) -> None:
     """One line per stored session, newest first: id, last update, working directory, title."""
@@ -120,7 +165,7 @@ def sessions_list(
     from dsh.frontends import sessions_cli
 
     with sessions_cli.reported_errors():
-        root = sessions_cli.resolve_data_dir(data_dir)
+        root = Path(settings_for(config, data_dir=data_dir).data_dir)
         infos = anyio.run(sessions_cli.list_sessions, root, cwd)
         if not infos:
             where = f"for {cwd} " if cwd is not None else ""
@@ -130,12 +175,12 @@ def sessions_list(
 
 
 @sessions_app.command("show")
-def sessions_show(session_id: SessionIdArgument, data_dir: DataDirOption = None) -> None:
+def sessions_show(session_id: SessionIdArgument, data_dir: DataDirOption = None, config: ConfigOption = None) -> None:
     """Print a session as a readable transcript (works while a daemon is using the session)."""
     from dsh.frontends import sessions_cli
 
     with sessions_cli.reported_errors():
-        root = sessions_cli.resolve_data_dir(data_dir)
+        root = Path(settings_for(config, data_dir=data_dir).data_dir)
         stored = sessions_cli.read_session(root, sessions_cli.valid_id(session_id))
         typer.echo(sessions_cli.render_transcript(stored), nl=False)
 
@@ -144,16 +189,18 @@ def sessions_show(session_id: SessionIdArgument, data_dir: DataDirOption = None)
 def sessions_export(
     session_id: SessionIdArgument,
     data_dir: DataDirOption = None,
+    config: ConfigOption = None,
     format: Annotated[
         Literal["jsonl", "markdown"],
         typer.Option("--format", help="jsonl: the stored lines verbatim; markdown: a Markdown transcript."),
     ] = "jsonl",
 ) -> None:
     """Write a session to stdout, as its JSONL lines (header included) or as Markdown."""
+    from dsh._text import plural
     from dsh.frontends import sessions_cli
 
     with sessions_cli.reported_errors():
-        root = sessions_cli.resolve_data_dir(data_dir)
+        root = Path(settings_for(config, data_dir=data_dir).data_dir)
         session_id = sessions_cli.valid_id(session_id)
         if format == "markdown":
             typer.echo(sessions_cli.render_markdown(sessions_cli.read_session(root, session_id)), nl=False)
@@ -161,19 +208,21 @@ def sessions_export(
         content = sessions_cli.read_raw(root, session_id)
         lines = sessions_cli.complete_lines(content)
         if len(lines) < len(content):
-            typer.echo(f"dsh: left out an incomplete final line ({len(content) - len(lines)} bytes)", err=True)
+            typer.echo(
+                f"dsh: left out an incomplete final line ({plural(len(content) - len(lines), 'byte')})", err=True
+            )
         typer.echo(lines, nl=False)
 
 
 @sessions_app.command("rm")
-def sessions_rm(session_id: SessionIdArgument, data_dir: DataDirOption = None) -> None:
+def sessions_rm(session_id: SessionIdArgument, data_dir: DataDirOption = None, config: ConfigOption = None) -> None:
     """Delete a stored session (refused while another dsh process is using it)."""
     import anyio
 
     from dsh.frontends import sessions_cli
 
     with sessions_cli.reported_errors():
-        root = sessions_cli.resolve_data_dir(data_dir)
+        root = Path(settings_for(config, data_dir=data_dir).data_dir)
         session_id = sessions_cli.valid_id(session_id)
         anyio.run(sessions_cli.delete_session, root, session_id)
         typer.echo(f"Deleted session {session_id}.")
@@ -185,23 +234,13 @@ config_app = typer.Typer(
 )
 app.add_typer(config_app, name="config")
 
-ConfigOption = Annotated[
-    str | None,
-    typer.Option(
-        "--config",
-        metavar="PATH",
-        envvar="DSH_CONFIG",
-        help="Configuration file (default: $XDG_CONFIG_HOME/dsh/config.yaml).",
-    ),
-]
-
 
 def _load_config_or_exit(config: str | None) -> tuple[Path | None, DshConfig | None]:
     """The file :func:`dsh.config.find_config_file` picks and its contents; a file that does not load is reported
     on stderr and ends the command with status 1."""
     from dsh.config import ConfigError, find_config_file, load_config
 
-    path = find_config_file(config)
+    path = find_config_file(config or os.environ.get("DSH_CONFIG") or None)
     if path is None:
         return None, None
     try:
@@ -217,6 +256,7 @@ def config_check(config: ConfigOption = None) -> None:
     from dsh.config import default_config_path, summarize_config
 
     path, loaded = _load_config_or_exit(config)
+    settings_for(config)  # the DSH_* variables too
     if path is None or loaded is None:
         typer.echo(f"no configuration file: {default_config_path()} does not exist (the defaults apply)")
         return
@@ -227,14 +267,58 @@ def config_check(config: ConfigOption = None) -> None:
 @config_app.command("show")
 def config_show(config: ConfigOption = None) -> None:
     """Print the effective configuration as YAML, secrets masked as *** (keys from the environment by name)."""
-    import os
-
     from dsh.config import render_config
 
     path, loaded = _load_config_or_exit(config)
+    settings_for(config)
     typer.echo(render_config(loaded, source=path, env=os.environ), nl=False)
 
 
-def main() -> None:
-    """Run the typer application (the console script goes through :mod:`dsh._entry` first)."""
-    app()
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line and return its exit status. Every usage error (an unknown option, a missing
+    argument, a bad choice) is one line on stderr and status 2; a command's own errors are reported by the
+    command (:func:`settings_for`, ``reported_errors``); nothing ends in a traceback."""
+    from typer._click.exceptions import NoArgsIsHelpError, UsageError
+    from typer.exceptions import Abort
+
+    command = typer.main.get_command(app)
+    _tidy_help(command)
+    try:
+        result = command.main(args=argv, prog_name="dsh", standalone_mode=False)
+    except NoArgsIsHelpError as error:
+        sys.stdout.write(error.ctx.get_help() + "\n")
+        return 0
+    except UsageError as error:
+        where = error.ctx.command_path if error.ctx is not None else "dsh"
+        message = " ".join(error.format_message().split())
+        sys.stderr.write(f"{where}: {message} (see `{where} --help`)\n")
+        return 2
+    except Abort:
+        sys.stderr.write("dsh: aborted\n")
+        return 1
+    return result if isinstance(result, int) else 0
+
+
+def _tidy_help(command: Any) -> None:
+    """Help without typer's type labels: a flag shows no ``<bool>``, an option or argument its metavar, and a
+    required argument is ``ID`` in the usage line, not ``{ID}``. Applies to every command, including those other
+    modules register."""
+    from typer.core import TyperArgument
+
+    original = command.get_params
+
+    def get_params(ctx: Any) -> list[Any]:
+        params = original(ctx)
+        for param in params:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+            if isinstance(param, TyperArgument):
+                name = param.metavar or param.name.upper()
+                param.metavar = name
+                setattr(param, "display_type_rich", lambda ctx: None)  # noqa: B010 - an instance override
+                setattr(param, "get_usage_pieces", lambda ctx, name=name: [name])  # noqa: B010 - an instance override
+        return list(params)
+
+    setattr(command, "get_params", get_params)  # noqa: B010 - an instance override
+    for sub in getattr(command, "commands", {}).values():
+        _tidy_help(sub)

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from dsh._config_file import default_config_path, find_config_file
 from dsh.app import DEFAULT_MODEL
 from dsh.errors import DshError
 from dsh.providers._settings import ProviderSettings
@@ -148,6 +147,22 @@ class ConfigError(DshError):
 
 
 # -- finding and loading -------------------------------------------------------------------------------------
+
+
+def default_config_path() -> Path:
+    """``$XDG_CONFIG_HOME/dsh/config.yaml``, else ``~/.config/dsh/config.yaml`` (whether or not it exists)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "dsh" / "config.yaml"
+
+
+def find_config_file(explicit: str | Path | None) -> Path | None:
+    """The file to load: *explicit* (``--config``, else ``DSH_CONFIG``, chosen by the caller; returned even when
+    missing, so that loading it reports it), else :func:`default_config_path` only if it is a file, else None.
+    Reads nothing but the default path's existence."""
+    if explicit is not None and str(explicit) != "":
+        return Path(explicit).expanduser()
+    default = default_config_path()
+    return default if default.is_file() else None
 
 
 def load_config(path: str | Path) -> DshConfig:

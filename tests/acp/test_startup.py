@@ -25,19 +25,20 @@ PROBE = Path(__file__).resolve().parents[1] / "support" / "startup_probe.py"
 
 BEFORE_THE_ANSWER = {
     "dsh",
-    "dsh._config_file",
     "dsh._entry",
     "dsh._log",
     "dsh.app",
+    "dsh.errors",
     "dsh.frontends",
     "dsh.frontends.acp",
     "dsh.frontends.acp._boot",
     "dsh.frontends.acp._daemon",
     "dsh.frontends.acp._framing",
     "dsh.frontends.acp._stdio",
+    "dsh.settings",
 }
-"""Every dsh module imported when the answer to ``initialize`` is written: the daemon's entry, its stdio, the
-framer and the boot answer. The application (kernel, services, loop, providers, tools, persistence, the front
+"""Every dsh module imported when the answer to ``initialize`` is written: the daemon's entry, the settings
+resolution (without a configuration file), its stdio, the framer and the boot answer. The application (kernel, services, loop, providers, tools, persistence, the front
 end, its pydantic models and jsonrpcserver) comes after."""
 
 NEVER_BEFORE = (

@@ -418,8 +418,17 @@ async def run_dsh(
     plugins: Sequence[str] = (),
     python_path: Sequence[Path] = (),
     name: str = "dsh",
+    env: Mapping[str, str | None] | None = None,
+    args: Sequence[str] = (),
 ) -> AsyncIterator[DshProcess]:
-    """Spawn ``python -m dsh acp`` and connect the SDK client to it (see the module docstring)."""
+    """Spawn ``python -m dsh acp [ARGS]`` and connect the SDK client to it (see the module docstring). *env*
+    changes the sandbox environment: a value replaces a variable, None removes it."""
+    environment = sandbox_env(tmp_path, model, plugins=plugins, python_path=python_path)
+    for key, value in (env or {}).items():
+        if value is None:
+            environment.pop(key, None)
+        else:
+            environment[key] = value
     loop = asyncio.get_running_loop()
     stderr_path = tmp_path / f"{name}.stderr.log"
     read_fd, write_fd = os.pipe()
@@ -430,10 +439,11 @@ async def run_dsh(
                 "-m",
                 "dsh",
                 "acp",
+                *args,
                 stdin=read_fd,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=stderr,
-                env=sandbox_env(tmp_path, model, plugins=plugins, python_path=python_path),
+                env=environment,
                 cwd=str(tmp_path),
             )
     except BaseException:

@@ -93,7 +93,7 @@ async def test_write_overwrites_and_shows_the_old_text(call: Call, work: Path) -
     (work / "f.txt").write_text("old\n")
     result = await call("write_file", {"path": str(work / "f.txt"), "content": "new"})
     assert (work / "f.txt").read_text() == "new"
-    assert text(result) == "Overwrote f.txt (1 lines, 3 bytes)."
+    assert text(result) == "Overwrote f.txt (1 line, 3 bytes)."
     assert result.display == {"diff": {"path": str(work / "f.txt"), "old_text": "old\n", "new_text": "new"}}
 
 

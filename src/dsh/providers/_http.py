@@ -294,6 +294,16 @@ class HttpProvider:
             raise LlmError(f"{self.name}: no API key: set {where}", "MISSING_API_KEY")
         return Endpoint(base_url.rstrip("/"), key)
 
+    def missing_key(self) -> str | None:
+        """What to set when a required key is missing now (the variable, or ``api_key``); None when none is."""
+        try:
+            self.endpoint()
+        except LlmError as error:
+            if error.code == "MISSING_API_KEY":
+                return self.settings.api_key_env or f"providers.{self.name}.api_key"
+            raise
+        return None
+
     def _base_url_hint(self) -> str:
         env = self._base_url_env()
         return f"base_url (or {env})" if env else "base_url"

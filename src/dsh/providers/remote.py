@@ -46,5 +46,6 @@ def remote_providers_plugin(ctx: Context, config: RemoteProvidersConfig) -> None
         ctx.effect(http.aclose)
         adapter = anthropic_adapter(http) if settings.type == "anthropic" else openai_adapter(http)
         ctx.llm.register_adapter([f"{name}:*"], adapter)
+        ctx.llm.register_credential_check(name, http.missing_key)
         for model, window in settings.context_windows.items():
             ctx.llm.set_model_info(f"{name}:{model}", ModelInfo(context_window=window))

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 from pydantic import BaseModel, Field, ValidationError
 
+from dsh._text import plural
 from dsh.services.tools import ToolCard, ToolDefinition, ToolExecution, ToolResult, define_tool
 from dsh.tools._errors import OutsideRootsError, ToolError
 from dsh.tools._paths import ResolvedPath, is_granted, is_within, resolve_path, revoke_grants
@@ -88,6 +89,10 @@ M = TypeVar("M", bound=BaseModel)
 
 
 # -- is_error and display: the channel from a tool body to its result ----------------------------------------
+
+
+def _dir_and_exists(path: str) -> tuple[bool, bool]:
+    return os.path.isdir(path), os.path.lexists(path)
 
 
 @dataclass(slots=True)
@@ -316,19 +321,23 @@ class _Tools:
 
     async def write_file(self, args: WriteFileArgs, execution: ToolExecution) -> str:
         target = self.target(execution, args.path)
-        old: str | None
-        try:
-            old = await self.ws.read(execution, target.path)
-        except IsADirectoryError:
-            raise ToolError(f"{target.path} is a directory, not a file", "IS_DIRECTORY") from None
-        except Exception:  # missing (the usual case), or unreadable: it is replaced either way
-            old = None
+        old: str | None = None
+        is_dir, exists = await anyio.to_thread.run_sync(_dir_and_exists, target.path)
+        if is_dir:
+            raise ToolError(f"{target.path} is a directory, not a file", "IS_DIRECTORY")
+        if exists:  # a new file is not read first (through an editor, that read would report it missing)
+            try:
+                old = await self.ws.read(execution, target.path)
+            except IsADirectoryError:
+                raise ToolError(f"{target.path} is a directory, not a file", "IS_DIRECTORY") from None
+            except Exception:  # unreadable: it is replaced either way
+                old = None
         await self.ws.write(execution, target.path, args.content)
         _report(display={"diff": {"path": target.path, "old_text": old, "new_text": args.content}})
         shown = _shown(target.path, self.ws.cwd(execution))
         lines = args.content.count("\n") + (0 if args.content.endswith("\n") or not args.content else 1)
         verb = "Created" if old is None else "Overwrote"
-        return f"{verb} {shown} ({lines} lines, {len(args.content.encode('utf-8'))} bytes)."
+        return f"{verb} {shown} ({plural(lines, 'line')}, {plural(len(args.content.encode('utf-8')), 'byte')})."
 
     async def edit_file(self, args: EditFileArgs, execution: ToolExecution) -> str:
         target = self.target(execution, args.path)

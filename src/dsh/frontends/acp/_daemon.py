@@ -18,19 +18,21 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
 
-from dsh._log import configure_logging, get_logger
+from dsh._log import get_logger
 from dsh.app import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     from dsh.config import DshConfig
     from dsh.frontends.acp._framing import Oversized
     from dsh.frontends.acp._stdio import FrameWriter, StdinReader
+    from dsh.settings import Settings
 
 __all__ = ["DaemonOptions", "run"]
 
@@ -57,6 +59,8 @@ class DaemonOptions:
     models: tuple[str, ...] = ()
     """The models offered in the editor's model picker (the file's ``models``, with ``model`` first when it is
     not among them); empty means just ``model``."""
+    model_origin: str = "the default model"
+    """Where ``model`` came from (``--model``, ``DSH_MODEL``, the file): how a start-up warning names it."""
     loaded_config: DshConfig | None = field(default=None, repr=False, compare=False)
     """The loaded file itself: its providers and agents go to the core plugins."""
 
@@ -71,39 +75,28 @@ class DaemonOptions:
         data_dir: str | None = None,
         config: str | None = None,
     ) -> DaemonOptions:
-        """Explicit values (the command line's flags) win; then the environment (``DSH_MODEL``,
-        ``DSH_SYSTEM_PROMPT``, ``DSH_DATA_DIR``, ``DSH_LOG_LEVEL``, ``DSH_LOG_FILE``, ``DSH_PLUGINS``); then the
-        configuration file (``model``, ``system_prompt``, ``data_dir``); then the defaults. Empty values count as
-        unset.
+        """The daemon's options from :func:`dsh.settings.resolve_settings` (flag > environment > file > default,
+        the same resolution as every other command). A bad value or file raises
+        :class:`~dsh.settings.SettingError` (one line, exit status 2 or 1): this runs at start-up, before the
+        daemon owns stdout, in both entry paths (``dsh._entry`` and the typer command)."""
+        from dsh.settings import resolve_settings
 
-        The file is *config*, else ``DSH_CONFIG``, else ``$XDG_CONFIG_HOME/dsh/config.yaml`` if it exists. With
-        no file nothing is parsed (no YAML import). A file that does not load ends the process with its readable
-        message (``SystemExit``, status 1): this runs at start-up, before the daemon owns stdout, in both entry
-        paths (``dsh._entry`` and the typer command).
-        """
-        from dsh._config_file import find_config_file
+        flags = {"model": model, "system_prompt": system_prompt, "log_level": log_level, "log_file": log_file}
+        return cls.from_settings(resolve_settings({**flags, "data_dir": data_dir}, config=config))
 
-        env = os.environ
-        path = find_config_file(config or env.get("DSH_CONFIG") or None)
-        loaded: DshConfig | None = None
-        if path is not None:  # only then pydantic and the provider settings are imported (start-up cost)
-            from dsh.config import ConfigError, load_config
-
-            try:
-                loaded = load_config(path)
-            except ConfigError as error:
-                raise SystemExit(f"dsh: {error.message}") from None
-        chosen_model = model or env.get("DSH_MODEL") or (loaded.model if loaded else None) or cls.model
+    @classmethod
+    def from_settings(cls, settings: Settings) -> DaemonOptions:
         return cls(
-            model=chosen_model,
-            system_prompt=system_prompt or env.get("DSH_SYSTEM_PROMPT") or (loaded.system_prompt if loaded else None),
-            log_level=log_level or env.get("DSH_LOG_LEVEL") or cls.log_level,
-            log_file=log_file or env.get("DSH_LOG_FILE") or None,
-            data_dir=data_dir or env.get("DSH_DATA_DIR") or (loaded.data_dir if loaded else None),
-            plugins=tuple(p.strip() for p in env.get("DSH_PLUGINS", "").split(",") if p.strip()),
-            config=str(path) if path is not None else None,
-            models=_offered_models(chosen_model, loaded),
-            loaded_config=loaded,
+            model=settings.model,
+            system_prompt=settings.system_prompt,
+            log_level=settings.log_level,
+            log_file=settings.log_file,
+            data_dir=settings.data_dir if settings.sources["data_dir"] != "default" else None,
+            plugins=settings.plugins,
+            config=str(settings.config_path) if settings.config_path is not None else None,
+            models=settings.models,
+            model_origin=settings.origin("model"),
+            loaded_config=settings.config,
         )
 
     def agent_loop_config(self) -> dict[str, Any]:
@@ -120,31 +113,24 @@ class DaemonOptions:
         return {"agents": specs}
 
 
-def _offered_models(model: str, loaded: DshConfig | None) -> tuple[str, ...]:
-    if loaded is None:
-        return (model,)  # what offered_models gives for no configured models, without importing dsh.config
-    from dsh.config import offered_models
-
-    return offered_models(model, loaded.models)
-
-
 def run(options: DaemonOptions) -> int:
     """Run the daemon until the editor hangs up; return the process exit code."""
     from dsh.frontends.acp._stdio import claim_stdout
 
     if os.isatty(0):
         sys.stderr.write("dsh acp: waiting for ACP messages on stdin (editors spawn this command; Ctrl-D quits)\n")
-    protocol_fd = claim_stdout()
-    plugins = [_import_plugin(path) for path in options.plugins]  # after the claim: imports may print
-    log_stream = open(options.log_file, "a", buffering=1, encoding="utf-8") if options.log_file else None  # noqa: SIM115
-    configure_logging(options.log_level, log_stream)
-    try:
-        return anyio.run(_serve, protocol_fd, options, plugins)
-    except KeyboardInterrupt:
-        return 0
-    finally:
-        if log_stream is not None:
-            log_stream.close()
+    from dsh._log import open_log
+    from dsh.settings import exit_on_error
+
+    with ExitStack() as stack:
+        with exit_on_error():  # a log file that cannot be opened: one line, before stdout is claimed
+            stack.enter_context(open_log(options.log_level, options.log_file))
+        protocol_fd = claim_stdout()
+        plugins = [_import_plugin(path) for path in options.plugins]  # after the claim: imports may print
+        try:
+            return anyio.run(_serve, protocol_fd, options, plugins)
+        except KeyboardInterrupt:
+            return 0
 
 
 def _import_plugin(path: str) -> Any:
@@ -262,6 +248,10 @@ async def _serve_app(
         )
         for extra in plugins:
             ctx.plugin(extra)
+        problem = ctx.llm.unserved(options.model)
+        if problem is not None:  # reported now, answered at session/new; the daemon keeps serving
+            sys.stderr.write(f"dsh: {options.model_origin}: {problem}; session/new will answer this error\n")
+            sys.stderr.flush()
         acp_options = AcpOptions(
             writer.send,
             model=options.model,

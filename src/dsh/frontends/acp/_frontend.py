@@ -216,6 +216,9 @@ class AcpFrontend:
         self._check_open()
         if not os.path.isabs(params.cwd):
             raise RpcError(INVALID_PARAMS, f"cwd must be an absolute path, got {params.cwd!r}", {"field": "cwd"})
+        unserved = self._ctx.llm.unserved(self._options.model)
+        if unserved is not None:
+            raise RpcError(INTERNAL_ERROR, f"dsh cannot start a session: {unserved}", {"model": self._options.model})
         session_id = str(uuid.uuid4())
         handle = await self._ctx.agents.create(
             agent_id=session_id,

@@ -10,7 +10,7 @@ goes through the ``llm/stream`` waterfall, so a plugin can replay, record or rer
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -44,6 +44,7 @@ class LlmService:
         self._ctx = ctx
         self._adapters: dict[str, Adapter] = {}
         self._info: dict[str, ModelInfo] = {}
+        self._credentials: dict[str, Callable[[], str | None]] = {}
 
     def register_adapter(self, models: list[str], adapter: Adapter) -> Disposer:
         """Serve *models* with *adapter* (owned by the calling scope); emits ``llm/adapter-change``."""
@@ -78,6 +79,38 @@ class LlmService:
     def model_info(self, model: str) -> ModelInfo:
         """What is known about *model* (an empty description when nothing is)."""
         return self._info.get(model) or ModelInfo()
+
+    def providers(self) -> list[str]:
+        """The names that can start a model: ``echo`` for an adapter of ``echo``, ``openai`` for ``openai:*``."""
+        return sorted({name.split(":", 1)[0] for name in self._adapters})
+
+    def unserved(self, model: str) -> str | None:
+        """None when an adapter serves *model*; otherwise a one-line reason naming the available providers."""
+        if self._adapters.get(model) is not None:
+            return None
+        if ":" in model and self._adapters.get(model.split(":", 1)[0] + ":*") is not None:
+            return None
+        provider = model.split(":", 1)[0]
+        return (
+            f"no provider serves model {model!r} (no provider {provider!r}); "
+            f"available providers: {', '.join(self.providers()) or 'none'} (name a model as provider:model)"
+        )
+
+    def register_credential_check(self, provider: str, check: Callable[[], str | None]) -> Disposer:
+        """*check()* says what is missing to call *provider*'s models (None: nothing), e.g. "set OPENAI_API_KEY";
+        owned by the calling scope."""
+        self._credentials[provider] = check
+
+        def remove() -> None:
+            if self._credentials.get(provider) is check:
+                del self._credentials[provider]
+
+        return (current_scope() or self._ctx.scope).effect(remove)
+
+    def missing_credentials(self, model: str) -> str | None:
+        """What is missing to call *model* (its provider's credential check), None when nothing is known missing."""
+        check = self._credentials.get(model.split(":", 1)[0]) if ":" in model else None
+        return check() if check is not None else None
 
     def resolve(self, model: str) -> Adapter:
         adapter = self._adapters.get(model)
