@@ -126,12 +126,25 @@ def acp(
     log_file: LogFileOption = None,
     data_dir: DataDirOption = None,
     config: ConfigOption = None,
+    agent_events: Annotated[
+        bool,
+        typer.Option(
+            "--agent-events",
+            help="Send every client the _dsh/agent/* event stream (clients can also ask for it) \\[env DSH_AGENT_EVENTS].",
+        ),
+    ] = False,
 ) -> None:
     """Run the ACP daemon on stdin/stdout (what editors spawn)."""
     from dsh.frontends.acp import DaemonOptions, run
 
     settings = settings_for(
-        config, model=model, system_prompt=system, log_level=log_level, log_file=log_file, data_dir=data_dir
+        config,
+        model=model,
+        system_prompt=system,
+        log_level=log_level,
+        log_file=log_file,
+        data_dir=data_dir,
+        agent_events="1" if agent_events else None,
     )
     raise typer.Exit(run(DaemonOptions.from_settings(settings)))
 

@@ -131,6 +131,15 @@ def _check_plugins(value: str, source: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in str(value).split(",") if part.strip())
 
 
+def _check_switch(value: str, source: str) -> bool:
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise SettingError(f"{source}: {value!r} is not on or off; use 1 or 0")
+
+
 def _check_dir(value: str, source: str) -> str:
     path = Path(value).expanduser()
     if path.exists() and not path.is_dir():
@@ -145,6 +154,7 @@ SPECS: list[SettingSpec] = [
     SettingSpec("log_level", "--log-level", "DSH_LOG_LEVEL", None, lambda: "warning", _check_log_level),
     SettingSpec("log_file", "--log-file", "DSH_LOG_FILE", None, check=_check_log_file),
     SettingSpec("plugins", None, "DSH_PLUGINS", None, tuple, _check_plugins),
+    SettingSpec("agent_events", "--agent-events", "DSH_AGENT_EVENTS", None, lambda: False, _check_switch),
 ]
 """Every setting a flag, a variable or the file's top level can give; add a row to add one."""
 

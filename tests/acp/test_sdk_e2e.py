@@ -185,14 +185,17 @@ async def test_cancel_mid_stream_answers_cancelled_and_the_session_goes_on(tmp_p
     long_text = "one two three four five six seven"
     model = write_script(tmp_path / "script.json", [{"text": long_text, "delay": 5}, {"text": "Still here."}])
     with anyio.fail_after(DEADLINE):
-        async with run_dsh(tmp_path, model) as dsh, anyio.create_task_group() as group:
+        async with run_dsh(tmp_path, model, agent_events=True) as dsh, anyio.create_task_group() as group:
             session_id = await dsh.start()
             first = Prompt(dsh, session_id, "talk slowly")
+            mark = dsh.client.agent_events.mark()
             group.start_soon(first.run)
             await dsh.client.wait_for_chunks(session_id)
             await dsh.conn.cancel(session_id=session_id)
 
             assert stop_reason(await first.result()) == "cancelled"
+            # The agent says it is idle: every update of the aborted turn has arrived (no inference from timing).
+            await dsh.client.agent_events.wait_idle(session_id, mark)
             streamed = dsh.client.text(session_id)
             assert streamed and long_text.startswith(streamed) and streamed != long_text
             assert WATCHDOG_WARNING not in dsh.stderr(), "the aborted turn ended by itself, not by the watchdog"
@@ -212,21 +215,24 @@ async def test_cancel_answers_the_running_and_the_queued_prompt(tmp_path: Path) 
         tmp_path / "script.json", [{"text": "alpha beta gamma delta", "delay": 5}, {"text": "Fresh start."}]
     )
     with anyio.fail_after(DEADLINE):
-        async with run_dsh(tmp_path, model) as dsh, anyio.create_task_group() as group:
+        async with run_dsh(tmp_path, model, agent_events=True) as dsh, anyio.create_task_group() as group:
             session_id = await dsh.start()
             running = Prompt(dsh, session_id, "A: talk slowly")
             queued = Prompt(dsh, session_id, "B: then this")
+            mark = dsh.client.agent_events.mark()
             group.start_soon(running.run)
             await dsh.client.wait_for_chunks(session_id)
             group.start_soon(queued.run)
-            await dsh.wait_sent_prompt(queued.text)
-            # A round trip behind B: once it is answered, the daemon has queued B (requests start in arrival order).
+            # The agent says B is queued (``_dsh/agent/queued``): no round-trip barrier, no timing.
             # The back-to-back case, without this barrier, is the next test.
-            await dsh.conn.authenticate(method_id="dsh-local")
+            await dsh.client.agent_events.wait_for(
+                session_id, "queued", mark, content=[{"type": "text", "text": queued.text}]
+            )
             await dsh.conn.cancel(session_id=session_id)
 
             assert stop_reason(await running.result()) == "cancelled"
             assert stop_reason(await queued.result()) == "cancelled"
+            await dsh.client.agent_events.wait_idle(session_id, mark)
             before = dsh.client.text(session_id)
             # B never ran: the script's second step is still there for the next prompt.
             response = await dsh.prompt(session_id, "C: a new prompt")
@@ -240,10 +246,11 @@ async def test_cancel_right_behind_a_queued_prompt_cancels_it(tmp_path: Path) ->
         tmp_path / "script.json", [{"text": "alpha beta gamma delta", "delay": 5}, {"text": "Fresh start."}]
     )
     with anyio.fail_after(DEADLINE):
-        async with run_dsh(tmp_path, model) as dsh, anyio.create_task_group() as group:
+        async with run_dsh(tmp_path, model, agent_events=True) as dsh, anyio.create_task_group() as group:
             session_id = await dsh.start()
             running = Prompt(dsh, session_id, "A: talk slowly")
             queued = Prompt(dsh, session_id, "B: then this")
+            mark = dsh.client.agent_events.mark()
             group.start_soon(running.run)
             await dsh.client.wait_for_chunks(session_id)
             dsh.stdin.cork()
@@ -254,6 +261,7 @@ async def test_cancel_right_behind_a_queued_prompt_cancels_it(tmp_path: Path) ->
 
             assert stop_reason(await running.result()) == "cancelled"
             assert stop_reason(await queued.result()) == "cancelled"
+            await dsh.client.agent_events.wait_idle(session_id, mark)
             before = dsh.client.text(session_id)
             response = await dsh.prompt(session_id, "C: a new prompt")
             assert stop_reason(response) == "end_turn"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -79,27 +78,37 @@ def test_initialize_is_answered_before_the_application_is_imported(tmp_path: Pat
     assert sorted(m for m in modules if m.split(".")[0] in NEVER_BEFORE) == []
 
 
-@pytest.fixture
-async def fresh(tmp_path: Path) -> AsyncIterator[RawDaemon]:
-    async with spawn_daemon(stderr_path=tmp_path / "stderr.log") as daemon:
-        yield daemon
+ASK_FOR_AGENT_EVENTS = {"protocolVersion": 1, "clientCapabilities": {"_meta": {"dsh.dev/agentEvents": True}}}
 
 
+@pytest.mark.parametrize(
+    ("params", "env", "meta"),
+    [
+        (INITIALIZE, {}, None),
+        (ASK_FOR_AGENT_EVENTS, {}, {"dsh.dev/agentEvents": True}),  # a plugin's initialize hook, asked for
+        (INITIALIZE, {"DSH_AGENT_EVENTS": "1"}, {"dsh.dev/agentEvents": True}),  # ... and forced
+    ],
+    ids=["plain", "agent-events-asked", "agent-events-forced"],
+)
 async def test_the_boot_answer_is_the_full_stacks_answer_and_the_daemon_serves_on(
-    fresh: RawDaemon, tmp_path: Path
+    tmp_path: Path, params: dict[str, Any], env: dict[str, str], meta: dict[str, Any] | None
 ) -> None:
-    with anyio.fail_after(WAIT):
-        first = await fresh.request("initialize", INITIALIZE, request_id="boot")  # answered by _boot
-        second = await fresh.request("initialize", INITIALIZE, request_id="later")  # by the front end
-        assert first["id"] == "boot" and second["id"] == "later"
-        assert first["result"] == second["result"]
-        assert first["result"]["agentCapabilities"]["loadSession"] is True
-        session_id = await fresh.new_session(str(tmp_path))
-        response, updates = await fresh.prompt(session_id, "hello there")
-        assert response["result"] == {"stopReason": "end_turn"}
-        assert "".join(u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk") == (
-            "hello there"
-        )
+    stderr = tmp_path / "stderr.log"
+    async with spawn_daemon(stderr_path=stderr, env=env) as fresh:
+        with anyio.fail_after(WAIT):
+            first = await fresh.request("initialize", params, request_id="boot")  # answered by _boot
+            second = await fresh.request("initialize", params, request_id="later")  # by the front end
+            assert first["id"] == "boot" and second["id"] == "later"
+            assert first["result"] == second["result"]
+            assert first["result"]["agentCapabilities"]["loadSession"] is True
+            assert first["result"]["agentCapabilities"].get("_meta") == meta
+            session_id = await fresh.new_session(str(tmp_path))
+            if meta is None:  # (with agent events on, the prompt's frames include _dsh/agent/* notifications)
+                response, updates = await fresh.prompt(session_id, "hello there")
+                assert response["result"] == {"stopReason": "end_turn"}
+                chunks = [u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"]
+                assert "".join(chunks) == "hello there"
+    assert "differs" not in stderr.read_text()  # the daemon's own check of the boot answer
 
 
 NOT_PLAIN = [

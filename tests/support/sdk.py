@@ -47,10 +47,12 @@ from acp.schema import (
     PromptResponse,
     ResumeSessionResponse,
     SessionNotification,
+    SetSessionModeResponse,
     TextContentBlock,
 )
 from pydantic import BaseModel, ValidationError
 
+from tests.support.agent_events import ASK, PREFIX, AgentEvents, check_agent_event
 from tests.support.env import sandbox_env, write_script
 
 __all__ = [
@@ -72,6 +74,7 @@ RESULT_MODELS: dict[str, type[BaseModel]] = {
     "session/list": ListSessionsResponse,
     "session/close": CloseSessionResponse,
     "session/delete": DeleteSessionResponse,
+    "session/set_mode": SetSessionModeResponse,
 }
 EXIT_DEADLINE = 2.0
 READER_LIMIT = 64 * 1024 * 1024
@@ -98,9 +101,18 @@ class RecordingClient:
         self.updates: list[tuple[str, Any]] = []
         self.unexpected: list[str] = []
         self._waiters: list[_Waiter] = []
+        self.agent_events = AgentEvents()
+        """The ``_dsh/agent/*`` stream, when the client asked for it (the SDK's extension-notification hook)."""
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.updates.append((session_id, update))
+        self._wake()
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        if method.startswith("dsh/agent/"):
+            self.agent_events.record(method, params)
+        else:
+            self.unexpected.append(f"extension notification {method}")
         self._wake()
 
     async def request_permission(self, *args: Any, **kwargs: Any) -> Any:
@@ -183,6 +195,8 @@ class DshProcess:
     stdin: CorkableWriter
     stderr_path: Path
     cwd: Path
+    agent_events: bool = False
+    """``initialize`` asks for the ``_dsh/agent/*`` stream."""
     stdout: bytearray = field(default_factory=bytearray)
     sent: list[dict[str, Any]] = field(default_factory=list)
     _sent_waiters: list[_Waiter] = field(default_factory=list)
@@ -260,7 +274,7 @@ class DshProcess:
     async def initialize(self) -> InitializeResponse:
         return await self.conn.initialize(
             protocol_version=1,
-            client_capabilities=ClientCapabilities(),
+            client_capabilities=ClientCapabilities(field_meta=dict(ASK)) if self.agent_events else ClientCapabilities(),
             client_info=Implementation(name="dsh-e2e-tests", version="0"),
         )
 
@@ -328,6 +342,7 @@ def check_frames(raw: bytes, requests: Mapping[Any, str]) -> list[str]:
     if raw and not raw.endswith(b"\n"):
         problems.append(f"stdout ends with an unterminated frame: {raw[-200:]!r}")
     answers: dict[Any, int] = {}
+    stream_on = False  # an initialize answer said the _dsh/agent/* stream is on
     for number, line in enumerate(raw.split(b"\n")[:-1] if raw else []):
         where = f"frame {number}"
         try:
@@ -352,6 +367,8 @@ def check_frames(raw: bytes, requests: Mapping[Any, str]) -> list[str]:
                 problems.append(f"{where}: the daemon sent a request this client never enabled: {text[:200]!r}")
             elif set(frame) != {"jsonrpc", "method", "params"}:
                 problems.append(f"{where}: unexpected notification keys {sorted(frame)}")
+            elif isinstance(frame["method"], str) and frame["method"].startswith(PREFIX) and stream_on:
+                check_agent_event(frame, where, problems)
             elif frame["method"] != "session/update":
                 problems.append(f"{where}: unexpected notification {frame['method']!r}")
             else:
@@ -370,6 +387,9 @@ def check_frames(raw: bytes, requests: Mapping[Any, str]) -> list[str]:
             if method in LEGACY_MODELS_RESULTS and isinstance(frame["result"], dict) and "models" in frame["result"]:
                 frame["result"] = dict(frame["result"])
                 _check_legacy_models(frame["result"].pop("models"), where, problems)
+            if method == "initialize" and isinstance(frame["result"], dict):
+                meta = (frame["result"].get("agentCapabilities") or {}).get("_meta") or {}
+                stream_on = stream_on or meta.get(next(iter(ASK))) is True
             model_type = RESULT_MODELS.get(method)
             if model_type is None:
                 problems.append(f"{where}: no schema model known for a {method!r} result")
@@ -420,9 +440,11 @@ async def run_dsh(
     name: str = "dsh",
     env: Mapping[str, str | None] | None = None,
     args: Sequence[str] = (),
+    agent_events: bool = False,
 ) -> AsyncIterator[DshProcess]:
     """Spawn ``python -m dsh acp [ARGS]`` and connect the SDK client to it (see the module docstring). *env*
-    changes the sandbox environment: a value replaces a variable, None removes it."""
+    changes the sandbox environment: a value replaces a variable, None removes it. *agent_events*:
+    :meth:`DshProcess.initialize` asks for the ``_dsh/agent/*`` stream."""
     environment = sandbox_env(tmp_path, model, plugins=plugins, python_path=python_path)
     for key, value in (env or {}).items():
         if value is None:
@@ -457,7 +479,7 @@ async def run_dsh(
     sdk_reader = asyncio.StreamReader(limit=READER_LIMIT)
     client = RecordingClient()
     # ``conn`` is filled in below: the connection's observer is a method of the DshProcess.
-    daemon = DshProcess(process, None, client, stdin, stderr_path, tmp_path)  # type: ignore[arg-type]
+    daemon = DshProcess(process, None, client, stdin, stderr_path, tmp_path, agent_events)  # type: ignore[arg-type]
     pump = asyncio.create_task(_pump(process.stdout, daemon.stdout, sdk_reader), name="dsh-stdout-tee")
     # The SDK routes each client method it finds; the ones RecordingClient lacks answer "method not found".
     daemon.conn = connect_to_agent(cast("Client", client), stdin, sdk_reader, observers=[daemon._observe])

@@ -21,7 +21,7 @@ Guarantees:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, ParamSpec, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, ParamSpec, Protocol, TypeVar
 
 import anyio
 
@@ -56,9 +56,17 @@ class EventSpec:
 
     __slots__ = ("name",)
     mode: str = ""
+    _declared: ClassVar[list[EventSpec]] = []
 
     def __init__(self, name: str) -> None:
         self.name = name
+        EventSpec._declared.append(self)
+
+    @staticmethod
+    def declared() -> tuple[EventSpec, ...]:
+        """Every spec made so far in this process, in creation order (the catalogue's and plugins' own): lets a
+        plugin discover events by name pattern, e.g. every ``agent/*`` emit event."""
+        return tuple(EventSpec._declared)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"

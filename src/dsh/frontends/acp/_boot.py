@@ -15,13 +15,16 @@ Guarantees:
   integer id, and params with an integer ``protocolVersion`` and, if present, object-valued
   ``clientCapabilities``, ``clientInfo`` and ``_meta`` (and none of their snake_case spellings). Anything else
   (a malformed frame, odd params, another method) is left to the full stack, in order, once it is built.
-* What ``initialize`` answers must be computable from the daemon's options alone (it is, today: whether sessions
-  are durable). A capability that needs the application built cannot be announced here.
+* What ``initialize`` answers must be computable from the daemon's options alone: whether sessions are durable,
+  and what the application's ``initialize`` hooks will announce (the daemon passes that rule as *announce*; it
+  turns the fast path off when extra plugins, whose hooks it cannot know, are loaded). Once built, the daemon
+  has the front end answer the same params and logs an error if that answer differs from the boot answer.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from dsh import __version__
@@ -32,16 +35,20 @@ AUTH_METHOD_ID = "dsh-local"
 PROTOCOL_VERSION = 1
 
 
-def initialize_result(*, durable: bool) -> dict[str, Any]:
-    """The result of ``initialize`` (*durable*: sessions are stored, so they can be loaded, listed, resumed)."""
+def initialize_result(*, durable: bool, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The result of ``initialize`` (*durable*: sessions are stored, so they can be loaded, listed, resumed;
+    *meta*: the ``agentCapabilities._meta`` entries plugins announce, none when empty)."""
+    capabilities: dict[str, Any] = {
+        "loadSession": durable,
+        "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+        "mcpCapabilities": {"http": False, "sse": False},
+        "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}} if durable else {},
+    }
+    if meta:
+        capabilities["_meta"] = meta
     return {
         "protocolVersion": PROTOCOL_VERSION,  # the only version we speak, whatever was asked (spec rule)
-        "agentCapabilities": {
-            "loadSession": durable,
-            "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
-            "mcpCapabilities": {"http": False, "sse": False},
-            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}} if durable else {},
-        },
+        "agentCapabilities": capabilities,
         "authMethods": [
             {
                 "id": AUTH_METHOD_ID,
@@ -65,7 +72,14 @@ _DECODER = json.JSONDecoder(parse_float=_refuse, parse_constant=_refuse)
 _SNAKE = ("protocol_version", "client_capabilities", "client_info")
 
 
-def fast_initialize(frame: bytes, *, durable: bool) -> tuple[bytes, dict[str, Any]] | None:
+Announce = Callable[[dict[str, Any]], dict[str, Any]]
+"""What the application's ``initialize`` hooks will announce in ``agentCapabilities._meta`` for these client
+capabilities (see :meth:`AcpFrontend.add_capability_hook`), computed without the application."""
+
+
+def fast_initialize(
+    frame: bytes, *, durable: bool, announce: Announce | None = None
+) -> tuple[bytes, dict[str, Any]] | None:
     """The response frame to *frame* and its params, when *frame* is a plain ``initialize``; else None."""
     try:
         message = _DECODER.decode(frame.decode("utf-8"))
@@ -84,5 +98,6 @@ def fast_initialize(frame: bytes, *, durable: bool) -> tuple[bytes, dict[str, An
             return None
     if "clientCapabilities" in params and params["clientCapabilities"] is None:
         return None  # the model's default is {}, None is not accepted for it: let the full stack say so
-    response = {"jsonrpc": "2.0", "result": initialize_result(durable=durable), "id": request_id}
+    meta = announce(params.get("clientCapabilities") or {}) if announce is not None else None
+    response = {"jsonrpc": "2.0", "result": initialize_result(durable=durable, meta=meta), "id": request_id}
     return json.dumps(response, separators=(",", ":"), allow_nan=False).encode(), params

@@ -15,9 +15,11 @@ Order of operations, and why:
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -59,6 +61,9 @@ class DaemonOptions:
     models: tuple[str, ...] = ()
     """The models offered in the editor's model picker (the file's ``models``, with ``model`` first when it is
     not among them); empty means just ``model``."""
+    agent_events: bool = False
+    """Send every client the ``_dsh/agent/*`` stream (``--agent-events``, ``DSH_AGENT_EVENTS=1``), not only the
+    clients that ask for it."""
     model_origin: str = "the default model"
     """Where ``model`` came from (``--model``, ``DSH_MODEL``, the file): how a start-up warning names it."""
     loaded_config: DshConfig | None = field(default=None, repr=False, compare=False)
@@ -74,6 +79,7 @@ class DaemonOptions:
         log_file: str | None = None,
         data_dir: str | None = None,
         config: str | None = None,
+        agent_events: bool | None = None,
     ) -> DaemonOptions:
         """The daemon's options from :func:`dsh.settings.resolve_settings` (flag > environment > file > default,
         the same resolution as every other command). A bad value or file raises
@@ -82,7 +88,8 @@ class DaemonOptions:
         from dsh.settings import resolve_settings
 
         flags = {"model": model, "system_prompt": system_prompt, "log_level": log_level, "log_file": log_file}
-        return cls.from_settings(resolve_settings({**flags, "data_dir": data_dir}, config=config))
+        flags |= {"data_dir": data_dir, "agent_events": "1" if agent_events else None}
+        return cls.from_settings(resolve_settings(flags, config=config))
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DaemonOptions:
@@ -96,6 +103,7 @@ class DaemonOptions:
             config=str(settings.config_path) if settings.config_path is not None else None,
             models=settings.models,
             model_origin=settings.origin("model"),
+            agent_events=bool(settings.get("agent_events")),
             loaded_config=settings.config,
         )
 
@@ -111,6 +119,23 @@ class DaemonOptions:
                 spec["system_prompt"] = system_prompt
             specs.append(spec)
         return {"agents": specs}
+
+
+_AGENT_EVENTS_KEY = "dsh.dev/agentEvents"
+
+
+def _announced(options: DaemonOptions) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """What the daemon's own ``initialize`` hooks announce for a first ``initialize``, without importing them:
+    the agent events stream (:class:`dsh.agent_stream.AgentStream`) is on when forced or when the client asks.
+    The daemon checks this against the front end's own answer once it is built (an error is logged if they
+    differ), and a test compares both answers."""
+
+    def announce(client_capabilities: dict[str, Any]) -> dict[str, Any]:
+        meta = client_capabilities.get("_meta")
+        asked = isinstance(meta, dict) and meta.get(_AGENT_EVENTS_KEY) is True
+        return {_AGENT_EVENTS_KEY: True} if options.agent_events or asked else {}
+
+    return announce
 
 
 def run(options: DaemonOptions) -> int:
@@ -204,14 +229,15 @@ async def _serve(protocol_fd: int, options: DaemonOptions, plugins: list[Any]) -
         frames = _Frames(reader)
         early = await _first_frames(frames, stop)
         initialized: dict[str, Any] | None = None
-        if early and isinstance(early[0], bytes):
-            answered = fast_initialize(early[0], durable=True)  # the daemon always stores sessions
+        boot_answer: bytes | None = None
+        if early and isinstance(early[0], bytes) and not plugins:  # extra plugins' initialize hooks are unknown
+            answered = fast_initialize(early[0], durable=True, announce=_announced(options))  # always durable
             if answered is not None:
-                writer.send(answered[0])
-                initialized = answered[1]
+                boot_answer, initialized = answered
+                writer.send(boot_answer)
                 early = early[1:]
         if not stop.is_set():
-            await _serve_app(writer, frames, early, initialized, stop, options, plugins)
+            await _serve_app(writer, frames, early, (initialized, boot_answer), stop, options, plugins)
         writer.close()
         with anyio.move_on_after(WRITER_GRACE, shield=True):
             await writer.drained()
@@ -224,7 +250,7 @@ async def _serve_app(
     writer: FrameWriter,
     frames: _Frames,
     early: list[bytes | Oversized],
-    initialized: dict[str, Any] | None,
+    boot: tuple[dict[str, Any] | None, bytes | None],
     stop: anyio.Event,
     options: DaemonOptions,
     plugins: list[Any],
@@ -260,10 +286,16 @@ async def _serve_app(
             flow=writer,
         )
         ctx.plugin(acp_plugin, acp_options)
+        from dsh.agent_stream import agent_stream_plugin
+
+        ctx.plugin(agent_stream_plugin, {"forced": options.agent_events})
         frontend: AcpFrontend = ctx.acp
         connection = frontend.connection
+        initialized, boot_answer = boot
         if initialized is not None:  # answered at boot: the front end records what initialize records
-            await frontend.initialize(InitializeParams.model_validate(initialized))
+            result = await frontend.initialize(InitializeParams.model_validate(initialized))
+            if boot_answer is None or json.loads(boot_answer).get("result") != result:
+                log.error("the boot answer to initialize differs from the front end's", front_end=result)
 
         async with anyio.create_task_group() as handlers:
 

@@ -175,6 +175,7 @@ class AcpFrontend:
         self._closing_ids: set[str] = set()
         self._prefixes: dict[str, bytes] = {}
         self.client_capabilities: dict[str, Any] = {}
+        self._capability_hooks: list[Callable[[dict[str, Any]], dict[str, Any]]] = []
         self.connection = Connection(
             options.send_frame, make_dispatch(self._methods()), notifications=frozenset({"session/cancel"})
         )
@@ -203,7 +204,10 @@ class AcpFrontend:
         first ``initialize`` with before this front end exists (then it calls this with the same params once it
         is built, so what is recorded here is recorded either way)."""
         self.client_capabilities = params.client_capabilities
-        return initialize_result(durable=self._persistence() is not None)
+        meta = {
+            key: value for hook in self._capability_hooks for key, value in hook(params.client_capabilities).items()
+        }
+        return initialize_result(durable=self._persistence() is not None, meta=meta)
 
     async def authenticate(self, params: AuthenticateParams) -> dict[str, Any]:
         if params.method_id != AUTH_METHOD_ID:
@@ -629,6 +633,18 @@ class AcpFrontend:
     def owns(self, session_id: str) -> bool:
         """Whether *session_id* is one of this front end's live sessions."""
         return session_id in self._sessions
+
+    def add_capability_hook(self, hook: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[], None]:
+        """Call *hook* with the client's capabilities at ``initialize``; the entries it returns go into the
+        answer's ``agentCapabilities._meta``. Returns the remover."""
+        self._capability_hooks.append(hook)
+        return lambda: self._capability_hooks.remove(hook) if hook in self._capability_hooks else None
+
+    def notify(self, method: str, params: dict[str, Any]) -> None:
+        """Send an extension notification (*method* starts with ``_``) through the writer ``session/update``
+        uses, at once: notifications and updates reach the client in the order they were sent."""
+        frame = {"jsonrpc": "2.0", "method": method, "params": params}
+        self._send(json.dumps(frame, separators=(",", ":"), allow_nan=False).encode())
 
     def tool_update(self, session_id: str, update: dict[str, Any]) -> None:
         """Send an update about a running tool call (an editor terminal attached to its card)."""
