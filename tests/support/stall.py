@@ -3,7 +3,7 @@
 :mod:`tests.support.raw` reads through asyncio's subprocess transport, which keeps reading into its own buffer
 whatever the test does; a client that *stops reading* needs the pipe itself. Here the daemon's stdout is a raw
 ``os.pipe()``: nothing reads it until :meth:`StallingDaemon.read` is called, so the pipe really fills up, and
-:meth:`StallingDaemon.wait_pipe_full` says when it has (``FIONREAD`` against the pipe's capacity), which is the
+:meth:`StallingDaemon.wait_pipe_full` says when it has (a poll of a second descriptor of the write end), which is the
 event a stalled-client test synchronises on.
 
 Every line read passes :func:`tests.support.raw.check_frame`; ``session/update`` notifications are also
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import select
 import subprocess
 import sys
 import termios
@@ -34,9 +35,10 @@ _F_GETPIPE_SZ = 1032  # fcntl.F_GETPIPE_SZ (Linux), named in the fcntl module on
 
 
 class StallingDaemon:
-    def __init__(self, process: anyio.abc.Process, stdout_fd: int, data_dir: Path) -> None:
+    def __init__(self, process: anyio.abc.Process, stdout_fd: int, probe_fd: int, data_dir: Path) -> None:
         assert process.stdin is not None
         self.process = process
+        self._probe = probe_fd
         self.data_dir = data_dir
         self._stdin = process.stdin
         self._fd = stdout_fd
@@ -93,10 +95,14 @@ class StallingDaemon:
         fcntl.ioctl(self._fd, termios.FIONREAD, size)
         return int.from_bytes(size, sys.byteorder)
 
+    def pipe_full(self) -> bool:
+        """Whether the pipe is full: a writer would block (poll of a second descriptor of its write end)."""
+        return not select.select([], [self._probe], [], 0)[1]
+
     async def wait_pipe_full(self) -> None:
-        """Return once the pipe holds all but a page of its capacity: the daemon can write no more."""
-        while True:  # the kernel offers no notification for "the other end's pipe is full": poll (bounded by
-            if self.unread() >= self.capacity - 4096:  # the caller's fail_after)
+        """Return once the pipe is full: the daemon can write no more until we read."""
+        while True:  # the kernel offers no notification for "the pipe became full": poll (bounded by the
+            if self.pipe_full():  # caller's fail_after)
                 return
             await anyio.sleep(0.005)
 
@@ -118,6 +124,7 @@ async def spawn_stalling(
     data_dir = tmp_path / "data"
     read_fd, write_fd = os.pipe()
     os.set_blocking(read_fd, False)
+    probe_fd = os.dup(write_fd)  # never written: only polled, to see when the pipe is full
     try:
         with (tmp_path / "stderr.log").open("wb") as stderr:
             process = await anyio.open_process(
@@ -131,7 +138,7 @@ async def spawn_stalling(
             )
     finally:
         os.close(write_fd)
-    daemon = StallingDaemon(process, read_fd, data_dir)
+    daemon = StallingDaemon(process, read_fd, probe_fd, data_dir)
     try:
         yield daemon
     finally:
@@ -142,3 +149,4 @@ async def spawn_stalling(
             await process.wait()
             await process.aclose()
             os.close(read_fd)
+            os.close(probe_fd)
