@@ -527,3 +527,26 @@ def test_incremental_derivation_equals_fresh_derivation_of_the_same_log() -> Non
         assert incremental == fresh.derive_messages()
 
     assert live.derive_messages() == EXPECTED_MESSAGES
+
+
+async def test_a_throwing_listener_does_not_hide_the_event_from_later_listeners(
+    store: SessionStore, ctx: Context
+) -> None:
+    """Issue #10, item 5b: every ``session/event`` listener sees every event; the first exception still reaches the
+    appender, after the event is in the log (a throwing plugin must not hide a turn from the front end)."""
+    seen: list[str] = []
+
+    def first(session: Session, event: SessionEvent) -> None:
+        raise RuntimeError("first listener broke")
+
+    def second(session: Session, event: SessionEvent) -> None:
+        raise ValueError("second listener broke")
+
+    ctx.on(ev.SESSION_EVENT, first, prepend=True)
+    ctx.on(ev.SESSION_EVENT, second)
+    ctx.on(ev.SESSION_EVENT, lambda session, event: seen.append(event.type))
+    session = store.create()
+    with pytest.raises(RuntimeError, match="first listener broke"):
+        session.append("x", {"a": 1})
+    assert seen == ["x"]
+    assert [e.type for e in session.events] == ["x"]

@@ -173,3 +173,32 @@ def test_config_show_lists_what_commands_will_not_see_by_name_never_by_value() -
     data = yaml.safe_load(rendered)
     assert data["secrets"] == {"pass_through": ["GITHUB_TOKEN"], "remove": ["AWS_*"]}
     assert "# commands dsh runs will not see: nothing set now" in render_config(None, source=None, env={"PATH": "/bin"})
+
+
+def test_dsh_config_show_names_what_commands_will_not_see(tmp_path: Path) -> None:
+    """The command itself (not only the renderer): names in comments, never a value."""
+    import subprocess
+    import sys
+
+    config = tmp_path / "config.yaml"
+    config.write_text("secrets:\n  pass_through: [WEATHER_API_KEY]\n  remove: ['*_API_KEY']\n", encoding="utf-8")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "OPENAI_API_KEY": OPENAI,
+        "WEATHER_API_KEY": "weather-0123456789",
+        "OTHER_API_KEY": "other-0123456789",
+        "ORDINARY": "ordinary-value-123",
+    }
+    shown = subprocess.run(
+        [sys.executable, "-m", "dsh", "config", "show", "--config", str(config)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "# commands dsh runs will not see: OPENAI_API_KEY, OTHER_API_KEY\n" in shown
+    assert "# passed through anyway: WEATHER_API_KEY\n" in shown
+    for value in (OPENAI, "weather-0123456789", "other-0123456789"):
+        assert value not in shown

@@ -81,7 +81,10 @@ class AgentStream:
                 known.add(spec.name)
 
     def _send(self, name: str, params: dict[str, Any]) -> None:
-        self._notify(METHOD_PREFIX + name, params)
+        try:
+            self._notify(METHOD_PREFIX + name, params)
+        except Exception:  # a value JSON cannot carry (NaN), a writer that is gone: never the loop's problem
+            log.exception("cannot send an agent event", agent_event=name)
 
     def _listener(self, name: str) -> Callable[..., None]:
         encode = ENCODERS[name]
@@ -91,9 +94,11 @@ class AgentStream:
                 self._agents[agent.session.id] = agent.id
                 params = encode(agent, *args)
             except Exception:
-                log.exception("cannot encode an agent event", event=name)
+                log.exception("cannot encode an agent event", agent_event=name)
                 return
             self._send(name, params)
+            if name == "agent/disposed":
+                self._agents.pop(agent.session.id, None)
 
         return listener
 
@@ -106,7 +111,7 @@ class AgentStream:
             try:
                 json.dumps(args, allow_nan=False)
             except (TypeError, ValueError):
-                log.debug("plugin agent event is not JSON; not sent", event=name)
+                log.debug("plugin agent event is not JSON; not sent", agent_event=name)
                 return
             self._send(name, {"sessionId": session_id, "agentId": agent_id, "args": list(args)})
 
@@ -119,7 +124,7 @@ class AgentStream:
         try:
             params = session_event_params(session.id, self._agents.get(session.id, session.id), event)
         except Exception:
-            log.exception("cannot encode a session event", event=event.type)
+            log.exception("cannot encode a session event", session_event=event.type)
             return
         self._send(name, params)
 

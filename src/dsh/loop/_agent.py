@@ -18,7 +18,7 @@ Guarantees (reference §3.1, §4.4, §4.5, §5):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -77,6 +77,8 @@ class ReactLoopAgent:
         self._done = anyio.Event()
         self._idle_waiters: list[anyio.Event] = []
         self._scope: Scope | None = None
+        self._turn: Any = None
+        """The driver's bookkeeping of the current turn (``dsh.loop._driver._Turn``), for :meth:`_stop`."""
 
     # -- the Agent interface ----------------------------------------------------------------------------
 
@@ -163,14 +165,27 @@ class ReactLoopAgent:
         scope.effect(self._stop)
 
     async def _stop(self) -> None:
-        """Graceful stop, bounded: the turn is aborted and normally ends (and is flushed) at once; a loop still
-        running after :data:`STOP_GRACE` seconds (a tool that ignores its cancel token) is left to the next
-        effect, which cancels its task. Disposal can therefore never wedge on a misbehaving plugin."""
+        """Graceful stop, bounded: the turn is aborted and normally ends (and is flushed) at once. A loop still
+        running after :data:`STOP_GRACE` seconds (a tool that ignores its cancel token) has its turn closed here
+        as ``disposed`` (a synthetic error ``tool/result`` for the stuck call, ``step/end``, ``turn/end``;
+        flushed, bounded by the same grace) and is then left to the next effect, which cancels its task; the
+        loop appends nothing to a turn closed this way. Disposal can therefore never wedge on a misbehaving
+        plugin, and the log stays balanced (a later load does not call the turn ``interrupted``)."""
         self.dispose_now()
-        with anyio.CancelScope(shield=True), anyio.move_on_after(STOP_GRACE):
-            await self._done.wait()
-        if not self._done.is_set():
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(STOP_GRACE):
+                await self._done.wait()
+            if self._done.is_set():
+                return
             log.warning("agent loop did not stop in time; cancelling it", agent_id=self._id, grace=STOP_GRACE)
+            from dsh.loop._driver import close_stuck_turn
+
+            if close_stuck_turn(self):
+                with anyio.move_on_after(STOP_GRACE):
+                    try:
+                        await self._ctx.sessions.flush(self._session)
+                    except Exception as error:
+                        log.warning("session/flush failed after a stuck turn", agent_id=self._id, error=str(error))
 
     def dispose_now(self) -> None:
         """Begin disposal (idempotent, infallible): wake the loop, release waiters, abort the step."""

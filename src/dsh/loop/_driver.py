@@ -110,7 +110,7 @@ class _StepOutcome:
 class _Turn:
     """The bookkeeping of one turn: its reason, the open step, and the closers that keep it balanced."""
 
-    __slots__ = ("agent", "error_reported", "reason", "step", "step_open", "turn", "turn_ended")
+    __slots__ = ("agent", "error_reported", "open_call", "reason", "step", "step_open", "turn", "turn_ended")
 
     def __init__(self, agent: ReactLoopAgent, turn: int) -> None:
         self.agent = agent
@@ -120,6 +120,8 @@ class _Turn:
         self.step_open = False
         self.turn_ended = False
         self.error_reported = False
+        self.open_call: str | None = None
+        """The call id of a tool call logged without its result yet."""
 
     def fail(self, error: BaseException) -> None:
         """Record the turn's error once: one ``error`` event, one ``agent/error``."""
@@ -192,7 +194,7 @@ async def _run_turn(agent: ReactLoopAgent, turn_number: int) -> None:
     if not queued:
         return
     ctx, session = agent._ctx, agent.session
-    turn = _Turn(agent, turn_number)
+    turn = agent._turn = _Turn(agent, turn_number)
     try:
         session.append("turn/start", {"turn": turn_number, "trigger": {"kind": "message", "source": queued[0].source}})
         for message in queued:
@@ -388,9 +390,12 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
                 "arguments": call["arguments"],
             },
         )
+        turn.open_call = call["id"]
         result = await ctx.tools.execute(
             ToolExecution(call["id"], call["name"], _parse_arguments(call["arguments"]), agent, signal)
         )
+        if turn.turn_ended:  # closed as disposed while the tool ran on (close_stuck_turn): nothing more is logged
+            raise AbortedError("disposed")
         data: dict[str, Any] = {
             "turn": turn_number,
             "step": step,
@@ -403,8 +408,58 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
         if result.display is not None:
             data["display"] = result.display
         append("tool/result", data)
+        turn.open_call = None
         signal.raise_if_aborted()
     return _StepOutcome(bool(calls), finish)
+
+
+DISPOSED_TEXT = "The tool did not stop when its agent was disposed; no result was recorded."
+
+
+def close_stuck_turn(agent: ReactLoopAgent) -> bool:
+    """Close the open turn of a disposed agent whose loop did not stop within the grace (a tool that ignores its
+    cancel token), before its task is cancelled: an error ``tool/result`` for the stuck call, ``step/end``,
+    ``turn/end {kind: disposed}`` (and ``agent/turn-end``). Returns whether anything was closed.
+
+    Runs while the loop is suspended at an await; the turn is marked ended, so the loop, should it resume before
+    its cancellation, appends nothing more to it (``close_turn`` is idempotent, the tool's late result is
+    dropped). A listener's exception is logged, never raised: this is disposal.
+    """
+    turn: _Turn | None = agent._turn
+    session = agent.session
+    if turn is None or turn.turn_ended or not turn_is_open(session):
+        return False
+    opened = session.last("turn/start")
+    if opened is None or opened.data.get("turn") != turn.turn:
+        return False
+    if turn.open_call is not None:
+        call_id, turn.open_call = turn.open_call, None
+        try:
+            session.append(
+                "tool/result",
+                {
+                    "turn": turn.turn,
+                    "step": turn.step,
+                    "call_id": call_id,
+                    "content": [{"type": "text", "text": DISPOSED_TEXT}],
+                    "is_error": True,
+                    "error": {"name": "AgentDisposedError", "code": "disposed"},
+                },
+            )
+        except Exception:
+            log.exception("session/event listener failed on a disposed tool/result", agent_id=agent.id)
+    if turn.step_open:
+        turn.step_open = False
+        try:
+            session.append("step/end", {"turn": turn.turn, "step": turn.step})
+        except Exception:
+            log.exception("session/event listener failed on step/end", agent_id=agent.id)
+    turn.reason = {"kind": "disposed"}
+    try:
+        turn.close_turn(emit=True)
+    except Exception:
+        log.exception("agent/turn-end listener failed on a disposed turn", agent_id=agent.id)
+    return True
 
 
 def inject(agent: ReactLoopAgent, content: list[ContentBlock], source: MessageSource) -> None:

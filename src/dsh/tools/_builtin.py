@@ -8,6 +8,9 @@ Guarantees:
 * Relative paths resolve against the session's cwd. A path whose real location is outside the session's roots
   is refused with an error the model can act on (code ``OUTSIDE_ROOTS``) unless a gate called
   :func:`dsh.tools.grant_outside` for this call. The tools never ask for permission themselves.
+* The path is resolved once: reads, writes, edits and a command's ``cwd`` use the real path that was checked,
+  opened without following symlinks, so a symlink swapped in after the check cannot lead outside (the call
+  fails with ``PATH_CHANGED`` instead; RFC 0010).
 * Each tool's ``meta`` has ``kind`` (read, edit, search, execute), ``present(arguments, cwd) -> ToolCard | None``
   (title, absolute locations, the diff an edit is about to make) and ``paths(arguments, cwd) ->
   list[ResolvedPath]`` (what the call would touch, with ``inside`` computed against ``[cwd]``). Presenters are
@@ -15,7 +18,7 @@ Guarantees:
   the files, so a replay shows the cards the live session showed.
 * A failure is an error result (``is_error``; ``error.code`` one of ``OUTSIDE_ROOTS``, ``NOT_FOUND``,
   ``IS_DIRECTORY``, ``NOT_TEXT``, ``NO_MATCH``, ``AMBIGUOUS_MATCH``, ``NO_CHANGE``, ``BAD_PATTERN``,
-  ``BAD_CWD``). ``run_command`` is an error when the command exits non-zero, is killed, times out or is
+  ``BAD_CWD``, ``PATH_CHANGED``). ``run_command`` is an error when the command exits non-zero, is killed, times out or is
   cancelled, and still returns its output. Results carry ``display`` for people: ``{"diff": {path, old_text,
   new_text}}`` for writes and edits (``old_text`` None for a new file), ``{exit_code, signal, timed_out,
   cancelled, truncated, terminal_id?}`` for commands. A tool body returns only text: ``is_error`` and
@@ -45,6 +48,7 @@ from dsh._text import plural
 from dsh.services.tools import ToolCard, ToolDefinition, ToolExecution, ToolResult, define_tool
 from dsh.tools._errors import OutsideRootsError, ToolError
 from dsh.tools._paths import ResolvedPath, is_granted, is_within, resolve_path, revoke_grants
+from dsh.tools._safeopen import PathChangedError
 from dsh.tools._search import (
     GrepOutcome,
     glob_matcher,
@@ -216,6 +220,14 @@ def _first_line(command: str) -> str:
     return line
 
 
+def _changed(path: str) -> ToolError:
+    return ToolError(
+        f"{path} changed while in use (a symlink appeared in it since it was checked); nothing was read or "
+        "written through it. Check the path and try again.",
+        "PATH_CHANGED",
+    )
+
+
 def _crlf(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\n", "\r\n")
 
@@ -289,7 +301,7 @@ class _Tools:
     def target(self, execution: ToolExecution, raw: str) -> ResolvedPath:
         """*raw* resolved; refused when outside the roots and not granted for this call."""
         resolved = self.ws.resolve(execution, raw)
-        if not resolved.inside and not is_granted(execution, resolved.path):
+        if not resolved.inside and not is_granted(execution, resolved.real, resolved=True):
             cwd = self.ws.cwd(execution)
             raise OutsideRootsError(
                 f"path {raw!r} ({resolved.path}) is outside the session's directory {cwd}; tools may only use "
@@ -299,10 +311,13 @@ class _Tools:
         return resolved
 
     async def read_text(
-        self, execution: ToolExecution, path: str, line: int | None = None, limit: int | None = None
+        self, execution: ToolExecution, target: ResolvedPath, line: int | None = None, limit: int | None = None
     ) -> str:
+        path = target.path
         try:
-            return await self.ws.read(execution, path, line, limit)
+            return await self.ws.read(execution, path, line, limit, real=target.real)
+        except PathChangedError:
+            raise _changed(path) from None
         except FileNotFoundError:
             raise ToolError(f"file not found: {path}", "NOT_FOUND") from None
         except IsADirectoryError:
@@ -312,27 +327,35 @@ class _Tools:
         except UnicodeDecodeError:
             raise ToolError(f"{path} is not a UTF-8 text file", "NOT_TEXT") from None
 
+    async def _write(self, execution: ToolExecution, target: ResolvedPath, content: str) -> None:
+        try:
+            await self.ws.write(execution, target.path, content, real=target.real)
+        except PathChangedError:
+            raise _changed(target.path) from None
+
     async def read_file(self, args: ReadFileArgs, execution: ToolExecution) -> str:
         target = self.target(execution, args.path)
         offset = args.offset or 1
         limit = min(args.limit or READ_MAX_LINES, READ_MAX_LINES)
-        text = await self.read_text(execution, target.path, offset, limit + 1)
+        text = await self.read_text(execution, target, offset, limit + 1)
         return _number_lines(text, offset, limit)
 
     async def write_file(self, args: WriteFileArgs, execution: ToolExecution) -> str:
         target = self.target(execution, args.path)
         old: str | None = None
-        is_dir, exists = await anyio.to_thread.run_sync(_dir_and_exists, target.path)
+        is_dir, exists = await anyio.to_thread.run_sync(_dir_and_exists, target.real)
         if is_dir:
             raise ToolError(f"{target.path} is a directory, not a file", "IS_DIRECTORY")
         if exists:  # a new file is not read first (through an editor, that read would report it missing)
             try:
-                old = await self.ws.read(execution, target.path)
+                old = await self.ws.read(execution, target.path, real=target.real)
             except IsADirectoryError:
                 raise ToolError(f"{target.path} is a directory, not a file", "IS_DIRECTORY") from None
+            except PathChangedError:
+                raise _changed(target.path) from None
             except Exception:  # unreadable: it is replaced either way
                 old = None
-        await self.ws.write(execution, target.path, args.content)
+        await self._write(execution, target, args.content)
         _report(display={"diff": {"path": target.path, "old_text": old, "new_text": args.content}})
         shown = _shown(target.path, self.ws.cwd(execution))
         lines = args.content.count("\n") + (0 if args.content.endswith("\n") or not args.content else 1)
@@ -346,7 +369,7 @@ class _Tools:
             raise ToolError("old_string is empty: to create or overwrite a whole file use write_file", "NO_MATCH")
         if args.old_string == args.new_string:
             raise ToolError("old_string and new_string are identical: there is nothing to change", "NO_CHANGE")
-        text = await self.read_text(execution, target.path)
+        text = await self.read_text(execution, target)
         old_string, new_string = args.old_string, args.new_string
         count = text.count(old_string)
         if count == 0 and "\r\n" in text and "\n" in old_string and "\r\n" not in old_string:
@@ -365,7 +388,7 @@ class _Tools:
                 "AMBIGUOUS_MATCH",
             )
         new_text = text.replace(old_string, new_string) if args.replace_all else text.replace(old_string, new_string, 1)
-        await self.ws.write(execution, target.path, new_text)
+        await self._write(execution, target, new_text)
         line = _line_of(text, text.find(old_string))
         _report(display={"diff": {"path": target.path, "old_text": text, "new_text": new_text}, "line": line})
         replaced = f"{count} occurrences" if count > 1 else "1 occurrence"
@@ -447,9 +470,19 @@ class _Tools:
 
     async def run_command(self, args: RunCommandArgs, execution: ToolExecution) -> str:
         cwd = self.ws.cwd(execution)
-        run_in = self.target(execution, args.cwd).path if args.cwd else cwd
+        where = self.target(execution, args.cwd) if args.cwd else None
+        run_in = where.path if where is not None else cwd
         try:
-            result = await self.ws.run(execution, args.command, run_in, args.timeout, COMMAND_OUTPUT_LIMIT)
+            result = await self.ws.run(
+                execution,
+                args.command,
+                run_in,
+                args.timeout,
+                COMMAND_OUTPUT_LIMIT,
+                real_cwd=where.real if where is not None else "",
+            )
+        except PathChangedError:
+            raise _changed(run_in) from None
         except FileNotFoundError as exc:
             raise ToolError(f"cannot run the command: {exc}", "BAD_CWD") from None
         failed = result.timed_out or result.cancelled or result.exit_code != 0

@@ -100,12 +100,13 @@ def grant_outside(execution: ToolExecution, path: str) -> None:
     granted.add(os.path.realpath(path))
 
 
-def is_granted(execution: ToolExecution, path: str) -> bool:
-    """Whether a gate granted *execution* the absolute *path* (itself or a directory above it)."""
+def is_granted(execution: ToolExecution, path: str, *, resolved: bool = False) -> bool:
+    """Whether a gate granted *execution* the absolute *path* (itself or a directory above it). *resolved*:
+    *path* is already the real path that was checked (it is not resolved a second time)."""
     granted = _grants.get(_key(execution))
     if not granted:
         return False
-    real = os.path.realpath(path)
+    real = path if resolved else os.path.realpath(path)
     return any(is_within(real, root) for root in granted)
 
 

@@ -14,17 +14,26 @@ Guarantees of :func:`run_process`:
   and the pipe is closed, or after :data:`KILL_GRACE` seconds, whichever is first. The main process is always
   reaped before this returns, and background children are not left running (a child that started its own
   session with ``setsid`` has left our group and cannot be tracked: a documented limit).
+* The child does not outlive the daemon, even a ``kill -9`` of it: on Linux the group leader (the shell) is
+  started with a parent-death signal (``PR_SET_PDEATHSIG`` = SIGKILL, set between fork and exec), so a shell
+  running ``sleep 2; touch marker`` dies with us and never reaches ``touch``. The signal follows the *thread*
+  that forked: we fork from the event loop's thread, which lives as long as the daemon (asyncio and trio both
+  spawn from the loop thread; never from a worker thread). A process the shell already started in the
+  background is not the leader and is orphaned instead (the kernel has no group-wide parent-death signal):
+  RFC 0010 says why we accept that.
 * It returns a :class:`CommandResult` in every case but cancellation of the calling task, which it re-raises
   after the clean-up above.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import signal as signals
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
@@ -34,6 +43,9 @@ if TYPE_CHECKING:
     from dsh.kernel import CancelToken
 
 __all__ = ["KILL_GRACE", "CommandResult", "run_process"]
+
+_PR_SET_PDEATHSIG = 1
+_SIGKILL = int(signals.SIGKILL)
 
 KILL_GRACE = 0.3
 """Seconds between SIGTERM and SIGKILL for a process group that is being stopped."""
@@ -90,6 +102,41 @@ def _killpg(pgid: int, number: int) -> bool:
     return True
 
 
+@functools.cache
+def _prctl() -> Callable[..., int] | None:
+    """libc's ``prctl`` (Linux only), looked up once, in the parent: the child must not load anything."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # pragma: no cover - a Linux without a usable libc
+        return None
+    return prctl
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child get SIGKILL when the thread that forked it (our event loop's)
+    exits, or None where that does not exist (not Linux).
+
+    It runs in the child between fork and exec, so it does the least possible: one ``prctl`` through the libc
+    handle looked up in the parent, and a check that the parent is still the one that forked (if it died
+    before ``prctl`` took effect, the signal would never come: the child exits at once instead).
+    """
+    prctl = _prctl()
+    if prctl is None:
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(127)
+
+    return preexec
+
+
 async def _stop_group(process: Process, done_reading: anyio.Event) -> None:
     """SIGTERM the group, wait (bounded) for the main process and the pipe, SIGKILL the group, reap."""
     pgid = process.pid
@@ -106,6 +153,35 @@ async def _stop_group(process: Process, done_reading: anyio.Event) -> None:
     await process.wait()
 
 
+async def _open(argv: list[str], cwd: str, cwd_fd: int | None, env: dict[str, str]) -> Process:
+    """Start *argv* in its own session (hence its own process group) with the environment *env*, stdin
+    ``/dev/null``, stdout and stderr one pipe, dying with us (see the module docstring). With *cwd_fd* (an open directory) the child enters that
+    directory (``fchdir``) instead of looking *cwd* up again.
+
+    ``anyio.open_process`` has no ``preexec_fn``; the backend's ``open_process`` (which both backends implement
+    by passing keyword arguments on to :class:`subprocess.Popen`, from the event loop's thread) takes it.
+    """
+    import subprocess
+
+    from anyio._core._eventloop import get_async_backend
+
+    options: dict[str, Any] = {"cwd": cwd if cwd_fd is None else None, "env": env, "start_new_session": True}
+    die = _die_with_parent()
+    if cwd_fd is not None:
+
+        def preexec() -> None:  # before exec and before the fds are closed: cwd_fd is still open here
+            os.fchdir(cwd_fd)
+            if die is not None:
+                die()
+
+        options["preexec_fn"] = preexec
+    elif die is not None:
+        options["preexec_fn"] = die
+    return await get_async_backend().open_process(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **options
+    )
+
+
 async def run_process(
     command: str | Sequence[str],
     *,
@@ -115,11 +191,12 @@ async def run_process(
     signal: CancelToken | None = None,
     keep: Literal["head", "tail"] = "tail",
     stop_when_full: bool = False,
+    cwd_fd: int | None = None,
 ) -> CommandResult:
     """Run *command* (a string goes to ``bash -c`` or, without bash, ``/bin/sh -c``; a sequence is executed
-    directly) in *cwd*; see the module docstring for what is guaranteed."""
+    directly) in *cwd* (entered through the open directory *cwd_fd* when given: the directory that was
+    checked, whatever *cwd* names now); see the module docstring for what is guaranteed."""
     import shutil
-    import subprocess
 
     from dsh.secrets import child_environment
 
@@ -136,15 +213,7 @@ async def run_process(
     truncated = False
     full = anyio.Event()
     done_reading = anyio.Event()
-    process = await anyio.open_process(
-        argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        cwd=cwd,
-        env=child_environment(),
-        start_new_session=True,
-    )
+    process = await _open(argv, cwd, cwd_fd, child_environment())
 
     async def pump() -> None:
         nonlocal truncated

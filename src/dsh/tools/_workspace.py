@@ -19,6 +19,11 @@ Guarantees of the local defaults:
   thread, never on the event loop.
 * ``write``: the file is created or overwritten in place (its mode is kept); missing parent directories are
   created.
+* ``read`` and ``write`` open what was checked: a request's ``real`` (the real path the tool's path check
+  decided on; when empty, the path's real location now) is opened without following any symlink
+  (:func:`dsh.tools._safeopen.open_checked`), so a symlink swapped in after the check raises
+  :class:`~dsh.tools._safeopen.PathChangedError` instead of leading outside. ``run`` likewise enters
+  ``real_cwd`` through a directory descriptor opened that way.
 * ``run``: a local child process that never inherits our stdin or stdout, in its own process group, killed
   (SIGTERM, then SIGKILL) on timeout and when the request's ``execution.signal`` aborts; it always returns a
   :class:`CommandResult` (see :mod:`dsh.tools._process`). Output keeps the *tail* when it exceeds the limit.
@@ -37,6 +42,7 @@ import anyio
 from dsh import events as ev
 from dsh.tools._paths import ResolvedPath, resolve_path
 from dsh.tools._process import CommandResult, run_process
+from dsh.tools._safeopen import open_checked
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
@@ -62,6 +68,8 @@ class ReadRequest:
     path: str
     line: int | None = None
     limit: int | None = None
+    real: str = ""
+    """The real path the caller checked (what the local default opens); empty: *path*'s real location now."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +79,8 @@ class WriteRequest:
     execution: ToolExecution
     path: str
     content: str
+    real: str = ""
+    """The real path the caller checked (what the local default opens); empty: *path*'s real location now."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,10 +93,14 @@ class RunRequest:
     cwd: str
     timeout: float
     output_limit: int
+    real_cwd: str = ""
+    """The real directory the caller checked (what the local default enters); empty: *cwd* as it is."""
 
 
-def _read_sync(path: str, line: int | None, limit: int | None) -> str:
-    with open(path, encoding="utf-8", newline="") as file:
+def _read_sync(path: str, real: str, line: int | None, limit: int | None) -> str:
+    """Opens *real* (no symlinks), else *path*'s real location now."""
+    fd = open_checked(real or os.path.realpath(path), os.O_RDONLY)
+    with open(fd, encoding="utf-8", newline="") as file:
         if line is None and limit is None:
             return file.read()
         start = max((line or 1) - 1, 0)
@@ -94,34 +108,47 @@ def _read_sync(path: str, line: int | None, limit: int | None) -> str:
         return "".join(islice(file, start, stop))
 
 
-def _write_sync(path: str, content: str) -> None:
-    parent = os.path.dirname(path)
-    if parent:
-        os.makedirs(parent, exist_ok=True)
-    with open(path, "w", encoding="utf-8", newline="") as file:
+def _write_sync(path: str, real: str, content: str) -> None:
+    """Opens *real* (no symlinks), else *path*'s real location now; missing parents are created on the way."""
+    fd = open_checked(real or os.path.realpath(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, create_parents=True)
+    with open(fd, "w", encoding="utf-8", newline="") as file:
         file.write(content)
 
 
 async def read_local(request: ReadRequest) -> str:
-    """The innermost ``workspace/read``: the file on this machine."""
-    return await anyio.to_thread.run_sync(_read_sync, request.path, request.line, request.limit)
+    """The innermost ``workspace/read``: the file on this machine (the checked real path)."""
+    return await anyio.to_thread.run_sync(_read_sync, request.path, request.real, request.line, request.limit)
 
 
 async def write_local(request: WriteRequest) -> None:
-    """The innermost ``workspace/write``: the file on this machine."""
-    await anyio.to_thread.run_sync(_write_sync, request.path, request.content)
+    """The innermost ``workspace/write``: the file on this machine (the checked real path)."""
+    await anyio.to_thread.run_sync(_write_sync, request.path, request.real, request.content)
+
+
+def _open_cwd(real: str) -> int:
+    try:
+        return open_checked(real, os.O_RDONLY | os.O_DIRECTORY)
+    except (FileNotFoundError, NotADirectoryError):
+        raise FileNotFoundError(f"working directory {real} does not exist or is not a directory") from None
 
 
 async def run_local(request: RunRequest) -> CommandResult:
-    """The innermost ``workspace/run``: a local shell command (keeps the tail of long output)."""
-    return await run_process(
-        request.command,
-        cwd=request.cwd,
-        timeout=request.timeout,
-        output_limit=request.output_limit,
-        signal=request.execution.signal,
-        keep="tail",
-    )
+    """The innermost ``workspace/run``: a local shell command (keeps the tail of long output), started in the
+    checked real directory."""
+    cwd_fd = await anyio.to_thread.run_sync(_open_cwd, request.real_cwd) if request.real_cwd else None
+    try:
+        return await run_process(
+            request.command,
+            cwd=request.cwd,
+            timeout=request.timeout,
+            output_limit=request.output_limit,
+            signal=request.execution.signal,
+            keep="tail",
+            cwd_fd=cwd_fd,
+        )
+    finally:
+        if cwd_fd is not None:
+            os.close(cwd_fd)
 
 
 def _absolute(path: str) -> str:
@@ -175,15 +202,17 @@ class Workspace:
 
     # -- what -------------------------------------------------------------------------------------------
 
-    async def read(self, execution: ToolExecution, path: str, line: int | None = None, limit: int | None = None) -> str:
+    async def read(
+        self, execution: ToolExecution, path: str, line: int | None = None, limit: int | None = None, *, real: str = ""
+    ) -> str:
         """The text of the absolute *path* (``limit`` lines from 1-based ``line`` when given), through
-        ``workspace/read``."""
-        request = ReadRequest(execution, _absolute(path), line, limit)
+        ``workspace/read``; *real* is the real path the caller checked (what a local read opens)."""
+        request = ReadRequest(execution, _absolute(path), line, limit, real)
         return await self._ctx.waterfall(ev.WORKSPACE_READ, request, default=read_local)
 
-    async def write(self, execution: ToolExecution, path: str, content: str) -> None:
-        """Replace the absolute *path*'s content, through ``workspace/write``."""
-        request = WriteRequest(execution, _absolute(path), content)
+    async def write(self, execution: ToolExecution, path: str, content: str, *, real: str = "") -> None:
+        """Replace the absolute *path*'s content, through ``workspace/write``; *real* as for :meth:`read`."""
+        request = WriteRequest(execution, _absolute(path), content, real)
         await self._ctx.waterfall(ev.WORKSPACE_WRITE, request, default=write_local)
 
     async def run(
@@ -193,8 +222,10 @@ class Workspace:
         cwd: str,
         timeout: float,  # noqa: ASYNC109 - the command's deadline; the result says when it was reached
         output_limit: int,
+        *,
+        real_cwd: str = "",
     ) -> CommandResult:
         """Run *command* in the absolute *cwd*, through ``workspace/run``; returns a result even when the
-        command timed out or the call was cancelled."""
-        request = RunRequest(execution, command, _absolute(cwd), timeout, output_limit)
+        command timed out or the call was cancelled. *real_cwd*: the real directory the caller checked."""
+        request = RunRequest(execution, command, _absolute(cwd), timeout, output_limit, real_cwd)
         return await self._ctx.waterfall(ev.WORKSPACE_RUN, request, default=run_local)

@@ -10,7 +10,8 @@ Prompt settlement (every prompt is answered exactly once):
   which turn consumed the prompt; that turn's ``turn/end`` answers it: completed → ``end_turn``, max-tokens →
   ``max_tokens``, aborted and disposed → ``cancelled``, error → -32603 ``turn failed: <message>``. A second
   prompt during a turn is queued (``agent.send``), not rejected.
-* ``session/cancel`` cancels the agent's turn and queue; every pending prompt of the session is answered
+* ``session/cancel`` (and ``$/cancel_request`` for a running ``session/prompt``, whose -32800 answer then comes
+  after the turn's last update) cancels the agent's turn and queue; every pending prompt of the session is answered
   ``cancelled`` once the aborted turn's ``turn/end`` went out (after a final ``failed`` update for any tool call
   still open), or after a 2 s watchdog, or at once when no turn was open. An idle cancel does nothing.
 * A fallback for work dropped behind our back (another plugin cancelling the agent): when the agent turns idle,
@@ -253,6 +254,10 @@ class AcpFrontend:
             raise
         try:
             await pending.done.wait()
+        except anyio.get_cancelled_exc_class():
+            if not pending.settled and not self._closing and self._sessions.get(record.id) is record:
+                await self._withdraw(record, pending)  # $/cancel_request: stop the turn before the -32800
+            raise
         finally:
             if not pending.settled:  # the request itself was cancelled ($/cancel_request, shutdown)
                 pending.settled = True
@@ -267,7 +272,21 @@ class AcpFrontend:
         record = self._sessions.get(params.session_id)
         if record is None:
             return
-        record.cancelled_at = arrival()
+        self._cancel_work(record, arrival())
+
+    async def _withdraw(self, record: _AcpSession, prompt: _Prompt) -> None:
+        """``$/cancel_request`` for a running prompt: cancel the session's work exactly as ``session/cancel``
+        does, and wait (shielded, bounded by the cancel watchdog) until the prompt is settled, i.e. until the
+        aborted turn's ``turn/end`` went out: the -32800 answer then follows every update of that turn, and the
+        next prompt does not queue behind a turn that runs on."""
+        with anyio.CancelScope(shield=True):
+            self._cancel_work(record, arrival())
+            with anyio.move_on_after(CANCEL_WATCHDOG + 0.5):
+                await prompt.done.wait()
+
+    def _cancel_work(self, record: _AcpSession, at: int) -> None:
+        """Cancel the session's turn and queue; *at*: the arrival number the cancel counts from."""
+        record.cancelled_at = max(record.cancelled_at, at)
         pending = [p for p in record.prompts if not p.settled]
         agent = record.handle.agent
         if not pending and agent.status != "running":

@@ -6,7 +6,8 @@ Guarantees:
 * ``data`` is lossless JSON and is copied on append, so the log never aliases caller objects; events are
   frozen and must be treated as immutable.
 * :meth:`Session.append` pushes first and then notifies the store's hook synchronously (which emits
-  ``session/event``); an exception from a listener propagates to the appender, *after* the event is in the log.
+  ``session/event``); an exception from a listener propagates to the appender, *after* the event is in the log
+  and every other listener has seen it.
 * :meth:`Session.derive_messages` is a pure function of the log (reference §6.2); it is computed incrementally
   and returns a fresh deep copy each time.
 """

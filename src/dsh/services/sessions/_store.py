@@ -82,8 +82,10 @@ class SessionStore:
         return Session(header, seed, seed_owned=seed_owned)
 
     def enter(self, session: Session) -> Disposer:
-        """Make *session* live: appends now emit ``session/event``. Returns the detacher, which emits
-        ``session/disposed`` once the session is no longer live."""
+        """Make *session* live: appends now emit ``session/event`` to every listener, in order; a listener that
+        raises does not keep the event from the listeners after it, and the first exception is re-raised to the
+        appender once all have run. Returns the detacher, which emits ``session/disposed`` once the session is
+        no longer live."""
         if session.id in self._live:
             raise ValueError(f"session {session.id!r} already exists")
         self._live[session.id] = session
@@ -91,7 +93,17 @@ class SessionStore:
         name = ev.SESSION_EVENT.name
 
         def notify(s: Session, event: SessionEvent) -> None:
-            bus.emit(name, s, event)
+            # Every listener sees every event, even when one before it raises (a throwing plugin must not hide
+            # the turn from the front end or from persistence); the first exception then reaches the appender.
+            failure: Exception | None = None
+            for listener in bus.listeners(name):
+                try:
+                    listener(s, event)
+                except Exception as error:
+                    if failure is None:
+                        failure = error
+            if failure is not None:
+                raise failure
 
         session._hook = notify
 
