@@ -7,6 +7,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 
 import anyio
+import anyio.lowlevel
 import pytest
 from structlog.testing import capture_logs
 
@@ -384,3 +385,38 @@ async def test_fork_context_scope_is_a_child_of_the_context_scope(app: App) -> N
     assert forked.scope.parent is app.ctx.scope
     await app.ctx.scope.dispose()
     assert order == ["forked"]
+
+
+async def test_abortable_cancels_the_wait_when_the_token_aborts_and_forgets_its_callback() -> None:
+    import anyio
+
+    from dsh.kernel import CancelToken, abortable
+
+    token = CancelToken()
+    never = anyio.Event()
+    reached_end = False
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+
+            async def waiter() -> None:
+                nonlocal reached_end
+                with abortable(token) as scope:
+                    await never.wait()
+                    reached_end = True
+                assert scope.cancelled_caught
+
+            group.start_soon(waiter)
+            await anyio.wait_all_tasks_blocked()
+            token.abort("stop")
+    assert not reached_end
+    assert token._callbacks == []
+
+    already = CancelToken()
+    already.abort("earlier")
+    with abortable(already) as scope:
+        await anyio.sleep(10)
+    assert scope.cancelled_caught
+
+    with abortable(None) as scope:
+        await anyio.lowlevel.checkpoint()
+    assert not scope.cancelled_caught

@@ -30,7 +30,7 @@ def load_core(
     providers: dict[str, ProviderSettings] | None = None,
     secrets: SecretsConfig | None = None,
 ) -> None:
-    """Load the interface services, the ``echo`` and ``scripted`` models, the remote providers (the built-ins,
+    """Load the interface services, the ``commands`` service with the built-in commands, the ``echo`` and ``scripted`` models, the remote providers (the built-ins,
     with *providers* merged over them) and the agent loop into *ctx*; with *data_dir*, also the JSONL session
     persistence (sessions become durable and resumable). ``builtin_tools=False`` leaves out the coding tools
     (for tests of the loop alone). The ``secrets`` plugin (*providers* and the file's *secrets* section) decides
@@ -39,6 +39,7 @@ def load_core(
     Application order does not matter: each plugin applies once the services it injects exist. Disposal is
     the reverse of this call order, so persistence is loaded first and goes last.
     """
+    from dsh.commands import builtin_commands_plugin, commands_plugin
     from dsh.loop import agent_loop_plugin
     from dsh.providers.echo import echo_plugin
     from dsh.providers.remote import remote_providers_plugin
@@ -65,5 +66,12 @@ def load_core(
     ctx.plugin(agents_plugin)
     ctx.plugin(sessions_plugin)
     ctx.plugin(system_prompt_plugin)
+    ctx.plugin(commands_plugin)
+    ctx.plugin(builtin_commands_plugin)
     if builtin_tools:
+        from dsh.plans import plans_plugin
+        from dsh.questions import questions_plugin
+
         ctx.plugin(builtin_tools_plugin)
+        ctx.plugin(plans_plugin)
+        ctx.plugin(questions_plugin)

@@ -13,6 +13,8 @@ Waterfall listeners receive the context arguments, then the value, then ``next``
 | system-prompt/assemble     | waterfall | assembly                                    |
 | tools/change               | emit      | —                                           |
 | tools/execute              | waterfall | execution → result                          |
+| commands/change            | emit      | —                                           |
+| user/ask                   | waterfall | Question → Answer                           |
 | llm/adapter-change         | emit      | —                                           |
 | llm/stream                 | waterfall | request → chunk stream                      |
 | agent/created, disposed    | emit      | agent                                       |
@@ -40,6 +42,7 @@ from typing import TYPE_CHECKING, Literal, NotRequired, TypeAlias, TypedDict
 from dsh.kernel._events import EmitEvent, EventSpec, Next, ParallelEvent, WaterfallEvent
 
 if TYPE_CHECKING:
+    from dsh.questions import Answer, Question
     from dsh.services.agents import Agent, AgentStatus
     from dsh.services.llm import ContentBlock, GenerateRequest, Message, MessageSource, StreamChunk
     from dsh.services.sessions import Session, SessionEvent
@@ -83,6 +86,11 @@ ToolsExecuteListener: TypeAlias = Callable[
 ]
 TOOLS_CHANGE: EmitEvent[[]] = EmitEvent("tools/change")
 TOOLS_EXECUTE: WaterfallEvent[ToolsExecuteListener, ToolExecution, ToolResult] = WaterfallEvent("tools/execute")
+
+# -- commands (dsh.commands) and questions to the user (dsh.questions) ---------------------------------------
+COMMANDS_CHANGE: EmitEvent[[]] = EmitEvent("commands/change")
+UserAskListener: TypeAlias = Callable[["Question", Next["Question", "Answer"]], Awaitable["Answer"]]
+USER_ASK: WaterfallEvent[UserAskListener, Question, Answer] = WaterfallEvent("user/ask")
 
 # -- llm ------------------------------------------------------------------------------------------------
 LlmStreamListener: TypeAlias = Callable[

@@ -60,6 +60,10 @@ WAIT = 15.0
 """Upper bound for any single wait on a daemon."""
 EXIT_DEADLINE = 5.0
 """How long a daemon may take to exit after stdin EOF."""
+ANNOUNCEMENTS = frozenset({"available_commands_update"})
+"""Updates that describe the session (sent after each new/load/resume response) rather than replay its log: the
+durable-session tests compare logs and replays, so these are left out of :attr:`RecordingClient.updates` and
+:meth:`Daemon.updates_in` (``tests/commands`` checks them on their own)."""
 
 
 # -- the client -------------------------------------------------------------------------------------------------
@@ -78,7 +82,9 @@ class RecordingClient:
         self._changed = anyio.Event()
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
-        self.updates.append((session_id, update.model_dump(mode="json", by_alias=True, exclude_unset=True)))
+        dumped = update.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        if dumped.get("sessionUpdate") not in ANNOUNCEMENTS:
+            self.updates.append((session_id, dumped))
         self._poke()
 
     def observe(self, event: StreamEvent) -> None:
@@ -102,7 +108,13 @@ class RecordingClient:
             raise AssertionError(f"timed out after {WAIT} s waiting for {what}") from None
 
     def update_frames(self) -> int:
-        return sum(1 for d, m in self.wire if d == "in" and m.get("method") == "session/update")
+        return sum(
+            1
+            for d, m in self.wire
+            if d == "in"
+            and m.get("method") == "session/update"
+            and m["params"]["update"].get("sessionUpdate") not in ANNOUNCEMENTS
+        )
 
     async def settled(self) -> None:
         """Every ``session/update`` received so far has reached ``session_update`` (the SDK runs handlers as tasks)."""
@@ -160,6 +172,7 @@ class Daemon:
             for d, m in self.client.wire[start:end]
             if d == "in"
             and m.get("method") == "session/update"
+            and m["params"]["update"].get("sessionUpdate") not in ANNOUNCEMENTS
             and (session_id is None or m["params"]["sessionId"] == session_id)
         ]
 

@@ -35,12 +35,18 @@ import anyio
 from acp import Client, RequestError, connect_to_agent, text_block
 from acp.client.connection import ClientSideConnection
 from acp.schema import (
+    AcceptElicitationResponse,
     AllowedOutcome,
+    CancelElicitationResponse,
     CancelRequestNotification,
     ClientCapabilities,
+    CreateFormSessionElicitationRequest,
     CreateTerminalRequest,
     CreateTerminalResponse,
+    DeclineElicitationResponse,
     DeniedOutcome,
+    ElicitationCapabilities,
+    ElicitationFormCapabilities,
     EnvVariable,
     FileSystemCapabilities,
     Implementation,
@@ -104,11 +110,13 @@ DEADLINE = 10.0
 PERMISSION = "session/request_permission"
 FS_READ = "fs/read_text_file"
 FS_WRITE = "fs/write_text_file"
+ELICIT = "elicitation/create"
 TERMINAL_METHODS = ("terminal/create", "terminal/output", "terminal/wait_for_exit", "terminal/kill", "terminal/release")
 DAEMON_REQUEST_MODELS: dict[str, type[BaseModel]] = {
     PERMISSION: RequestPermissionRequest,
     FS_READ: ReadTextFileRequest,
     FS_WRITE: WriteTextFileRequest,
+    ELICIT: CreateFormSessionElicitationRequest,
     "terminal/create": CreateTerminalRequest,
     "terminal/output": TerminalOutputRequest,
     "terminal/wait_for_exit": WaitForTerminalExitRequest,
@@ -157,9 +165,13 @@ class EditorClient(RecordingClient):
         *,
         buffers: Mapping[str, str] | None = None,
         terminal: FakeTerminal | None = None,
+        elicitations: list[Any] | None = None,
     ) -> None:
         super().__init__()
         self.answers = list(answers or [])
+        self.elicitations = list(elicitations or [])
+        """Answers to ``elicitation/create``, in order: ``("accept", value)``, ``"decline"``, ``"cancel"`` or
+        :data:`HOLD` (pending until :meth:`release_held`, then ``cancel``)."""
         self.buffers = dict(buffers or {})
         self.terminal = terminal or FakeTerminal()
         self.calls: list[Call] = []
@@ -206,6 +218,29 @@ class EditorClient(RecordingClient):
         if answer == "cancelled":
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=answer))
+
+    # -- elicitation/create (form mode, session scope) ------------------------------------------------------
+    async def create_elicitation(self, message: str, mode: Any, **kwargs: Any) -> Any:
+        request = CreateFormSessionElicitationRequest(
+            session_id=mode.session_id,
+            tool_call_id=mode.tool_call_id,
+            message=message,
+            mode="form",
+            requested_schema=mode.requested_schema,
+        )
+        self._record(ELICIT, request)
+        if not self.elicitations:
+            self.unexpected.append(f"{ELICIT} for {message!r} (no answer was queued)")
+            return CancelElicitationResponse(action="cancel")
+        answer = self.elicitations.pop(0)
+        if answer == HOLD:
+            await self._release.wait()
+            return CancelElicitationResponse(action="cancel")
+        if answer == "decline":
+            return DeclineElicitationResponse(action="decline")
+        if answer == "cancel":
+            return CancelElicitationResponse(action="cancel")
+        return AcceptElicitationResponse(action="accept", content={"answer": answer[1]})
 
     # -- fs/* ------------------------------------------------------------------------------------------------
 
@@ -378,13 +413,16 @@ def _enabled(capabilities: ClientCapabilities) -> frozenset[str]:
         methods.add(FS_WRITE)
     if capabilities.terminal:
         methods.update(TERMINAL_METHODS)
+    if capabilities.elicitation is not None and capabilities.elicitation.form is not None:
+        methods.add(ELICIT)
     return frozenset(methods)
 
 
-def capabilities(*, fs: bool = False, terminal: bool = False) -> ClientCapabilities:
+def capabilities(*, fs: bool = False, terminal: bool = False, elicitation: bool = False) -> ClientCapabilities:
     return ClientCapabilities(
         fs=FileSystemCapabilities(read_text_file=fs, write_text_file=fs),
         terminal=terminal,
+        elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities()) if elicitation else None,
     )
 
 
@@ -397,6 +435,7 @@ async def run_editor(
     project: Path | None = None,
     fs: bool = False,
     terminal: bool = False,
+    elicitation: bool = False,
     name: str = "dsh",
     env: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Editor]:
@@ -433,8 +472,10 @@ async def run_editor(
     sdk_reader = asyncio.StreamReader(limit=READER_LIMIT)
     dsh = DshProcess(process, None, client, stdin, stderr_path, project)  # type: ignore[arg-type]
     pump = asyncio.create_task(_pump(process.stdout, dsh.stdout, sdk_reader), name="dsh-stdout-tee")
-    dsh.conn = connect_to_agent(cast("Client", client), stdin, sdk_reader, observers=[dsh._observe])
-    caps = capabilities(fs=fs, terminal=terminal)
+    dsh.conn = connect_to_agent(
+        cast("Client", client), stdin, sdk_reader, observers=[dsh._observe], use_unstable_protocol=elicitation
+    )
+    caps = capabilities(fs=fs, terminal=terminal, elicitation=elicitation)
     editor = Editor(dsh, client, project, _enabled(caps))
     body_ok = False
     try:

@@ -47,6 +47,7 @@ from acp.schema import (
     PromptResponse,
     ResumeSessionResponse,
     SessionNotification,
+    SetSessionConfigOptionResponse,
     SetSessionModeResponse,
     TextContentBlock,
 )
@@ -74,6 +75,7 @@ RESULT_MODELS: dict[str, type[BaseModel]] = {
     "session/list": ListSessionsResponse,
     "session/close": CloseSessionResponse,
     "session/delete": DeleteSessionResponse,
+    "session/set_config_option": SetSessionConfigOptionResponse,
     "session/set_mode": SetSessionModeResponse,
 }
 EXIT_DEADLINE = 2.0
@@ -228,11 +230,15 @@ class DshProcess:
 
     async def wait_sent_prompt(self, text: str) -> None:
         """Return once the prompt with *text* was fully handed to the stdin pipe (or the cork)."""
+        await self.wait_sent(
+            lambda m: m.get("method") == "session/prompt" and m["params"]["prompt"][0].get("text") == text
+        )
+
+    async def wait_sent(self, matches: Callable[[dict[str, Any]], bool]) -> None:
+        """Return once a message the client sent *matches* (checked now and after every message it sends)."""
 
         def ready() -> bool:
-            return any(
-                m.get("method") == "session/prompt" and m["params"]["prompt"][0].get("text") == text for m in self.sent
-            )
+            return any(matches(m) for m in self.sent)
 
         if ready():
             return

@@ -3,7 +3,7 @@
 See ``rfcs/0001-kernel.md`` for the design and what it replaces.
 """
 
-from dsh.kernel._cancel import AbortedError, CancelToken
+from dsh.kernel._cancel import AbortedError, CancelToken, abortable
 from dsh.kernel._context import App, Context, Plugin, ServiceMissingError, plugin
 from dsh.kernel._events import EmitEvent, EventBus, EventSpec, Next, ParallelEvent, SerialEvent, WaterfallEvent
 from dsh.kernel._scope import Disposer, Scope, ScopeDisposedError, current_scope
@@ -25,6 +25,7 @@ __all__ = [
     "SerialEvent",
     "ServiceMissingError",
     "WaterfallEvent",
+    "abortable",
     "current_scope",
     "plugin",
 ]

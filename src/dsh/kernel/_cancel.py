@@ -9,11 +9,12 @@ registered callbacks in registration order before returning; :meth:`CancelToken.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import anyio
 
-__all__ = ["AbortedError", "CancelToken"]
+__all__ = ["AbortedError", "CancelToken", "abortable"]
 
 
 class AbortedError(Exception):
@@ -77,3 +78,19 @@ class CancelToken:
             await self._event.wait()
         assert self._reason is not None
         return self._reason
+
+
+@contextmanager
+def abortable(token: CancelToken | None) -> Iterator[anyio.CancelScope]:
+    """A cancel scope that *token*'s abort cancels (at once if it is already aborted); None: a plain scope.
+
+    The way to wait on something outside (a client's answer, a process) for no longer than the turn that asked:
+    ``with abortable(execution.signal): answer = await request()``, then check ``token.aborted``. The token's
+    callback is removed on exit, so a long-lived token does not collect dead scopes."""
+    with anyio.CancelScope() as scope:
+        remove = token.add_callback(lambda _reason: scope.cancel()) if token is not None else None
+        try:
+            yield scope
+        finally:
+            if remove is not None:
+                remove()

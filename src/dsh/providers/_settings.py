@@ -42,6 +42,9 @@ class ProviderSettings(BaseModel):
     max_tokens: int | None = None
     context_windows: dict[str, int] = Field(default_factory=dict)
     """Context window in tokens per model name (without the provider prefix)."""
+    thought_levels: dict[str, list[str]] = Field(default_factory=dict)
+    """Reasoning-effort levels per model name (without the provider prefix), overriding the built-in table of
+    :mod:`dsh.providers._reasoning`; an empty list: no reasoning-effort picker for that model."""
 
 
 BUILTIN_PROVIDERS: dict[str, ProviderSettings] = {

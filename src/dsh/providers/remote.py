@@ -37,6 +37,7 @@ class RemoteProvidersConfig(RootModel[dict[str, ProviderSettings] | None]):
 @plugin("remote_providers", inject=("llm",), config=RemoteProvidersConfig)
 def remote_providers_plugin(ctx: Context, config: RemoteProvidersConfig) -> None:
     from dsh.providers._http import HttpProvider
+    from dsh.providers._reasoning import ReasoningSupport
     from dsh.providers.anthropic import anthropic_adapter
     from dsh.providers.openai import openai_adapter
     from dsh.services.llm import ModelInfo
@@ -47,5 +48,6 @@ def remote_providers_plugin(ctx: Context, config: RemoteProvidersConfig) -> None
         adapter = anthropic_adapter(http) if settings.type == "anthropic" else openai_adapter(http)
         ctx.llm.register_adapter([f"{name}:*"], adapter)
         ctx.llm.register_credential_check(name, http.missing_key)
+        ctx.llm.register_reasoning(name, ReasoningSupport(settings))
         for model, window in settings.context_windows.items():
             ctx.llm.set_model_info(f"{name}:{model}", ModelInfo(context_window=window))

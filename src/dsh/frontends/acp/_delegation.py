@@ -24,6 +24,7 @@ import anyio
 
 from dsh._log import get_logger
 from dsh.frontends.acp._rpc import RpcError
+from dsh.kernel import abortable
 
 if TYPE_CHECKING:
     from dsh.frontends.acp._frontend import AcpFrontend
@@ -111,22 +112,10 @@ class EditorDelegation:
         timed_out = cancelled = False
         signal = request.execution.signal
         try:
-            with anyio.move_on_after(request.timeout) as deadline:
-                async with anyio.create_task_group() as group:
-
-                    async def wait() -> None:
-                        answer = await connection.request("terminal/wait_for_exit", ids)
-                        if isinstance(answer, dict):
-                            exit_status.update(answer)
-                        group.cancel_scope.cancel()
-
-                    async def watch() -> None:
-                        if signal is not None:
-                            await signal.wait()
-                            group.cancel_scope.cancel()
-
-                    group.start_soon(wait)
-                    group.start_soon(watch)
+            with anyio.move_on_after(request.timeout) as deadline, abortable(signal):
+                answer = await connection.request("terminal/wait_for_exit", ids)
+                if isinstance(answer, dict):
+                    exit_status.update(answer)
             timed_out = deadline.cancelled_caught
             cancelled = signal is not None and signal.aborted
             if timed_out or cancelled:

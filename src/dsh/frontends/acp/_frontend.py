@@ -27,7 +27,7 @@ import json
 import os
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -39,18 +39,18 @@ from dsh.errors import error_code, error_message
 from dsh.events import TurnEndReason
 from dsh.frontends.acp._backpressure import FlowControl, stream_gate
 from dsh.frontends.acp._boot import AUTH_METHOD_ID, initialize_result
+from dsh.frontends.acp._commands import CommandDesk, commands_hooks
 from dsh.frontends.acp._content import prompt_content
 from dsh.frontends.acp._delegation import EditorDelegation
 from dsh.frontends.acp._dispatch import MethodTable, make_dispatch
 from dsh.frontends.acp._gate import PermissionGate
 from dsh.frontends.acp._permissions import (
-    MODE_IDS,
-    MODES,
     SessionPolicy,
-    mode_state,
     rules_from_log,
 )
+from dsh.frontends.acp._pickers import Pickers
 from dsh.frontends.acp._projection import Presenter, encode_update, failed_update, project
+from dsh.frontends.acp._questions import QuestionDesk, exit_plan_mode_tool
 from dsh.frontends.acp._rpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, Connection, RpcError, arrival
 from dsh.frontends.acp._wire import (
     AuthenticateParams,
@@ -112,6 +112,8 @@ class _AcpSession:
     mcp_servers: list[dict[str, Any]]
     model: str
     """The model this session's next step uses (switched by the model picker)."""
+    thought_level: str | None = None
+    """The reasoning effort the user picked (None: the model's default), for models that take one."""
     policy: SessionPolicy = field(default_factory=SessionPolicy)
     prompts: list[_Prompt] = field(default_factory=list)
     by_message: dict[str, _Prompt] = field(default_factory=dict)
@@ -176,6 +178,8 @@ class AcpFrontend:
         self._closing_ids: set[str] = set()
         self._prefixes: dict[str, bytes] = {}
         self.client_capabilities: dict[str, Any] = {}
+        self.desk = CommandDesk(ctx, self)
+        self.pickers = Pickers(ctx, options.model, options.models, self._update)
         self._capability_hooks: list[Callable[[dict[str, Any]], dict[str, Any]]] = []
         self.connection = Connection(
             options.send_frame, make_dispatch(self._methods()), notifications=frozenset({"session/cancel"})
@@ -233,20 +237,32 @@ class AcpFrontend:
         )
         record = self._record(session_id, params.cwd, handle, list(params.mcp_servers))
         self._sessions[session_id] = record
+        self.desk.opened(record)
         log.info("session created", session_id=session_id, cwd=params.cwd, mcp_servers=len(params.mcp_servers))
-        return {"sessionId": session_id, **self._session_state(record)}
+        return {"sessionId": session_id, **self.pickers.session_state(record)}
 
     async def prompt(self, params: PromptParams) -> dict[str, Any]:
         record = self._session(params.session_id)
-        content = prompt_content(params.prompt, accept_images=False)
-        if arrival() < record.cancelled_at:
+        number = arrival()
+        invoked = self.desk.match(record, params.prompt)
+        if invoked is None:
+            content = prompt_content(params.prompt, accept_images=False)
+            await self.desk.wait_turn(record)
+        else:
+            result = await self.desk.run(record, *invoked, number)
+            if result is None:
+                return {"stopReason": "cancelled"}
+            if result.prompt is None:
+                return {"stopReason": result.stop_reason}
+            content = result.prompt
+        if number < record.cancelled_at:
             return {"stopReason": "cancelled"}  # sent before a cancel that overtook this handler
         pending = _Prompt(message_id=str(uuid.uuid4()))
         record.prompts.append(pending)
         record.by_message[pending.message_id] = pending
         source: MessageSource = {"kind": "user", "message_id": pending.message_id}
-        if any(isinstance(b, dict) and b.get("type") != "text" for b in params.prompt):
-            source["shown"] = params.prompt  # replays give back the links and resources the user sent
+        if invoked is not None or any(isinstance(b, dict) and b.get("type") != "text" for b in params.prompt):
+            source["shown"] = params.prompt  # replays give back what the user sent (links, resources, commands)
         try:
             record.handle.agent.send(content, source)
         except Exception:
@@ -319,91 +335,22 @@ class AcpFrontend:
         record.present = present
         return record
 
-    # -- session state: the model picker ----------------------------------------------------------------
-
-    def _offered_models(self) -> list[str]:
-        offered = list(dict.fromkeys((self._options.model, *self._options.models)))
-        return offered
-
-    def _model_name(self, model: str) -> str:
-        return self._ctx.llm.model_info(model).name or model
-
-    def _config_options(self, record: _AcpSession) -> list[dict[str, Any]]:
-        """Every configuration option of the session, in priority order, each with its current value."""
-        return [
-            {
-                "id": "model",
-                "name": "Model",
-                "category": "model",
-                "type": "select",
-                "currentValue": record.model,
-                "options": [{"value": m, "name": self._model_name(m)} for m in self._offered_models()],
-            },
-            {
-                "id": "mode",
-                "name": "Mode",
-                "category": "mode",
-                "type": "select",
-                "currentValue": record.policy.mode,
-                "options": [{"value": mode, "name": name, "description": text} for mode, name, text in MODES],
-            },
-        ]
-
-    def _session_state(self, record: _AcpSession) -> dict[str, Any]:
-        """What new/load/resume answer besides the id: config options, and the legacy ``models`` state that
-        older clients still read (newer ones ignore it)."""
-        return {
-            "configOptions": self._config_options(record),
-            "modes": mode_state(record.policy.mode),
-            "models": {
-                "currentModelId": record.model,
-                "availableModels": [{"modelId": m, "name": self._model_name(m)} for m in self._offered_models()],
-            },
-        }
-
-    def _switch_model(self, record: _AcpSession, model: str) -> None:
-        if model not in self._offered_models():
-            raise RpcError(
-                INVALID_PARAMS,
-                f"model {model!r} is not offered; choose one of {', '.join(self._offered_models())}",
-                {"field": "value"},
-            )
-        record.model = model
-        log.info("model switched", session_id=record.id, model=model)
+    # -- session state: the pickers (dsh.frontends.acp._pickers) -----------------------------------------
 
     async def set_config_option(self, params: SetConfigOptionParams) -> dict[str, Any]:
         record = self._session(params.session_id)
-        if params.config_id == "model":
-            if not isinstance(params.value, str):
-                raise RpcError(INVALID_PARAMS, "the model option takes a string value", {"field": "value"})
-            self._switch_model(record, params.value)
-        elif params.config_id == "mode":
-            if not isinstance(params.value, str):
-                raise RpcError(INVALID_PARAMS, "the mode option takes a string value", {"field": "value"})
-            self._switch_mode(record, params.value)
-        else:
-            raise RpcError(INVALID_PARAMS, f"unknown config option {params.config_id!r}", {"field": "configId"})
-        return {"configOptions": self._config_options(record)}
-
-    def _switch_mode(self, record: _AcpSession, mode: str) -> None:
-        if mode not in MODE_IDS:
-            raise RpcError(
-                INVALID_PARAMS,
-                f"unknown mode {mode!r}; choose one of {', '.join(sorted(MODE_IDS))}",
-                {"field": "modeId"},
-            )
-        record.policy.mode = mode
-        self._update(record.id, {"sessionUpdate": "current_mode_update", "currentModeId": mode})
+        self.pickers.set(record, params.config_id, params.value)
+        return {"configOptions": self.pickers.config_options(record)}
 
     async def set_mode(self, params: SetModeParams) -> dict[str, Any]:
         record = self._session(params.session_id)
-        self._switch_mode(record, params.mode_id)
+        self.pickers.switch_mode(record, params.mode_id)
         return {}
 
     async def set_model(self, params: SetModelParams) -> dict[str, Any]:
         """The legacy model API (``session/set_model``), for clients older than config options."""
         record = self._session(params.session_id)
-        self._switch_model(record, params.model_id)
+        self.pickers.switch_model(record, params.model_id)
         return {}
 
     async def route_request(
@@ -416,8 +363,8 @@ class AcpFrontend:
     ) -> GenerateRequest:
         """``agent/request``: a session's model choice applies from its next step on."""
         record = self._sessions.get(agent.session.id)
-        if record is not None and request.model != record.model:
-            request = replace(request, model=record.model)
+        if record is not None:
+            request = self.pickers.request_for(record, request)
         return await next_(request)
 
     # -- durable sessions -------------------------------------------------------------------------------
@@ -438,13 +385,15 @@ class AcpFrontend:
             for update in project(event, replay=True, present=record.present):
                 self._update(record.id, update)
         self._sessions[record.id] = record
-        return self._session_state(record)
+        self.desk.opened(record)
+        return self.pickers.session_state(record)
 
     async def resume_session(self, params: LoadSessionParams) -> dict[str, Any]:
         """Resume a stored session without replaying it."""
         record = await self._open_stored(params)
         self._sessions[record.id] = record
-        return self._session_state(record)
+        self.desk.opened(record)
+        return self.pickers.session_state(record)
 
     async def _open_stored(self, params: LoadSessionParams) -> _AcpSession:
         self._check_open()
@@ -477,6 +426,7 @@ class AcpFrontend:
             )
         record = self._record(session_id, params.cwd, handle, list(params.mcp_servers))
         record.policy.rules = rules_from_log(session.events)
+        self.pickers.restore(record, session.events)
         record.titled = session.last("user/message") is not None
         last = session.last("turn/start")
         record.current_turn = int(last.data["turn"]) if last is not None else None
@@ -549,6 +499,7 @@ class AcpFrontend:
         await record.handle.dispose()
         self._settle_cancelled(record)
         self._sessions.pop(record.id, None)
+        self.desk.closed(record.id)
 
     # -- events -----------------------------------------------------------------------------------------
 
@@ -712,4 +663,7 @@ def acp_plugin(ctx: Context, options: AcpOptions) -> None:
     ctx.on(ev.WORKSPACE_READ, delegation.read)
     ctx.on(ev.WORKSPACE_WRITE, delegation.write)
     ctx.on(ev.WORKSPACE_RUN, delegation.run)
+    commands_hooks(ctx, frontend.desk)
+    ctx.on(ev.USER_ASK, QuestionDesk(frontend).ask)
+    ctx.tools.register(exit_plan_mode_tool(ctx, frontend))
     ctx.provide("acp", frontend)

@@ -12,12 +12,11 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Literal
 
-import anyio
-
 from dsh._log import get_logger
 from dsh.frontends.acp._permissions import PERMISSION_OPTIONS, RULE_EVENT
 from dsh.frontends.acp._projection import card_fields
 from dsh.frontends.acp._rpc import RpcError
+from dsh.kernel import abortable
 from dsh.services.tools import ToolExecution, ToolResult
 
 if TYPE_CHECKING:
@@ -91,22 +90,11 @@ class PermissionGate:
         }
         answer: list[Any] = []
         signal = execution.signal
-        async with anyio.create_task_group() as group:
-
-            async def ask() -> None:
-                try:
-                    answer.append(await self._frontend.connection.request("session/request_permission", params))
-                except RpcError as exc:
-                    log.warning("permission request failed", session_id=record.id, error=exc.message)
-                group.cancel_scope.cancel()
-
-            async def watch() -> None:
-                if signal is not None:
-                    await signal.wait()
-                    group.cancel_scope.cancel()
-
-            group.start_soon(ask)
-            group.start_soon(watch)
+        with abortable(signal):
+            try:
+                answer.append(await self._frontend.connection.request("session/request_permission", params))
+            except RpcError as exc:
+                log.warning("permission request failed", session_id=record.id, error=exc.message)
         if signal is not None and signal.aborted:
             return "cancelled"
         outcome = answer[0].get("outcome") if answer and isinstance(answer[0], dict) else None

@@ -13,6 +13,8 @@ Mapping:
 | ``tool/call``                         | ``tool_call`` (in_progress, title, kind, rawInput)           |
 | ``tool/result``                       | ``tool_call_update`` (completed or failed, text content)     |
 | ``user/message`` (replay only)        | ``user_message_chunk`` per text block                        |
+| ``plan/update``                       | ``plan`` (the complete list of entries)                      |
+| ``command/output``                    | ``agent_message_chunk`` (replay: the ``/command`` line first) |
 | anything else                         | none                                                         |
 """
 
@@ -167,6 +169,14 @@ def project(event: SessionEvent, *, replay: bool = False, present: Presenter | N
             if isinstance(diff, dict) and isinstance(diff.get("path"), str):
                 update["locations"] = [{"path": diff["path"], "line": display["line"]}]
         return [update]
+    if kind == "plan/update":
+        return [{"sessionUpdate": "plan", "entries": data.get("entries", [])}]
+    if kind == "command/output":
+        updates = [_text_chunk("agent_message_chunk", str(data.get("text", "")), f"c{event.seq}")]
+        if replay:
+            typed = f"/{data.get('name', '')} {data.get('args', '')}".rstrip()
+            updates.insert(0, {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": typed}})
+        return updates
     if kind == "user/message" and replay:
         source = data.get("source")
         source = source if isinstance(source, dict) else {}

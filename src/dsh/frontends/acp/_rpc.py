@@ -55,6 +55,7 @@ log = get_logger("dsh.acp")
 Dispatch = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
 _arrival: contextvars.ContextVar[int] = contextvars.ContextVar("dsh_rpc_arrival", default=-1)
+_after: contextvars.ContextVar[list[Callable[[], None]] | None] = contextvars.ContextVar("dsh_rpc_after", default=None)
 
 
 def arrival() -> int:
@@ -227,8 +228,19 @@ class Connection:
         call["id"] = request_id
         handlers.start_soon(self._serve, call, number, name=f"rpc:{method}")
 
+    def after_response(self, callback: Callable[[], None]) -> None:
+        """Run *callback* right after the response to the request being handled has been sent (and only if
+        one is: a cancelled request runs none). Outside a request handler it runs at once."""
+        callbacks = _after.get()
+        if callbacks is None:
+            callback()
+        else:
+            callbacks.append(callback)
+
     async def _serve(self, call: dict[str, Any], number: int) -> None:
         _arrival.set(number)  # this task's own context
+        callbacks: list[Callable[[], None]] = []
+        _after.set(callbacks)
         request_id = call["id"]
         key = _key(request_id)
         scope = anyio.CancelScope()
@@ -254,6 +266,12 @@ class Connection:
                     {"jsonrpc": "2.0", "id": request_id, "error": {"code": INTERNAL_ERROR, "message": "Internal error"}}
                 )
             self._send_frame(frame)
+            if "result" in response:
+                for callback in callbacks:
+                    try:
+                        callback()
+                    except Exception:
+                        log.exception("after-response callback failed", method=call["method"])
 
     def _cancel_inbound(self, request_id: Any) -> None:
         key = _key(request_id)

@@ -1,7 +1,7 @@
 """The ``llm`` interface service: model vocabulary, adapter registry, stream seam and block assembler."""
 
 from dsh.services.llm._assembler import BlockAssembler, GenerateResult
-from dsh.services.llm._service import LlmService, ModelInfo, llm_plugin, model_name
+from dsh.services.llm._service import LlmService, ModelInfo, ReasoningSupport, llm_plugin, model_name
 from dsh.services.llm._types import (
     Adapter,
     BlockEnd,
@@ -38,6 +38,7 @@ __all__ = [
     "LlmService",
     "Message",
     "ModelInfo",
+    "ReasoningSupport",
     "MessageSource",
     "ReasoningBlock",
     "ReasoningDelta",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dsh import events as ev
 from dsh.errors import LlmError
@@ -23,7 +23,14 @@ from dsh.services.llm._types import Adapter, GenerateRequest, StreamChunk
 if TYPE_CHECKING:
     from dsh.kernel import Context
 
-__all__ = ["LlmService", "ModelInfo", "llm_plugin", "model_name"]
+__all__ = ["LlmService", "ModelInfo", "ReasoningSupport", "llm_plugin", "model_name"]
+
+
+class ReasoningSupport(Protocol):
+    """A provider's reasoning-effort support: the levels a model takes and the request options of a level."""
+
+    def levels(self, model: str) -> tuple[str, ...]: ...
+    def extra(self, model: str, level: str) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +52,7 @@ class LlmService:
         self._adapters: dict[str, Adapter] = {}
         self._info: dict[str, ModelInfo] = {}
         self._credentials: dict[str, Callable[[], str | None]] = {}
+        self._reasoning: dict[str, ReasoningSupport] = {}
 
     def register_adapter(self, models: list[str], adapter: Adapter) -> Disposer:
         """Serve *models* with *adapter* (owned by the calling scope); emits ``llm/adapter-change``."""
@@ -106,6 +114,28 @@ class LlmService:
                 del self._credentials[provider]
 
         return (current_scope() or self._ctx.scope).effect(remove)
+
+    def register_reasoning(self, provider: str, support: ReasoningSupport) -> Disposer:
+        """Say which of *provider*'s models take a reasoning effort, and how (owned by the calling scope)."""
+        self._reasoning[provider] = support
+
+        def remove() -> None:
+            if self._reasoning.get(provider) is support:
+                del self._reasoning[provider]
+
+        return (current_scope() or self._ctx.scope).effect(remove)
+
+    def thought_levels(self, model: str) -> tuple[str, ...]:
+        """The reasoning-effort levels *model* takes, lowest first (empty: none)."""
+        support = self._reasoning.get(model.split(":", 1)[0]) if ":" in model else None
+        return support.levels(model_name(model)) if support is not None else ()
+
+    def thought_options(self, model: str, level: str) -> dict[str, Any]:
+        """The request options (``GenerateRequest.extra``) that ask *model* for *level*."""
+        support = self._reasoning.get(model.split(":", 1)[0]) if ":" in model else None
+        if support is None or level not in support.levels(model_name(model)):
+            return {}
+        return support.extra(model_name(model), level)
 
     def missing_credentials(self, model: str) -> str | None:
         """What is missing to call *model* (its provider's credential check), None when nothing is known missing."""

@@ -138,7 +138,11 @@ class Session:
         """The conversation as model messages (reference §6.2), deep-copied."""
         events = self._events
         for index in range(self._derived_upto, len(events)):
-            message = _derive_one(events[index])
+            event = events[index]
+            if event.type == "context/reset":  # /clear: the model sees nothing from before it
+                self._derived.clear()
+                continue
+            message = _derive_one(event)
             if message is not None:
                 self._derived.append(message)
         self._derived_upto = len(events)
