@@ -7,6 +7,9 @@ Three measurements, each for both agents in the same run (their spawns interleav
 * **updates/s**: an N-word echo prompt (``--words``) streams N ``session/update`` notifications;
   rate = N / (time from writing the prompt to reading its answer), median of ``--repeats`` fresh sessions in
   one process, after one small warm-up prompt.
+* **CPU per update**: the agent process's user + system CPU time (``/proc/<pid>/stat``) over the same prompt,
+  divided by the updates it streamed (dsh persists every chunk to JSONL meanwhile, into a temporary
+  ``DSH_DATA_DIR``).
 * **cancel**: a ``--cancel-words`` echo prompt; at its first update we write ``session/cancel`` and time
   until the prompt's answer arrives (it should say ``cancelled``), median of ``--cancels`` fresh sessions.
 
@@ -26,6 +29,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -65,8 +69,12 @@ for line in sys.stdin.buffer:
 """
 """A fake agent that writes all of a prompt's updates at once: how fast this client can read (its ceiling)."""
 
+EXTRA_ENV: dict[str, str] = {}
+"""Added to every agent's environment (main sets ``DSH_DATA_DIR`` to a temporary directory)."""
+
 TARGET_INITIALIZE_S = 0.25
-TARGET_UPDATES_PER_S = 50_000
+TARGET_UPDATES_PER_S = 150_000
+TARGET_CPU_PER_UPDATE_S = 5e-6
 TARGET_CANCEL_S = 0.020
 
 
@@ -75,6 +83,7 @@ class AgentProcess:
 
     def __init__(self, command: list[str]) -> None:
         env = {key: value for key, value in os.environ.items() if not key.startswith("DSH_")}  # dsh defaults
+        env.update(EXTRA_ENV)
         self.started = time.perf_counter()
         self.proc = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT, env=env
@@ -83,6 +92,14 @@ class AgentProcess:
         self._stdin: IO[bytes] = self.proc.stdin
         self._stdout: IO[bytes] = self.proc.stdout
         self._ids = itertools.count()
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU the agent process has used so far (Linux ``/proc``; NaN elsewhere)."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return float("nan")
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def send(self, message: dict[str, Any]) -> None:
         self._stdin.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
@@ -148,6 +165,7 @@ def prompt_params(session_id: str, words: int) -> dict[str, Any]:
 class Results:
     initialize: list[float] = field(default_factory=list)
     rates: list[float] = field(default_factory=list)
+    cpu_per_update: list[float] = field(default_factory=list)
     updates_seen: list[int] = field(default_factory=list)
     cancels: list[float] = field(default_factory=list)
     cancel_reasons: list[str] = field(default_factory=list)
@@ -178,9 +196,11 @@ def measure_throughput(command: list[str], words: int, repeats: int, results: Re
                 nonlocal seen
                 seen += 1
 
+            cpu = agent.cpu_seconds()
             start = time.perf_counter()
             response = agent.wait_response(agent.request("session/prompt", params), count)
             elapsed = time.perf_counter() - start
+            results.cpu_per_update.append((agent.cpu_seconds() - cpu) / max(seen, 1))
             assert response["result"]["stopReason"] == "end_turn", response
             results.rates.append(words / elapsed)
             results.updates_seen.append(seen)
@@ -215,6 +235,13 @@ def measure_cancel(command: list[str], words: int, repeats: int, results: Result
         agent.close()
 
 
+def add_before(tree: Path | None) -> None:
+    """Add ``dsh before``: the daemon of another source tree (its ``src`` first on the path), measured in the
+    same run as this one, so before/after figures share the machine's load."""
+    if tree is not None:
+        AGENTS["dsh before"] = ["env", f"PYTHONPATH={tree.resolve() / 'src'}", *AGENTS["dsh"]]
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
@@ -222,17 +249,23 @@ def median(values: list[float]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--spawns", type=int, default=15)
-    parser.add_argument("--words", type=int, default=20_000)
+    parser.add_argument("--words", type=int, default=200_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--cancel-words", type=int, default=200_000)
     parser.add_argument("--cancels", type=int, default=5)
     parser.add_argument("--only", choices=sorted(AGENTS), help="measure one agent only")
+    parser.add_argument(
+        "--before", type=Path, help="also measure the dsh of this source tree (e.g. a checkout of main): 'dsh before'"
+    )
     parser.add_argument("--quick", action="store_true", help="a smoke run: few spawns, small prompts")
     args = parser.parse_args()
     if args.quick:
         args.spawns, args.words, args.repeats, args.cancel_words, args.cancels = 3, 2_000, 1, 20_000, 2
+    add_before(args.before)
     agents = {name: command for name, command in AGENTS.items() if args.only in (None, name)}
     results = {name: Results() for name in agents}
+    scratch = tempfile.TemporaryDirectory(prefix="dsh-bench-acp-")
+    EXTRA_ENV["DSH_DATA_DIR"] = scratch.name
     began = time.perf_counter()
 
     for _ in range(args.spawns):
@@ -266,6 +299,13 @@ def main() -> None:
             lambda v: f"{v:,.0f} /s",
             f">= {TARGET_UPDATES_PER_S:,} /s",
             lambda v: v >= TARGET_UPDATES_PER_S,
+        ),
+        (
+            "agent CPU per streamed update (median)",
+            [median(results[n].cpu_per_update) for n in names],
+            lambda v: f"{v * 1e6:.2f} µs",
+            f"<= {TARGET_CPU_PER_UPDATE_S * 1e6:.0f} µs",
+            lambda v: v <= TARGET_CPU_PER_UPDATE_S,
         ),
         (
             "cancel -> prompt answered (median)",

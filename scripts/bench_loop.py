@@ -1,7 +1,8 @@
 """Throughput of the agent loop with the echo model and no I/O: turns/s and chunks/s.
 
 The chunk path (model delta → ``assistant/chunk`` session event → ``agent/stream-chunk``) is the hot path of the
-whole product, so this prints per-chunk cost too. Run: ``.venv/bin/python scripts/bench_loop.py``.
+whole product, so this prints per-chunk cost too. Then the per-turn cost as one session grows to
+``--scaling-turns`` turns (issue #12: turn 5,000 within 1.5x of turn 50). Run: ``.venv/bin/python scripts/bench_loop.py``.
 Not a test: it prints numbers and never fails on them.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import statistics
 import time
 
 import anyio
@@ -16,6 +18,28 @@ import anyio
 from dsh.app import load_core
 from dsh.kernel import App
 from dsh.services.agents import AgentOptions
+
+
+async def scaling(turns: int, size: int) -> None:
+    """Per-turn cost as one session grows: median ms per one-word turn in windows at turns 50 … *turns*."""
+    async with App() as app:
+        ctx = app.ctx
+        load_core(ctx)
+        agent = ctx.agent_loop.create("scaling", AgentOptions(model="echo"))
+        times: list[float] = []
+        for _ in range(turns):
+            start = time.perf_counter()
+            agent.send([{"type": "text", "text": "hi"}])
+            await agent.when_idle()
+            times.append(time.perf_counter() - start)
+    marks = sorted({m for m in (50, 500, 1000, turns) if m <= turns})
+    values = [statistics.median(times[max(0, m - size) : m]) for m in marks]
+    cells = "  ".join(f"turn {m}: {v * 1e3:.3f} ms" for m, v in zip(marks, values, strict=True))
+    ratio = values[-1] / values[0]
+    print(
+        f"per-turn cost in one session (median of {size}-turn windows, in process): {cells}  "
+        f"turn {turns} / turn 50 = {ratio:.2f} (target <= 1.5: {'meets' if ratio <= 1.5 else 'MISSES'})"
+    )
 
 
 async def bench(turns: int, words: int, repeats: int) -> None:
@@ -63,8 +87,12 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=500)
     parser.add_argument("--words", type=int, default=50000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--scaling-turns", type=int, default=5000, help="turns of the per-turn-cost run (0: skip)")
+    parser.add_argument("--window", type=int, default=50)
     args = parser.parse_args()
     anyio.run(bench, args.turns, args.words, args.repeats)
+    if args.scaling_turns:
+        anyio.run(scaling, args.scaling_turns, args.window)
 
 
 if __name__ == "__main__":

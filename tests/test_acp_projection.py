@@ -373,7 +373,16 @@ def test_projection_is_a_pure_function_and_every_output_validates(item: SessionE
         assert project(item, replay=not replay) == first  # live and replay share every other mapping
 
 
-# -- encode_update: a faster serializer, byte for byte the same as json.dumps --------------------------------
+# -- encode_update: a faster serializer, byte for byte the same as compact UTF-8 json.dumps -------------------
+
+
+def _compact_utf8(value: Any) -> bytes:
+    """What dsh writes (orjson): compact UTF-8 JSON; a string with a lone surrogate (not UTF-8) makes the
+    value ASCII-escaped, the one spelling of it that is valid UTF-8."""
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return json.dumps(value, separators=(",", ":")).encode()
 
 
 @given(st.sampled_from(["text-delta", "reasoning-delta"]), st.text(), st.integers(0, 10**6), st.integers(0, 10**6))
@@ -386,7 +395,7 @@ def test_encode_update_of_a_projected_text_chunk_equals_json_dumps(
         "assistant/chunk", 0, 0.0, {"turn": turn, "step": step, "chunk": {"type": chunk_type, "text": text}}
     )
     (update,) = project(event)
-    assert encode_update(update) == json.dumps(update, separators=(",", ":")).encode()
+    assert encode_update(update) == _compact_utf8(update)
     assert json.loads(encode_update(update)) == update
 
 
@@ -403,4 +412,4 @@ def test_encode_update_of_a_projected_text_chunk_equals_json_dumps(
 def test_encode_update_of_any_other_shape_equals_json_dumps(update: dict[str, Any]) -> None:
     from dsh.frontends.acp._projection import encode_update
 
-    assert encode_update(update) == json.dumps(update, separators=(",", ":")).encode()
+    assert encode_update(update) == _compact_utf8(update)

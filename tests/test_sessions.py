@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import copy
+import json
 import math
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -496,26 +497,58 @@ def test_steering_source_attribute_is_the_json_quoted_kind() -> None:
     assert messages[1]["content"][-1] == _text("</context>")
 
 
-def test_derive_messages_returns_a_deep_copy() -> None:
+def test_derived_messages_are_shared_read_only_and_cannot_change_the_log() -> None:
+    """Messages are derived once and shared by every call (issue #12: a request costs O(new events)); the list
+    is the caller's, the messages are read-only, so no caller can change the log or a later derivation."""
     session = Session(SessionHeader(id="s", created_at=0.0))
     session.append("user/message", {"content": [_text("hello")]})
     session.append("tool/result", {"call_id": "c", "content": [_text("r")], "is_error": False})
     snapshot = copy.deepcopy(session.events)
 
     first = session.derive_messages()
-    first[0]["content"][0]["text"] = "mutated"  # type: ignore[typeddict-unknown-key]
-    first[0]["content"].append(_text("extra"))  # type: ignore[arg-type]
-    first[1]["content"][0]["content"].clear()  # type: ignore[typeddict-item]
-    first.append({"role": "user", "content": []})
+    mutations: list[Callable[[], object]] = [
+        lambda: first[0]["content"][0].__setitem__("text", "mutated"),
+        lambda: first[0]["content"].append(_text("extra")),
+        lambda: first[1]["content"][0]["content"].clear(),  # type: ignore[typeddict-item]
+        lambda: first[0].__setitem__("role", "assistant"),
+        lambda: first[0].update(role="assistant"),
+        lambda: first[0]["content"].__setitem__(0, _text("swapped")),
+    ]
+    for mutate in mutations:
+        with pytest.raises(TypeError, match="read-only"):
+            mutate()
+    first.append({"role": "user", "content": []})  # the list itself is the caller's
+    first[0] = {"role": "user", "content": [_text("replaced in this list only")]}
+    plain = copy.deepcopy(session.derive_messages())  # a deep copy is plain and mutable
+    plain[0]["content"][0]["text"] = "mutated copy"  # type: ignore[typeddict-unknown-key]
 
-    assert session.derive_messages() == [
+    again = session.derive_messages()
+    assert again == [
         {"role": "user", "content": [_text("hello")]},
         {
             "role": "user",
             "content": [{"type": "tool-result", "tool_call_id": "c", "content": [_text("r")], "is_error": False}],
         },
     ]
+    assert again is not first
+    assert all(a is b for a, b in zip(again, session.derive_messages(), strict=True))  # derived once, shared
     assert session.events == snapshot
+    assert [type(m) for m in json.loads(json.dumps(again))] == [dict, dict]
+
+
+def test_derived_token_estimate_is_cached_and_dropped_when_the_list_changes() -> None:
+    from dsh.services.llm import estimate_tokens
+
+    session = Session(SessionHeader(id="s", created_at=0.0))
+    session.append("user/message", {"content": [_text("one two"), _text("three")]})
+    session.append("assistant/message", {"content": [_text("four five")]})
+    messages = session.derive_messages()
+    assert messages.tokens == 4 == estimate_tokens(list(messages))  # "one two" + "three" joins to "twothree"
+    messages.append({"role": "user", "content": [_text("six seven eight")]})
+    assert messages.tokens is None
+    assert estimate_tokens(messages) == 7
+    session.append("user/message", {"content": [_text("nine")]})
+    assert session.derive_messages().tokens == 5
 
 
 def test_incremental_derivation_equals_fresh_derivation_of_the_same_log() -> None:

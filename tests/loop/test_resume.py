@@ -335,7 +335,10 @@ async def test_derived_history_replays_identically_from_the_log(core: Context) -
     assert seeded.derive_messages() == live
     round_tripped = [SessionEvent.from_json(event.to_json()) for event in agent.session.events]
     assert core.sessions.prepare("replay-json", seed=round_tripped).derive_messages() == live
-    # derivation is a pure function of the log: asking twice, or after a copy is mutated, changes nothing
+    # derivation is a pure function of the log: asking twice, or after an attempt to mutate what it gave
+    # (the shared messages are read-only since issue #12) or after its list is changed, changes nothing
     copy = seeded.derive_messages()
-    copy[0]["content"].clear()
+    with pytest.raises(TypeError, match="read-only"):
+        copy[0]["content"].clear()
+    copy.clear()
     assert seeded.derive_messages() == live

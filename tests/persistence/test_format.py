@@ -46,13 +46,21 @@ def interrupted_result(turn: int, step: int, call_id: str) -> dict[str, Any]:
 # -- encoding -----------------------------------------------------------------------------------------------
 
 
-def test_encoded_lines_are_ascii_and_newline_terminated() -> None:
+def test_encoded_lines_are_compact_utf8_and_newline_terminated() -> None:
+    """Lines are compact UTF-8 JSON (orjson); a line holding a lone surrogate, which UTF-8 cannot carry, is
+    ASCII-escaped instead (the standard encoder's spelling), so every line is valid UTF-8 and lossless."""
     head = header("s1", cwd="/work/ü", parent_session="root")
+    plain = SessionEvent("user/message", 0, 1.5, {"content": text('quote " newline \n nul \x00 é 😀 \u2028')})
     event = SessionEvent("user/message", 0, 1.5, {"content": text('quote " newline \n nul \x00 é 😀 \u2028 \ud800')})
-    for line in (encode_header(head), encode_event(event)):
+    for line in (encode_header(head), encode_event(plain), encode_event(event)):
         assert line.endswith(b"\n")
         assert line.count(b"\n") == 1
-        assert line.isascii()
+        line.decode("utf-8")  # valid UTF-8, always
+    compact = {"separators": (",", ":"), "ensure_ascii": False}
+    assert encode_header(head) == json.dumps({"type": "session", **head.to_json()}, **compact).encode() + b"\n"  # type: ignore[arg-type]
+    assert encode_event(plain) == json.dumps(plain.to_json(), **compact).encode() + b"\n"  # type: ignore[arg-type]
+    assert encode_event(event).isascii()
+    assert encode_event(event) == json.dumps(event.to_json(), separators=(",", ":")).encode() + b"\n"
     assert json.loads(encode_header(head)) == {
         "type": "session",
         "version": 1,
@@ -440,3 +448,59 @@ def test_property_a_corrupt_middle_line_is_reported_with_its_line_number(
     with pytest.raises(CorruptSessionError) as caught:
         scan(b"\n".join(lines) + b"\n", WHERE)
     assert f"{WHERE}:{index + 1}:" in str(caught.value)
+
+
+# -- the fast load path (issue #12): orjson by blocks, compact chunks, exact fallbacks -----------------------
+
+
+def _chunk(turn: int, step: int, kind: str, value: str) -> tuple[str, dict[str, Any]]:
+    return ("assistant/chunk", {"turn": turn, "step": step, "chunk": {"type": kind, "text": value}})
+
+
+def test_loaded_text_chunks_are_compact_and_equal_to_what_was_written() -> None:
+    from dsh.plugins.persistence import _format
+    from dsh.services.sessions import ChunkEvent
+
+    head = header("s1")
+    specs = [
+        *closed_turn(1)[:3],
+        _chunk(1, 1, "text-delta", "héllo "),
+        _chunk(1, 1, "reasoning-delta", "hmm"),
+        ("assistant/chunk", {"turn": 1, "step": 1, "chunk": {"type": "usage", "usage": {"input_tokens": 1}}}),
+        ("assistant/chunk", {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "text": "x"}, "extra": 1}),
+        *closed_turn(1)[3:],
+    ]
+    events = events_of(*specs)
+    content = file_bytes(head, events)
+    result = scan(content, WHERE)
+    assert result == ScanResult(head, events, len(content), [])
+    kinds = [type(event) for event in result.events]
+    assert kinds[3:7] == [ChunkEvent, ChunkEvent, SessionEvent, SessionEvent]  # only plain text chunks compact
+    assert [e.to_json() for e in result.events] == [e.to_json() for e in events]
+    assert b"".join(encode_event(e) for e in result.events) == content[head_len(head) :]
+    # many blocks: the block size is an implementation detail, the result is not
+    many = events_of(*[_chunk(1, 1, "text-delta", f"w{i} ") for i in range(3000)])
+    body = file_bytes(head, many)
+    original, _format._BLOCK = _format._BLOCK, 4096
+    try:
+        assert scan(body, WHERE).events == many
+    finally:
+        _format._BLOCK = original
+
+
+@pytest.mark.parametrize(
+    "value",
+    [2**64 + 1, -(2**70), 123456789012345678901234567890, "\ud800 lone surrogate", {"k": ["\udfff"]}],
+    ids=["u64+1", "-2**70", "30-digits", "lone-surrogate", "nested-surrogate"],
+)
+def test_values_orjson_would_read_differently_load_exactly(value: Any) -> None:
+    """orjson reads integers beyond 64 bits as floats and refuses lone surrogates: such a file takes the
+    exact path, and the value comes back exactly as it was written (type included)."""
+    head = header("s1")
+    events = events_of(*closed_turn(1)[:2], ("custom", {"value": value}), *closed_turn(1)[2:])
+    content = file_bytes(head, events)
+    result = scan(content, WHERE)
+    assert result == ScanResult(head, events, len(content), [])
+    loaded = result.events[2].data["value"]
+    assert loaded == value
+    assert type(loaded) is type(value)

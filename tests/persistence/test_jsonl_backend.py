@@ -220,7 +220,9 @@ async def test_the_file_is_the_header_then_one_line_per_event_chunks_included(tm
     kinds = [line["type"] for line in lines[1:]]
     assert kinds.count("assistant/chunk") >= 4
     assert {"tool/call", "tool/result", "assistant/message", "turn/end"} <= set(kinds)
-    assert (data / "s1.jsonl").read_bytes().isascii()
+    raw = (data / "s1.jsonl").read_bytes()
+    raw.decode("utf-8")  # compact UTF-8 (orjson), text unescaped; the lines round-trip above
+    assert "found it ünïcode".encode() in raw
 
 
 async def test_a_new_session_never_clobbers_an_existing_file(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from dsh.services.llm import Message
+from dsh.services.llm import Message, estimate_tokens
 
 _WORD = re.compile(r"\s*\S+\s*|\s+")
 
@@ -26,5 +26,6 @@ def message_text(message: Message) -> str:
 
 
 def rough_tokens(messages: list[Message], system: str | None) -> int:
-    """A deterministic stand-in for a token count: whitespace-separated words."""
-    return sum(len(message_text(m).split()) for m in messages) + len((system or "").split())
+    """A deterministic stand-in for a token count: whitespace-separated words (cached per message and per
+    request: see :mod:`dsh.services.llm._tokens`)."""
+    return estimate_tokens(messages) + len((system or "").split())

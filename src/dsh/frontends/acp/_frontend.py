@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 
 from dsh import events as ev
 from dsh._log import get_logger
@@ -79,6 +80,10 @@ __all__ = ["AUTH_METHOD_ID", "AcpFrontend", "AcpOptions", "acp_plugin"]
 CANCEL_WATCHDOG = 2.0
 LIST_PAGE = 50
 log = get_logger("dsh.acp")
+
+_REPLAY_BATCH = 256
+"""A replay yields to the event loop after this many events, so the writer sends frames while later ones are
+made (a 1M-event load never holds all its frames at once)."""
 
 
 @dataclass(frozen=True)
@@ -381,9 +386,11 @@ class AcpFrontend:
     async def load_session(self, params: LoadSessionParams) -> dict[str, Any]:
         """Resume a stored session and replay its whole log as updates, then answer."""
         record = await self._open_stored(params)
-        for event in record.handle.agent.session.events:
+        for produced, event in enumerate(record.handle.agent.session.events, start=1):
             for update in project(event, replay=True, present=record.present):
                 self._update(record.id, update)
+            if not produced % _REPLAY_BATCH:  # let the writer take what is queued: frames go out as they are made
+                await anyio.lowlevel.checkpoint()
         self._sessions[record.id] = record
         self.desk.opened(record)
         return self.pickers.session_state(record)

@@ -20,12 +20,13 @@ Mapping:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from json.encoder import encode_basestring_ascii as _encode_text
 from typing import TYPE_CHECKING, Any
 
-from dsh.services.sessions import SessionEvent, parse_json
+import orjson
+
+from dsh.services.sessions import ChunkEvent, SessionEvent, dumps_json, parse_json
 
 if TYPE_CHECKING:
     from dsh.services.tools import ToolCard
@@ -129,6 +130,11 @@ def project(event: SessionEvent, *, replay: bool = False, present: Presenter | N
 
     *present* lets tools show themselves (title, kind, locations, diff); it must be as deterministic as the
     rest, so live streaming and a replay give the same cards."""
+    if type(event) is ChunkEvent:  # a loaded chunk: no data dicts to build (replays of big sessions)
+        turn, step, chunk_kind, text = event.text_chunk
+        if chunk_kind == "text-delta":
+            return [_text_chunk("agent_message_chunk", text, f"m{turn}.{step}")]
+        return [_text_chunk("agent_thought_chunk", text, f"t{turn}.{step}")]
     kind = event.type
     data = event.data
     if kind == "assistant/chunk":
@@ -195,9 +201,6 @@ def project(event: SessionEvent, *, replay: bool = False, present: Presenter | N
     return []
 
 
-_dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
-
-
 class _TextChunk(dict[str, Any]):
     """A text-chunk update exactly as :func:`project` builds it: keys ``sessionUpdate``, ``content`` (``type``,
     ``text``) and ``messageId``, in that order. The type tells :func:`encode_update` it may take the fast path."""
@@ -209,15 +212,29 @@ def _text_chunk(kind: str, text: str, message_id: str) -> dict[str, Any]:
     return _TextChunk(sessionUpdate=kind, content={"type": "text", "text": text}, messageId=message_id)
 
 
+def _json_text(text: str) -> bytes:
+    try:
+        return orjson.dumps(text)
+    except TypeError:  # a lone surrogate: only the standard encoder's ASCII escapes spell it
+        return _encode_text(text).encode()
+
+
 def encode_update(update: dict[str, Any]) -> bytes:
-    """Compact JSON of an update, byte for byte what ``json.dumps(update, separators=(",", ":"))`` gives.
+    """Compact UTF-8 JSON of an update, the bytes :func:`~dsh.services.sessions.dumps_json` gives.
 
     Text chunks (nearly every update of a turn, and of a replay) are assembled around one encoding of their
     text instead of walking three nested dicts: this is on the chunk path.
     """
     if type(update) is _TextChunk:
-        return (
-            f'{{"sessionUpdate":"{update["sessionUpdate"]}","content":{{"type":"text","text":'
-            f'{_encode_text(update["content"]["text"])}}},"messageId":{_encode_text(update["messageId"])}}}'
-        ).encode()
-    return _dumps(update).encode()
+        return b"".join(
+            (
+                b'{"sessionUpdate":"',
+                update["sessionUpdate"].encode(),
+                b'","content":{"type":"text","text":',
+                _json_text(update["content"]["text"]),
+                b'},"messageId":',
+                _json_text(update["messageId"]),
+                b"}",
+            )
+        )
+    return dumps_json(update)

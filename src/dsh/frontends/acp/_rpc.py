@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextvars
 import itertools
-import json
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
@@ -27,7 +26,7 @@ import anyio.abc
 
 from dsh._log import get_logger
 from dsh.frontends.acp._framing import Oversized
-from dsh.services.sessions import parse_json
+from dsh.services.sessions import dumps_json, parse_json
 
 __all__ = [
     "INTERNAL_ERROR",
@@ -85,9 +84,10 @@ class RpcError(Exception):
 
 
 def dumps(message: dict[str, Any]) -> bytes:
-    """Compact JSON, ASCII-safe (always valid UTF-8, whatever lone surrogates a tool produced); a non-finite
-    number raises rather than put ``NaN`` (not JSON) on the wire."""
-    return json.dumps(message, separators=(",", ":"), allow_nan=False).encode()
+    """Compact UTF-8 JSON (orjson), always valid UTF-8 (a lone surrogate a tool produced is written escaped);
+    a non-finite number or a non-string key raises :class:`~dsh.services.sessions.NotJsonError` (a
+    ``ValueError``) rather than put ``NaN`` (not JSON) or a silently renamed key on the wire."""
+    return dumps_json(message)
 
 
 class _Outbound:

@@ -2,7 +2,8 @@
 
 Format (version 1): line 1 is the header ``{"type": "session", "version": 1, "id", "created_at", "cwd"?,
 "parent_session"?}``; every further line is one event ``{"type", "seq", "time", "data"}``, chunks included,
-``seq`` contiguous from 0. Lines end with ``\\n``; JSON is compact and ASCII (lossless for any string).
+``seq`` contiguous from 0. Lines end with ``\\n``; JSON is compact UTF-8 (orjson); a string orjson cannot spell (a lone surrogate) or an
+integer beyond 64 bits makes that line ASCII-escaped JSON from the standard encoder, which spells both exactly.
 
 Repair on load (:func:`scan`), the rules of reference §6.3:
 
@@ -16,13 +17,15 @@ Repair on load (:func:`scan`), the rules of reference §6.3:
 from __future__ import annotations
 
 import gc
-import json
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from dsh.errors import DshError
-from dsh.services.sessions import STRICT_DECODER, SessionEvent, SessionHeader, parse_json
+from dsh.services.sessions import ChunkEvent, SessionEvent, SessionHeader, dumps_json, parse_json
 
 __all__ = ["CorruptSessionError", "ScanResult", "encode_event", "encode_header", "scan"]
 
@@ -37,16 +40,18 @@ class CorruptSessionError(DshError, ValueError):
 
 
 def encode_header(header: SessionHeader) -> bytes:
-    return json.dumps({"type": "session", **header.to_json()}, separators=(",", ":")).encode() + b"\n"
+    return dumps_json({"type": "session", **header.to_json()}) + b"\n"
 
 
 def encode_event(event: SessionEvent) -> bytes:
-    return (
-        json.dumps(
-            {"type": event.type, "seq": event.seq, "time": event.time, "data": event.data}, separators=(",", ":")
-        ).encode()
-        + b"\n"
-    )
+    """One line of the file. The data are lossless JSON already (the session checked them on append, or a
+    strict parser produced them), so this only encodes; :func:`~dsh.services.sessions.dumps_json` still keeps
+    the lossless rules if they were not.
+
+    No template for ``assistant/chunk`` lines: orjson encodes the whole small envelope faster than Python can
+    format a template around the encoded data (measured, RFC 0007).
+    """
+    return dumps_json({"type": event.type, "seq": event.seq, "time": event.time, "data": event.data}) + b"\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,44 +135,69 @@ def scan(content: bytes, where: str) -> ScanResult:
     return ScanResult(header, events + closers, keep, closers)
 
 
-def _parse_all(body: bytes) -> list[SessionEvent] | None:
-    """The fast path for a sound file: decode the body once and parse value after value in place.
+_BLOCK = 1 << 20
+"""Bytes of lines parsed per orjson call: big enough to amortise the call, small enough that the transient
+dicts of a block (~5x its size) never matter next to the compact events they become."""
+_LONG_DIGITS = re.compile(rb"[0-9]{20}")
+"""orjson reads an integer beyond 64 bits as a float (lossy); a body that may hold one takes the exact path."""
+_CHUNK_KINDS = {"text-delta": "text-delta", "reasoning-delta": "reasoning-delta"}
+_TYPES: dict[str, str] = {}
+"""One shared string per event type (parsers give every line its own copy)."""
 
-    Each value must end exactly at its line's newline, so a file is accepted here only if every line holds
-    exactly one valid event; anything else returns None and the line-by-line path finds and names the
-    culprit (or cuts a torn tail). The garbage collector is paused: 100 000 fresh containers would trigger
-    full collections for nothing.
+
+def _parse_all(body: bytes) -> list[SessionEvent] | None:
+    """The fast path for a sound file: orjson parses the body a block of lines at a time (each block as one
+    JSON array: the lines joined with commas), and text chunks become compact :class:`ChunkEvent`\\ s.
+
+    A file is accepted here only if every line holds exactly one valid event (a block must yield one value
+    per line, each the next event); anything else — including what orjson reads differently from the strict
+    standard parser (integers beyond 64 bits) or refuses (lone surrogates) — returns None and the line-by-line
+    path decides (names the culprit, cuts a torn tail, or parses exactly). The garbage collector is paused:
+    a million fresh containers would trigger full collections for nothing.
     """
-    try:
-        text = body.decode()
-    except UnicodeDecodeError:
+    if _LONG_DIGITS.search(body) is not None:
         return None
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        # scan_once is the C scanner behind JSONDecoder.raw_decode, without its Python wrapper.
-        scan_once, size, event = getattr(STRICT_DECODER, "scan_once"), len(text), SessionEvent  # noqa: B009
         events: list[SessionEvent] = []
         append = events.append
-        position = seq = 0
+        chunk_event, event, kinds, types, loads = ChunkEvent, SessionEvent, _CHUNK_KINDS, _TYPES, orjson.loads
+        position, size, seq = 0, len(body), 0
         while position < size:
+            end = body.rfind(b"\n", position, position + _BLOCK)
+            if end < position:  # one line longer than a block
+                end = body.find(b"\n", position)
+            block = body[position:end]
             try:
-                raw, end = scan_once(text, position)
-            except (StopIteration, ValueError):
+                values = loads(b"[" + block.replace(b"\n", b",") + b"]")
+            except orjson.JSONDecodeError:
                 return None
-            if end >= size or text[end] != "\n" or type(raw) is not dict:
+            if len(values) != block.count(b"\n") + 1:
                 return None
-            kind, data, stamp = raw.get("type"), raw.get("data"), raw.get("time", 0.0)
-            if (
-                raw.get("seq") != seq
-                or type(raw.get("seq")) is not int
-                or type(kind) is not str
-                or type(data) is not dict
-                or type(stamp) is not float
-            ):
-                return None  # the careful path gives the reason (ints, bools and odd times included)
-            append(event(kind, seq, stamp, data))
-            seq += 1
+            del block
+            for raw in values:
+                if type(raw) is not dict:
+                    return None
+                kind, data, stamp, number = raw.get("type"), raw.get("data"), raw.get("time", 0.0), raw.get("seq")
+                if number != seq or type(number) is not int or type(kind) is not str or type(data) is not dict:
+                    return None
+                if type(stamp) is not float:
+                    return None  # the careful path gives the reason (ints, bools and odd times included)
+                if kind == "assistant/chunk" and len(data) == 3:
+                    chunk, turn, step = data.get("chunk"), data.get("turn"), data.get("step")
+                    if type(chunk) is dict and len(chunk) == 2 and type(turn) is int and type(step) is int:
+                        chunk_kind, text = kinds.get(chunk.get("type")), chunk.get("text")  # type: ignore[arg-type]
+                        if chunk_kind is not None and type(text) is str:
+                            append(chunk_event(seq, stamp, turn, step, chunk_kind, text))
+                            seq += 1
+                            continue
+                shared = types.get(kind)
+                if shared is None:
+                    shared = types.setdefault(kind, kind) if len(types) < 1024 else kind
+                append(event(shared, seq, stamp, data))
+                seq += 1
+            del values
             position = end + 1
         return events
     finally:
@@ -190,15 +220,19 @@ def _closers(events: list[SessionEvent]) -> list[SessionEvent]:
     turn = events[last_start].data.get("turn")
     open_calls: dict[str, dict[str, Any]] = {}
     step_open: dict[str, Any] | None = None
-    for event in events[last_start:]:
+    for index in range(last_start, len(events)):
+        event = events[index]
+        kind = event.type
+        if kind == "assistant/chunk":  # most of a long turn; its data is built on access when compact
+            continue
         data = event.data
-        if event.type == "tool/call":
+        if kind == "tool/call":
             open_calls[data.get("call_id", "")] = data
-        elif event.type == "tool/result":
+        elif kind == "tool/result":
             open_calls.pop(data.get("call_id", ""), None)
-        elif event.type == "step/start":
+        elif kind == "step/start":
             step_open = data
-        elif event.type == "step/end":
+        elif kind == "step/end":
             step_open = None
     now = time.time()
     closers: list[dict[str, Any]] = []

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import gc
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -254,6 +255,10 @@ class JsonlPersistence:
             os.close(fd)
             raise
         self._loaded[session_id] = _Writer(session_id, result.header, path, fd, next_seq=len(result.events))
+        del content
+        # A loaded history lives as long as its session and holds no cycles: moved out of the collector's
+        # generations, a million events are never rescanned by later collections (issue #12).
+        gc.freeze()
         return LoadedSession(result.header, result.events, owned=True)
 
     def release(self, session_id: str) -> None:

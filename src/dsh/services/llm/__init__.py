@@ -2,6 +2,7 @@
 
 from dsh.services.llm._assembler import BlockAssembler, GenerateResult
 from dsh.services.llm._service import LlmService, ModelInfo, ReasoningSupport, llm_plugin, model_name
+from dsh.services.llm._tokens import MessageList, estimate_tokens, message_tokens, text_tokens
 from dsh.services.llm._types import (
     Adapter,
     BlockEnd,
@@ -38,6 +39,7 @@ __all__ = [
     "LlmService",
     "Message",
     "ModelInfo",
+    "MessageList",
     "ReasoningSupport",
     "MessageSource",
     "ReasoningBlock",
@@ -51,6 +53,9 @@ __all__ = [
     "ToolSchema",
     "Usage",
     "UsageChunk",
+    "estimate_tokens",
     "llm_plugin",
+    "message_tokens",
     "model_name",
+    "text_tokens",
 ]

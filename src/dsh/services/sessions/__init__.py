@@ -1,12 +1,32 @@
 """The ``sessions`` interface service: append-only event logs and the store of live ones."""
 
-from dsh.services.sessions._json import STRICT_DECODER, NotJsonError, copy_json, parse_json
+from dsh.services.sessions._json import (
+    STRICT_DECODER,
+    FrozenDict,
+    FrozenList,
+    NotJsonError,
+    copy_json,
+    dumps_json,
+    freeze_json,
+    parse_json,
+)
 from dsh.services.sessions._persistence import LoadedSession, SessionInfo, SessionPersistence
-from dsh.services.sessions._session import Session, SessionEvent, SessionHeader, title_from_content
+from dsh.services.sessions._session import (
+    ChunkEvent,
+    DerivedMessage,
+    Session,
+    SessionEvent,
+    SessionHeader,
+    title_from_content,
+)
 from dsh.services.sessions._store import SessionStore, check_session_id, sessions_plugin
 
 __all__ = [
     "STRICT_DECODER",
+    "ChunkEvent",
+    "DerivedMessage",
+    "FrozenDict",
+    "FrozenList",
     "LoadedSession",
     "NotJsonError",
     "SessionPersistence",
@@ -17,6 +37,8 @@ __all__ = [
     "SessionStore",
     "check_session_id",
     "copy_json",
+    "dumps_json",
+    "freeze_json",
     "parse_json",
     "sessions_plugin",
     "title_from_content",

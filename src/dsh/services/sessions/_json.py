@@ -1,43 +1,168 @@
-"""Lossless JSON: validate and copy in one walk.
+"""Lossless JSON: validate and copy in one walk; encode with orjson under the same rules; frozen containers.
 
 Session data must survive a round trip through JSON unchanged, or a resumed session would differ from the live
 one. So only ``dict`` with ``str`` keys, ``list`` (tuples become lists), ``str``, ``int``, finite ``float``,
 ``bool`` and ``None`` are accepted; ``NaN`` and the infinities are rejected (JSON cannot spell them), as are
 non-string keys and any other type. The copy means later mutation of the caller's object cannot change the log.
+
+:class:`FrozenDict` and :class:`FrozenList` are the read-only containers of shared derived data (model messages
+derived once from the log and handed to every request): they are JSON values to every encoder and to
+:func:`copy_json` (which copies them into plain, mutable containers), and every mutating method raises
+``TypeError``, so no holder of a shared value can change it for the others.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, NoReturn
 
-__all__ = ["STRICT_DECODER", "NotJsonError", "copy_json", "parse_json"]
+import orjson
+
+__all__ = [
+    "STRICT_DECODER",
+    "FrozenDict",
+    "FrozenList",
+    "NotJsonError",
+    "copy_json",
+    "dumps_json",
+    "freeze_json",
+    "parse_json",
+]
 
 
 class NotJsonError(ValueError):
     """The value is not lossless JSON; the message names the path to the offending part."""
 
 
-def copy_json(value: Any, path: str = "$") -> Any:
-    """Return a deep copy of *value* after checking that it is lossless JSON."""
+def _read_only(self: object, *args: object, **kwargs: object) -> NoReturn:
+    raise TypeError(f"{type(self).__name__} is shared and read-only: build a new value instead of changing it")
+
+
+class FrozenDict(dict[str, Any]):
+    """A ``dict`` whose mutating methods raise ``TypeError`` (see the module docstring)."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _read_only
+
+    def __copy__(self) -> dict[str, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return copy_json(self)
+
+    def __reduce__(self) -> Any:
+        return (dict, (dict(self),))
+
+
+class FrozenList(list[Any]):
+    """A ``list`` whose mutating methods raise ``TypeError`` (see the module docstring)."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = append = extend = insert = pop = remove = clear = _read_only
+    sort = reverse = __iadd__ = __imul__ = _read_only
+
+    def __copy__(self) -> list[Any]:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return copy_json(self)
+
+    def __reduce__(self) -> Any:
+        return (list, (list(self),))
+
+
+class _Rejected(Exception):
+    """Internal: the fast walk met something that is not lossless JSON; the slow walk says where."""
+
+
+def _copy(value: Any) -> Any:
+    # The hot walk (every append goes through it): no path strings, no error text. Only the failure path
+    # (:func:`_locate`) pays for naming where the problem is.
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:
         return value
-    if kind is dict:
-        out: dict[str, Any] = {}
+    if kind is dict or issubclass(kind, FrozenDict):
+        out = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _Rejected
+            kind = type(item)
+            out[key] = item if kind is str or kind is int or kind is bool or item is None else _copy(item)
+        return out
+    if kind is list or kind is tuple or kind is FrozenList:
+        return [_copy(item) for item in value]
+    if kind is float and math.isfinite(value):
+        return value
+    raise _Rejected
+
+
+def _locate(value: Any, path: str) -> None:
+    """Raise :class:`NotJsonError` naming the first part of *value* (at *path*) that is not lossless JSON."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return
+    if kind is dict or issubclass(kind, FrozenDict):
         for key, item in value.items():
             if type(key) is not str:
                 raise NotJsonError(f"{path}: key {key!r} is not a string")
-            out[key] = copy_json(item, f"{path}.{key}")
-        return out
-    if kind is list or kind is tuple:
-        return [copy_json(item, f"{path}[{index}]") for index, item in enumerate(value)]
+            _locate(item, f"{path}.{key}")
+        return
+    if kind is list or kind is tuple or kind is FrozenList:
+        for index, item in enumerate(value):
+            _locate(item, f"{path}[{index}]")
+        return
     if kind is float:
         if not math.isfinite(value):
             raise NotJsonError(f"{path}: {value!r} has no JSON spelling")
-        return value
+        return
     raise NotJsonError(f"{path}: {kind.__name__} is not a JSON type")
+
+
+def copy_json(value: Any, path: str = "$") -> Any:
+    """Return a deep copy of *value* (plain containers) after checking that it is lossless JSON.
+
+    *path* names *value* in the error message; it costs nothing unless *value* is rejected."""
+    try:
+        return _copy(value)
+    except _Rejected:
+        pass
+    _locate(value, path)
+    raise NotJsonError(f"{path}: not lossless JSON")  # pragma: no cover - _locate always finds the culprit
+
+
+def freeze_json(value: Any) -> Any:
+    """A read-only deep copy of lossless JSON *value* (:class:`FrozenDict` / :class:`FrozenList` containers).
+
+    *value* must already be lossless JSON (it is not checked again); frozen parts are shared, not copied."""
+    kind = type(value)
+    if kind is dict:
+        return FrozenDict({key: freeze_json(item) for key, item in value.items()})
+    if kind is list or kind is tuple:
+        return FrozenList([freeze_json(item) for item in value])
+    return value
+
+
+_STDLIB_DUMPS = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+
+
+def dumps_json(value: Any) -> bytes:
+    """Compact UTF-8 JSON of *value*, which must be lossless JSON (else :class:`NotJsonError`, naming where).
+
+    orjson does the encoding; it would write ``NaN`` and the infinities as ``null`` and refuses what the
+    standard library would silently change (non-string keys), so: an orjson refusal is checked again with
+    :func:`copy_json`'s rules (the error names the culprit) and what passes — lone surrogates, integers beyond
+    64 bits — is written by the standard encoder, ASCII-escaped, which spells both exactly; and an output that
+    holds ``null`` is checked for a non-finite number before it is returned.
+    """
+    try:
+        out = orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError: a non-str key, a surrogate, a big int, an unknown type, depth
+        _locate(value, "$")
+        return _STDLIB_DUMPS(value).encode()
+    if b"null" in out:
+        _locate(value, "$")
+    return out
 
 
 def _reject_constant(name: str) -> Any:

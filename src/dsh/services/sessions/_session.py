@@ -8,8 +8,11 @@ Guarantees:
 * :meth:`Session.append` pushes first and then notifies the store's hook synchronously (which emits
   ``session/event``); an exception from a listener propagates to the appender, *after* the event is in the log
   and every other listener has seen it.
-* :meth:`Session.derive_messages` is a pure function of the log (reference §6.2); it is computed incrementally
-  and returns a fresh deep copy each time.
+* :meth:`Session.derive_messages` is a pure function of the log (reference §6.2). Each message is derived once,
+  when its event is first seen, as a read-only deep copy (:class:`DerivedMessage`), and shared by every later
+  request: a request costs O(new events), not O(history). Each call returns a new :class:`MessageList` (the
+  caller's to change) of those shared messages; changing a message raises ``TypeError``, so no request rewriter
+  can change the log, the cache or another request.
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from dsh.services.llm._tokens import MessageList, text_tokens
 from dsh.services.llm._types import ContentBlock, Message
-from dsh.services.sessions._json import copy_json
+from dsh.services.sessions._json import FrozenDict, copy_json, freeze_json
 
-__all__ = ["Session", "SessionEvent", "SessionHeader", "title_from_content"]
+__all__ = ["ChunkEvent", "DerivedMessage", "Session", "SessionEvent", "SessionHeader", "title_from_content"]
 
 TITLE_LENGTH = 80
 
@@ -61,6 +65,51 @@ class SessionEvent:
         return cls(raw["type"], raw["seq"], float(raw.get("time", 0.0)), copy_json(data))
 
 
+class ChunkEvent(SessionEvent):
+    """An ``assistant/chunk`` event held compactly: a loaded session of a million chunks keeps a few pointers
+    per chunk instead of two dicts (issue #12). ``data`` is built on each access, equal to the data the event
+    was stored with (``{"turn", "step", "chunk": {"type", "text"}}``), and the caller's to keep; everything
+    else behaves as a :class:`SessionEvent` with that data (equality included)."""
+
+    __slots__ = ("_kind", "_step", "_text", "_turn")
+    _turn: int
+    _step: int
+    _kind: str
+    _text: str
+
+    def __init__(self, seq: int, time: float, turn: int, step: int, kind: str, text: str) -> None:
+        setattr_ = object.__setattr__
+        setattr_(self, "type", "assistant/chunk")
+        setattr_(self, "seq", seq)
+        setattr_(self, "time", time)
+        setattr_(self, "_turn", turn)
+        setattr_(self, "_step", step)
+        setattr_(self, "_kind", kind)
+        setattr_(self, "_text", text)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {"turn": self._turn, "step": self._step, "chunk": {"type": self._kind, "text": self._text}}
+
+    @property
+    def text_chunk(self) -> tuple[int, int, str, str]:
+        """``(turn, step, chunk type, text)`` without building ``data`` (the replay's fast path)."""
+        return self._turn, self._step, self._kind, self._text
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SessionEvent):
+            return NotImplemented
+        return (self.type, self.seq, self.time, self.data) == (other.type, other.seq, other.time, other.data)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ChunkEvent(seq={self.seq!r}, time={self.time!r}, data={self.data!r})"
+
+    def __reduce__(self) -> Any:
+        return (ChunkEvent, (self.seq, self.time, self._turn, self._step, self._kind, self._text))
+
+
 @dataclass(frozen=True, slots=True)
 class SessionHeader:
     """Kept outside the log: ``{version, id, created_at, cwd?, parent_session?}``."""
@@ -83,10 +132,24 @@ class SessionHeader:
 AppendHook = Callable[["Session", SessionEvent], None]
 
 
+class DerivedMessage(FrozenDict):
+    """A model message derived from one log event: read-only, shared by every request of the session.
+
+    ``seq`` is the event it came from (so a later view can replace a range of history, e.g. with a summary,
+    by seq); ``tokens`` is its cached estimate (:func:`~dsh.services.llm.message_tokens`)."""
+
+    __slots__ = ("seq", "tokens")
+
+    def __init__(self, message: Message, seq: int) -> None:
+        super().__init__(role=message["role"], content=freeze_json(message["content"]))
+        self.seq = seq
+        self.tokens = text_tokens(message)
+
+
 class Session:
     """An append-only event log with a header. Create sessions through ``ctx.sessions``."""
 
-    __slots__ = ("_derived", "_derived_upto", "_events", "_hook", "header")
+    __slots__ = ("_derived", "_derived_tokens", "_derived_upto", "_events", "_hook", "header")
 
     def __init__(self, header: SessionHeader, seed: Sequence[SessionEvent] = (), *, seed_owned: bool = False) -> None:
         """*seed_owned*: the seed's data were just parsed from JSON by a strict parser and nobody else holds
@@ -101,8 +164,9 @@ class Session:
         self.header = header
         self._events = events
         self._hook: AppendHook | None = None
-        self._derived: list[Message] = []
+        self._derived: list[DerivedMessage] = []
         self._derived_upto = 0
+        self._derived_tokens = 0
 
     @property
     def id(self) -> str:
@@ -127,26 +191,47 @@ class Session:
 
     def append(self, type: str, data: dict[str, Any]) -> SessionEvent:
         """Validate and copy *data*, push the event, then notify (``session/event``) synchronously."""
-        event = SessionEvent(type, len(self._events), time.time(), copy_json(data, type))
+        copied = _copy_text_chunk(data) if type == "assistant/chunk" else None
+        event = SessionEvent(type, len(self._events), time.time(), copied or copy_json(data, type))
         self._events.append(event)
         hook = self._hook
         if hook is not None:
             hook(self, event)
         return event
 
-    def derive_messages(self) -> list[Message]:
-        """The conversation as model messages (reference §6.2), deep-copied."""
+    def derive_messages(self) -> MessageList:
+        """The conversation as model messages (reference §6.2): a new list of shared, read-only messages.
+
+        Cost: O(events appended since the last call) plus one copy of the list's pointers."""
         events = self._events
+        derived = self._derived
+        tokens = self._derived_tokens
         for index in range(self._derived_upto, len(events)):
             event = events[index]
             if event.type == "context/reset":  # /clear: the model sees nothing from before it
-                self._derived.clear()
+                derived.clear()  # handed-out lists are copies: they keep what they had
+                tokens = 0
                 continue
             message = _derive_one(event)
             if message is not None:
-                self._derived.append(message)
+                shared = DerivedMessage(message, event.seq)
+                derived.append(shared)
+                tokens += shared.tokens
         self._derived_upto = len(events)
-        return cast(list[Message], copy_json(self._derived))
+        self._derived_tokens = tokens
+        return MessageList(cast(list[Message], derived), tokens)
+
+
+def _copy_text_chunk(data: Any) -> dict[str, Any] | None:
+    """The copy of a text chunk's data ``{"turn", "step", "chunk": {"type", "text"}}`` (the shape the loop
+    appends for nearly every event of a turn) without the general walk; None for any other shape."""
+    if type(data) is dict and len(data) == 3:
+        chunk, turn, step = data.get("chunk"), data.get("turn"), data.get("step")
+        if type(chunk) is dict and len(chunk) == 2 and type(turn) is int and type(step) is int:
+            kind, text = chunk.get("type"), chunk.get("text")
+            if type(kind) is str and type(text) is str:
+                return {"turn": turn, "step": step, "chunk": {"type": kind, "text": text}}
+    return None
 
 
 def _wrap(tag: str, source: Any, content: list[ContentBlock]) -> Message:
