@@ -270,6 +270,12 @@ class RawDaemon:
         assert "result" in response, f"session/new failed: {response!r:.300}"
         session_id = response["result"]["sessionId"]
         assert isinstance(session_id, str)
+        # The session's slash commands are announced right after the response (the response's after-callbacks
+        # run as soon as it is sent), so the very next line is that announcement.
+        announcement = await self.read()
+        assert announcement.get("method") == "session/update", f"expected the commands, got {announcement!r:.300}"
+        assert announcement["params"]["sessionId"] == session_id
+        assert announcement["params"]["update"]["sessionUpdate"] == "available_commands_update"
         return session_id
 
     async def prompt(
