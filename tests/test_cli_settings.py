@@ -34,6 +34,7 @@ COMMANDS: dict[str, list[str]] = {
     "sessions rm": ["sessions", "rm", "abc"],
     "config check": ["config", "check"],
     "config show": ["config", "show"],
+    "mcp check": ["mcp", "check"],
 }
 LOGGING_COMMANDS = ("acp", "prompt")
 
@@ -123,7 +124,7 @@ def test_every_command_reports_every_bad_setting_in_one_line(
                 problems.append(f"stdout not empty: {out[:100]!r}")
             if problems:
                 failures.append(f"dsh {' '.join(argv)} with {bad.name}: {'; '.join(problems)}: {err!r}")
-    assert ran == 8 * 7 + 2 * 3
+    assert ran == 9 * 7 + 2 * 3
     assert not failures, "\n".join(failures)
 
 
@@ -206,7 +207,7 @@ def help_of(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], 
 
 
 def all_commands() -> list[list[str]]:
-    return [[], *COMMANDS.values(), ["sessions"], ["config"], ["version"]]
+    return [[], *COMMANDS.values(), ["sessions"], ["config"], ["mcp"], ["version"]]
 
 
 @pytest.mark.parametrize("argv", all_commands(), ids=lambda argv: " ".join(argv[:2]) or "dsh")

@@ -66,3 +66,11 @@ def test_import_dsh_kernel_loads_neither_structlog_nor_rich(probe: Callable[[str
     modules = probe("dsh.kernel")
     assert "dsh.kernel" in modules
     assert _heavy_among(modules, ("structlog", "rich")) == []
+
+
+@pytest.mark.parametrize("probe", [_loaded_modules, _importtime_modules])
+def test_the_mcp_plugin_and_the_front_end_do_not_import_the_mcp_sdk(probe: Callable[[str], set[str]]) -> None:
+    """The SDK is imported when a session first has a server, never by loading the plugin or the front end."""
+    modules = probe("dsh.mcp, dsh.frontends.acp._frontend, dsh.frontends.acp._daemon")
+    assert "dsh.mcp" in modules and "dsh.frontends.acp._frontend" in modules
+    assert _heavy_among(modules, ("mcp", "starlette", "uvicorn", "httpx", "jsonschema")) == []

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import typer
 
 from dsh.app import DEFAULT_MODEL
+from dsh.mcp._cli import mcp_app
 
 if TYPE_CHECKING:
     from dsh.config import DshConfig
@@ -246,6 +247,7 @@ config_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(config_app, name="config")
+app.add_typer(mcp_app, name="mcp")
 
 
 def _load_config_or_exit(config: str | None) -> tuple[Path | None, DshConfig | None]:

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dsh.app import DEFAULT_MODEL
 from dsh.errors import DshError
+from dsh.mcp._config import McpServerConfig
 from dsh.providers._settings import ProviderSettings
 from dsh.secrets import SecretsConfig
 
@@ -91,6 +92,8 @@ class DshConfig(BaseModel):
     ``deepseek: {timeout: 60}`` still has DeepSeek's base URL and ``DEEPSEEK_API_KEY``."""
     agents: list[AgentConfig] = Field(default_factory=list)
     """Agents started with the daemon (the agent loop's ``agents``)."""
+    mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+    """MCP servers of every session, by name (:mod:`dsh.mcp`); an editor-given server of the same name wins."""
     secrets: SecretsConfig = Field(default_factory=SecretsConfig)
     """What the processes dsh starts for tools do not see (see :mod:`dsh.secrets`)."""
 
@@ -393,6 +396,7 @@ def render_config(config: DshConfig | None, *, source: Path | None, env: Mapping
         "providers": {name: _masked(settings) for name, settings in merge_providers(config.providers).items()},
         "agents": [agent.model_dump(mode="json") for agent in config.agents],
         "secrets": config.secrets.model_dump(mode="json"),
+        "mcp_servers": {name: _masked_server(server) for name, server in config.mcp_servers.items()},
     }
     where = str(source) if source is not None else "no configuration file (defaults)"
     lines = [
@@ -420,6 +424,22 @@ def _masked(settings: ProviderSettings) -> dict[str, Any]:
     }
     if settings.base_url is not None:
         dumped["base_url"] = _mask_url_password(settings.base_url)
+    return dumped
+
+
+def _masked_server(server: McpServerConfig) -> dict[str, Any]:
+    """An MCP server as ``show`` prints it: every ``env`` value masked (servers take their tokens there), secret
+    headers masked like a provider's, a URL's password masked."""
+    dumped = server.model_dump(mode="json", exclude_defaults=True)
+    if server.env:
+        dumped["env"] = dict.fromkeys(server.env, MASK)
+    if server.headers:
+        dumped["headers"] = {
+            name: MASK if any(word in name.lower() for word in _SECRET_HEADER_WORDS) else value
+            for name, value in server.headers.items()
+        }
+    if server.url is not None:
+        dumped["url"] = _mask_url_password(server.url)
     return dumped
 
 

@@ -131,6 +131,16 @@ def _check_plugins(value: str, source: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in str(value).split(",") if part.strip())
 
 
+def _check_seconds(value: str, source: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0 or seconds == float("inf"):
+        raise SettingError(f"{source}: {value!r} is not a number of seconds; give a positive number, e.g. 10")
+    return seconds
+
+
 def _check_switch(value: str, source: str) -> bool:
     text = str(value).strip().lower()
     if text in ("1", "true", "yes", "on"):
@@ -154,6 +164,7 @@ SPECS: list[SettingSpec] = [
     SettingSpec("log_level", "--log-level", "DSH_LOG_LEVEL", None, lambda: "warning", _check_log_level),
     SettingSpec("log_file", "--log-file", "DSH_LOG_FILE", None, check=_check_log_file),
     SettingSpec("plugins", None, "DSH_PLUGINS", None, tuple, _check_plugins),
+    SettingSpec("mcp_timeout", None, "DSH_MCP_TIMEOUT", None, lambda: 10.0, _check_seconds),
     SettingSpec("agent_events", "--agent-events", "DSH_AGENT_EVENTS", None, lambda: False, _check_switch),
 ]
 """Every setting a flag, a variable or the file's top level can give; add a row to add one."""

@@ -3,6 +3,10 @@
 Guarantees:
 
 * Names are unique; a registration is owned by the calling scope and emits ``tools/change``.
+* A tool registered for a session (``register(tool, session=id)``) exists for that session only: ``get`` and
+  execution find it only for calls of that session's agent, other sessions never see it, and the tools plugin
+  adds its schema to that session's model requests (``agent/request``, after every other listener ran). Its
+  name is unique within the session and must not shadow a global tool.
 * :meth:`ToolRegistry.schemas` exposes only the model-facing keys (name, description, parameters, strict),
   deep-copied.
 * :meth:`ToolRegistry.execute` runs the ``tools/execute`` waterfall, whose innermost default looks the tool up
@@ -15,7 +19,7 @@ Guarantees:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -27,8 +31,9 @@ from dsh.services.llm._types import ContentBlock, ToolSchema
 from dsh.services.sessions._json import copy_json
 
 if TYPE_CHECKING:
-    from dsh.kernel import Context
+    from dsh.kernel import Context, Next
     from dsh.services.agents import Agent
+    from dsh.services.llm import GenerateRequest
 
 __all__ = [
     "ToolCard",
@@ -156,8 +161,12 @@ class ToolRegistry:
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
         self._tools: dict[str, ToolDefinition] = {}
+        self._session_tools: dict[str, dict[str, ToolDefinition]] = {}
 
-    def register(self, tool: ToolDefinition) -> Disposer:
+    def register(self, tool: ToolDefinition, *, session: str | None = None) -> Disposer:
+        """Register *tool* globally, or for *session* only (see the module docstring)."""
+        if session is not None:
+            return self._register_for(session, tool)
         if tool.name in self._tools:
             raise ValueError(f"tool {tool.name!r} is already registered")
         self._tools[tool.name] = tool
@@ -170,8 +179,31 @@ class ToolRegistry:
 
         return (current_scope() or self._ctx.scope).effect(remove)
 
-    def get(self, name: str) -> ToolDefinition | None:
-        return self._tools.get(name)
+    def _register_for(self, session: str, tool: ToolDefinition) -> Disposer:
+        tools = self._session_tools.setdefault(session, {})
+        if tool.name in tools or tool.name in self._tools:
+            raise ValueError(f"tool {tool.name!r} is already registered")
+        tools[tool.name] = tool
+
+        async def remove() -> None:
+            if tools.get(tool.name) is tool:
+                del tools[tool.name]
+                if not tools and self._session_tools.get(session) is tools:
+                    del self._session_tools[session]
+
+        return remove
+
+    def get(self, name: str, session: str | None = None) -> ToolDefinition | None:
+        """The global tool *name*, else (with *session*) that session's own."""
+        tool = self._tools.get(name)
+        if tool is None and session is not None:
+            tools = self._session_tools.get(session)
+            tool = tools.get(name) if tools is not None else None
+        return tool
+
+    def session_schemas(self, session: str) -> list[ToolSchema]:
+        """The schemas of the tools registered for *session* only."""
+        return [tool.schema() for tool in self._session_tools.get(session, {}).values()]
 
     def all(self) -> list[ToolDefinition]:
         return [*self._tools.values()]
@@ -188,7 +220,8 @@ class ToolRegistry:
             return error_result(execution.call_id, exc)
 
     async def _run(self, execution: ToolExecution) -> ToolResult:
-        tool = self._tools.get(execution.name)
+        agent = execution.agent
+        tool = self.get(execution.name, agent.session.id if agent is not None else None)
         if tool is None:
             raise ToolNotFoundError(f"unknown tool {execution.name!r}")
         output = await tool.execute(execution.arguments, execution)
@@ -201,3 +234,14 @@ def tools_plugin(ctx: Context, config: object) -> None:
     registry = ToolRegistry(ctx)
     ctx.provide("tools", registry)
     ctx.system_prompt.tools(registry.schemas)
+
+    async def session_tools(
+        agent: Agent, turn: int, step: int, request: GenerateRequest, next_: Next[GenerateRequest, GenerateRequest]
+    ) -> GenerateRequest:
+        request = await next_(request)  # after the others: a listener may wait for tools to appear
+        extra = registry.session_schemas(agent.session.id)
+        if not extra:
+            return request
+        return replace(request, tools=[*(request.tools or []), *extra])
+
+    ctx.on(ev.AGENT_REQUEST, session_tools, prepend=True)

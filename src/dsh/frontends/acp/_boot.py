@@ -35,13 +35,16 @@ AUTH_METHOD_ID = "dsh-local"
 PROTOCOL_VERSION = 1
 
 
-def initialize_result(*, durable: bool, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+def initialize_result(
+    *, durable: bool, mcp: dict[str, bool] | None = None, meta: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The result of ``initialize`` (*durable*: sessions are stored, so they can be loaded, listed, resumed;
-    *meta*: the ``agentCapabilities._meta`` entries plugins announce, none when empty)."""
+    *mcp*: the MCP transports beyond stdio, none by default; *meta*: the ``agentCapabilities._meta`` entries
+    plugins announce, none when empty)."""
     capabilities: dict[str, Any] = {
         "loadSession": durable,
         "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
-        "mcpCapabilities": {"http": False, "sse": False},
+        "mcpCapabilities": mcp if mcp is not None else {"http": False, "sse": False},
         "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}} if durable else {},
     }
     if meta:
@@ -78,7 +81,7 @@ capabilities (see :meth:`AcpFrontend.add_capability_hook`), computed without the
 
 
 def fast_initialize(
-    frame: bytes, *, durable: bool, announce: Announce | None = None
+    frame: bytes, *, durable: bool, mcp: dict[str, bool] | None = None, announce: Announce | None = None
 ) -> tuple[bytes, dict[str, Any]] | None:
     """The response frame to *frame* and its params, when *frame* is a plain ``initialize``; else None."""
     try:
@@ -99,5 +102,5 @@ def fast_initialize(
     if "clientCapabilities" in params and params["clientCapabilities"] is None:
         return None  # the model's default is {}, None is not accepted for it: let the full stack say so
     meta = announce(params.get("clientCapabilities") or {}) if announce is not None else None
-    response = {"jsonrpc": "2.0", "result": initialize_result(durable=durable, meta=meta), "id": request_id}
+    response = {"jsonrpc": "2.0", "result": initialize_result(durable=durable, mcp=mcp, meta=meta), "id": request_id}
     return json.dumps(response, separators=(",", ":"), allow_nan=False).encode(), params

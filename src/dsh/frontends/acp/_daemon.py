@@ -68,6 +68,8 @@ class DaemonOptions:
     """Where ``model`` came from (``--model``, ``DSH_MODEL``, the file): how a start-up warning names it."""
     loaded_config: DshConfig | None = field(default=None, repr=False, compare=False)
     """The loaded file itself: its providers and agents go to the core plugins."""
+    mcp_timeout: float = 10.0
+    """Seconds an MCP server gets to start unless the file gives it its own (``DSH_MCP_TIMEOUT``)."""
 
     @classmethod
     def resolve(
@@ -105,6 +107,7 @@ class DaemonOptions:
             model_origin=settings.origin("model"),
             agent_events=bool(settings.get("agent_events")),
             loaded_config=settings.config,
+            mcp_timeout=settings.get("mcp_timeout"),
         )
 
     def agent_loop_config(self) -> dict[str, Any]:
@@ -122,6 +125,9 @@ class DaemonOptions:
 
 
 _AGENT_EVENTS_KEY = "dsh.dev/agentEvents"
+_MCP_TRANSPORTS = {"http": True, "sse": True}
+"""What the MCP plugin the daemon loads advertises (``dsh.mcp`` manager's ``transports``); checked against the
+front end's answer once built, like :func:`_announced`."""
 
 
 def _announced(options: DaemonOptions) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -231,7 +237,9 @@ async def _serve(protocol_fd: int, options: DaemonOptions, plugins: list[Any]) -
         initialized: dict[str, Any] | None = None
         boot_answer: bytes | None = None
         if early and isinstance(early[0], bytes) and not plugins:  # extra plugins' initialize hooks are unknown
-            answered = fast_initialize(early[0], durable=True, announce=_announced(options))  # always durable
+            answered = fast_initialize(  # the daemon always stores sessions and always loads the MCP plugin
+                early[0], durable=True, mcp=_MCP_TRANSPORTS, announce=_announced(options)
+            )
             if answered is not None:
                 boot_answer, initialized = answered
                 writer.send(boot_answer)
@@ -272,6 +280,9 @@ async def _serve_app(
             providers=loaded.providers if loaded is not None else None,
             secrets=loaded.secrets if loaded is not None else None,
         )
+        from dsh.mcp import McpOptions, mcp_plugin
+
+        ctx.plugin(mcp_plugin, McpOptions(loaded.mcp_servers if loaded else {}, options.mcp_timeout))
         for extra in plugins:
             ctx.plugin(extra)
         problem = ctx.llm.unserved(options.model)

@@ -45,12 +45,13 @@ from dsh.frontends.acp._content import prompt_content
 from dsh.frontends.acp._delegation import EditorDelegation
 from dsh.frontends.acp._dispatch import MethodTable, make_dispatch
 from dsh.frontends.acp._gate import PermissionGate
+from dsh.frontends.acp._mcp import close_mcp, mcp_capabilities, open_mcp
 from dsh.frontends.acp._permissions import (
     SessionPolicy,
     rules_from_log,
 )
 from dsh.frontends.acp._pickers import Pickers
-from dsh.frontends.acp._projection import Presenter, encode_update, failed_update, project
+from dsh.frontends.acp._projection import Presenter, encode_chunk_update, encode_update, failed_update, project
 from dsh.frontends.acp._questions import QuestionDesk, exit_plan_mode_tool
 from dsh.frontends.acp._rpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, Connection, RpcError, arrival
 from dsh.frontends.acp._wire import (
@@ -69,7 +70,7 @@ from dsh.frontends.acp._wire import (
 from dsh.kernel import Next, plugin
 from dsh.services.agents import Agent, AgentHandle, AgentOptions, AgentStatus
 from dsh.services.llm import GenerateRequest, MessageSource
-from dsh.services.sessions import check_session_id, title_from_content
+from dsh.services.sessions import ChunkEvent, check_session_id, title_from_content
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
@@ -217,7 +218,7 @@ class AcpFrontend:
         meta = {
             key: value for hook in self._capability_hooks for key, value in hook(params.client_capabilities).items()
         }
-        return initialize_result(durable=self._persistence() is not None, meta=meta)
+        return initialize_result(durable=self._persistence() is not None, mcp=mcp_capabilities(self), meta=meta)
 
     async def authenticate(self, params: AuthenticateParams) -> dict[str, Any]:
         if params.method_id != AUTH_METHOD_ID:
@@ -242,6 +243,7 @@ class AcpFrontend:
         )
         record = self._record(session_id, params.cwd, handle, list(params.mcp_servers))
         self._sessions[session_id] = record
+        open_mcp(self, record)
         self.desk.opened(record)
         log.info("session created", session_id=session_id, cwd=params.cwd, mcp_servers=len(params.mcp_servers))
         return {"sessionId": session_id, **self.pickers.session_state(record)}
@@ -327,7 +329,7 @@ class AcpFrontend:
         tools = self._ctx.tools
 
         def present(name: str, arguments: Any) -> Any:
-            tool = tools.get(name)
+            tool = tools.get(name, session_id)
             show = tool.meta.get("present") if tool is not None else None
             if show is None:
                 return None
@@ -386,11 +388,19 @@ class AcpFrontend:
     async def load_session(self, params: LoadSessionParams) -> dict[str, Any]:
         """Resume a stored session and replay its whole log as updates, then answer."""
         record = await self._open_stored(params)
+        open_mcp(self, record)
+        flow = getattr(self._options, "flow", None)  # the writer's back-pressure (RFC 0008), where it exists
         for produced, event in enumerate(record.handle.agent.session.events, start=1):
-            for update in project(event, replay=True, present=record.present):
-                self._update(record.id, update)
+            if type(event) is ChunkEvent:  # nearly all of a big session: straight to bytes
+                self._update_bytes(record.id, encode_chunk_update(event))
+            else:
+                for update in project(event, replay=True, present=record.present):
+                    self._update(record.id, update)
             if not produced % _REPLAY_BATCH:  # let the writer take what is queued: frames go out as they are made
-                await anyio.lowlevel.checkpoint()
+                if flow is not None and flow.congested():
+                    await flow.ready()
+                else:
+                    await anyio.lowlevel.checkpoint()
         self._sessions[record.id] = record
         self.desk.opened(record)
         return self.pickers.session_state(record)
@@ -398,6 +408,7 @@ class AcpFrontend:
     async def resume_session(self, params: LoadSessionParams) -> dict[str, Any]:
         """Resume a stored session without replaying it."""
         record = await self._open_stored(params)
+        open_mcp(self, record)
         self._sessions[record.id] = record
         self.desk.opened(record)
         return self.pickers.session_state(record)
@@ -504,6 +515,7 @@ class AcpFrontend:
         for prompt in record.prompts:
             prompt.cancelled = True
         await record.handle.dispose()
+        await close_mcp(self, record.id, reason)
         self._settle_cancelled(record)
         self._sessions.pop(record.id, None)
         self.desk.closed(record.id)
@@ -603,6 +615,11 @@ class AcpFrontend:
         if size is not None and used > 0:
             self._update(record.id, {"sessionUpdate": "usage_update", "used": used, "size": size})
 
+    @property
+    def mcp(self) -> Any:
+        """The MCP plugin's manager, when it is loaded."""
+        return self._ctx.get("mcp")
+
     def session_record(self, session_id: str) -> _AcpSession | None:
         """The live ACP session *session_id*, if it is one of this front end's."""
         return self._sessions.get(session_id)
@@ -631,11 +648,14 @@ class AcpFrontend:
     def _update(self, session_id: str, update: dict[str, Any]) -> None:
         """Send one ``session/update``. This is on the chunk path: the constant part of the frame is encoded
         once per session, so each update costs one small ``json.dumps``."""
+        self._update_bytes(session_id, encode_update(update))
+
+    def _update_bytes(self, session_id: str, update: bytes) -> None:
         prefix = self._prefixes.get(session_id)
         if prefix is None:
             prefix = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
             prefix = self._prefixes[session_id] = prefix + json.dumps(session_id).encode() + b',"update":'
-        self._send(prefix + encode_update(update) + b"}}")
+        self._send(prefix + update + b"}}")
 
     def _check_open(self) -> None:
         if self._closing:

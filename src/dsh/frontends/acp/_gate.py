@@ -43,11 +43,12 @@ class PermissionGate:
         record = self._frontend.session_record(agent.session.id) if agent is not None else None
         if record is None:
             return await next_()
-        tool = self._tools.get(execution.name)
+        tool = self._tools.get(execution.name, record.id)
         kind = str(tool.meta.get("kind", "other")) if tool is not None else "other"
+        asks = bool(tool.meta.get("asks")) if tool is not None else False
         card = record.present(execution.name, execution.arguments) if record.present is not None else None
         outside = _outside_paths(tool, execution.arguments, card, record.cwd)
-        decision: str = record.policy.decide(execution.name, kind, outside=bool(outside))
+        decision: str = record.policy.decide(execution.name, kind, outside=bool(outside), asks=asks)
         asked = decision == "ask"
         if asked:
             decision = await self._ask(record, execution, card, kind)
@@ -57,7 +58,9 @@ class PermissionGate:
                 return _refused(execution, "Cancelled before it ran: the user cancelled the turn.")
             return _refused(execution, "The permission request was cancelled, so the tool did not run.")
         if decision in ("refuse", "refuse-once"):
-            message = record.policy.refusal(execution.name, kind, outside=bool(outside), once=decision == "refuse-once")
+            message = record.policy.refusal(
+                execution.name, kind, outside=bool(outside), once=decision == "refuse-once", asks=asks
+            )
             return _refused(execution, message)
         if asked:  # the card showed "pending" while the user decided
             self._frontend.tool_update(

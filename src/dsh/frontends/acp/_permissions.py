@@ -12,6 +12,9 @@ Modes (offered as ACP ``modes`` and as a config option of category ``mode``, kep
 "Always" answers become rules for the session, keyed by tool name: a rule wins over asking (never over plan
 mode's refusals), and an "always allow" never covers paths outside the session's directory (they still ask). Rules are recorded in the session log as ``permission/rule`` events so a loaded session
 keeps them.
+
+A tool may say it ``asks`` (its meta; MCP tools that are not read-only do): it is then treated like a command
+whatever its kind (asks in ``default`` and ``accept-edits``, refused in ``plan``, allowed in ``bypass``).
 """
 
 from __future__ import annotations
@@ -56,9 +59,9 @@ class SessionPolicy:
     mode: str = "default"
     rules: dict[str, Literal["allow", "reject"]] = field(default_factory=dict)
 
-    def decide(self, tool: str, kind: str, *, outside: bool) -> Decision:
+    def decide(self, tool: str, kind: str, *, outside: bool, asks: bool = False) -> Decision:
         """What to do with a call to *tool* (of *kind*) before it runs."""
-        mutating = kind in EDIT_KINDS or kind in COMMAND_KINDS
+        mutating = kind in EDIT_KINDS or kind in COMMAND_KINDS or asks
         if self.mode == "plan" and (mutating or outside):
             return "refuse"
         if self.mode == "bypass":
@@ -70,13 +73,13 @@ class SessionPolicy:
             return "ask"
         if rule == "allow":
             return "allow"
-        if kind in EDIT_KINDS:
+        if kind in EDIT_KINDS and not asks:
             return "allow" if self.mode == "accept-edits" else "ask"
-        if kind in COMMAND_KINDS:
+        if kind in COMMAND_KINDS or asks:
             return "ask"
         return "allow"
 
-    def refusal(self, tool: str, kind: str, *, outside: bool, once: bool = False) -> str:
+    def refusal(self, tool: str, kind: str, *, outside: bool, once: bool = False, asks: bool = False) -> str:
         """A message the model can act on, for a refused call (*once*: the user declined this call only)."""
         if once:
             return (
@@ -85,7 +88,9 @@ class SessionPolicy:
             )
         if self.mode == "plan":
             what = (
-                "paths outside the session's directory" if outside and kind not in EDIT_KINDS | COMMAND_KINDS else tool
+                "paths outside the session's directory"
+                if outside and not asks and kind not in EDIT_KINDS | COMMAND_KINDS
+                else tool
             )
             return (
                 f"Plan mode is on: {what} is not available (read-only). Describe the change you would make, "

@@ -11,7 +11,8 @@ Mapping:
 | ``assistant/chunk`` reasoning-delta   | ``agent_thought_chunk`` (its own messageId)                  |
 | other chunks (usage, finish, …)       | none (``block-end`` would duplicate the streamed text)       |
 | ``tool/call``                         | ``tool_call`` (in_progress, title, kind, rawInput)           |
-| ``tool/result``                       | ``tool_call_update`` (completed or failed, text content)     |
+| ``tool/result``                       | ``tool_call_update`` (completed or failed, text content; the |
+|                                       | title and kind of ``display.card`` when the tool gives one)  |
 | ``user/message`` (replay only)        | ``user_message_chunk`` per text block                        |
 | ``plan/update``                       | ``plan`` (the complete list of entries)                      |
 | ``command/output``                    | ``agent_message_chunk`` (replay: the ``/command`` line first) |
@@ -31,7 +32,7 @@ from dsh.services.sessions import ChunkEvent, SessionEvent, dumps_json, parse_js
 if TYPE_CHECKING:
     from dsh.services.tools import ToolCard
 
-__all__ = ["Presenter", "card_fields", "encode_update", "failed_update", "project", "tool_kind"]
+__all__ = ["Presenter", "card_fields", "encode_chunk_update", "encode_update", "failed_update", "project", "tool_kind"]
 
 _KINDS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("read", "cat", "view", "open"), "read"),
@@ -167,6 +168,10 @@ def project(event: SessionEvent, *, replay: bool = False, present: Presenter | N
             "status": "failed" if data.get("is_error") else "completed",
         }
         display = data.get("display")
+        card = display.get("card") if isinstance(display, dict) else None
+        if isinstance(card, dict) and isinstance(card.get("title"), str):  # the tool names its card itself
+            update["title"] = card["title"]
+            update["kind"] = card.get("kind") if card.get("kind") in _ACP_KINDS else "other"
         content = _display_content(display) + _text_content(data.get("content", []))
         if content:
             update["content"] = content
@@ -217,6 +222,23 @@ def _json_text(text: str) -> bytes:
         return orjson.dumps(text)
     except TypeError:  # a lone surrogate: only the standard encoder's ASCII escapes spell it
         return _encode_text(text).encode()
+
+
+_CHUNK_FRAMES = {
+    "text-delta": (b'{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":', b'},"messageId":"m'),
+    "reasoning-delta": (
+        b'{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":',
+        b'},"messageId":"t',
+    ),
+}
+
+
+def encode_chunk_update(event: ChunkEvent) -> bytes:
+    """``encode_update(project(event)[0])`` for a loaded text chunk, byte for byte, without building the
+    update: a replay of a million chunks makes one bytes object per chunk and nothing else."""
+    turn, step, kind, text = event.text_chunk
+    head, middle = _CHUNK_FRAMES[kind]
+    return b"".join((head, _json_text(text), middle, b'%d.%d"}' % (turn, step)))
 
 
 def encode_update(update: dict[str, Any]) -> bytes:

@@ -17,7 +17,6 @@ Repair on load (:func:`scan`), the rules of reference §6.3:
 from __future__ import annotations
 
 import gc
-import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -102,19 +101,20 @@ def _event(raw: Any, expected_seq: int) -> SessionEvent:
 
 def scan(content: bytes, where: str) -> ScanResult:
     """Parse a whole session file; decide what repair it needs. Raises :class:`CorruptSessionError`."""
+    first_newline = content.find(b"\n")
+    if first_newline < 0:
+        if content:
+            raise CorruptSessionError(f"{where}:1: the header is incomplete (the file was cut while being created)")
+        raise CorruptSessionError(f"{where}: the file is empty")
+    header = _parse_header(content[:first_newline], where)
+    body_start, body_end = first_newline + 1, content.rfind(b"\n") + 1
+    fast = _parse_all(content, body_start, body_end)  # no copy of the body, no list of lines
+    if fast is not None:
+        fast.extend(closers := _closers(fast))
+        return ScanResult(header, fast, body_end, closers)
     lines = content.split(b"\n")
     # After the split, the last element is what follows the final newline: b"" for a clean file.
     complete, tail = lines[:-1], lines[-1]
-    if not complete:
-        if tail:
-            raise CorruptSessionError(f"{where}:1: the header is incomplete (the file was cut while being created)")
-        raise CorruptSessionError(f"{where}: the file is empty")
-    header = _parse_header(complete[0], where)
-    body_start, body_end = len(complete[0]) + 1, len(content) - len(tail)
-    fast = _parse_all(content[body_start:body_end])
-    if fast is not None:
-        closers = _closers(fast)
-        return ScanResult(header, fast + closers, body_end, closers)
     events: list[SessionEvent] = []
     keep = body_start
     last = len(complete) - 1
@@ -138,15 +138,18 @@ def scan(content: bytes, where: str) -> ScanResult:
 _BLOCK = 1 << 20
 """Bytes of lines parsed per orjson call: big enough to amortise the call, small enough that the transient
 dicts of a block (~5x its size) never matter next to the compact events they become."""
-_LONG_DIGITS = re.compile(rb"[0-9]{20}")
-"""orjson reads an integer beyond 64 bits as a float (lossy); a body that may hold one takes the exact path."""
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_LONG_NUMBER = b"0" * 20
+"""orjson reads an integer beyond 64 bits as a float (lossy): a block that may hold one (a run of 20 digits,
+found with one translate and one substring search) makes the file take the exact path."""
 _CHUNK_KINDS = {"text-delta": "text-delta", "reasoning-delta": "reasoning-delta"}
 _TYPES: dict[str, str] = {}
 """One shared string per event type (parsers give every line its own copy)."""
 
 
-def _parse_all(body: bytes) -> list[SessionEvent] | None:
-    """The fast path for a sound file: orjson parses the body a block of lines at a time (each block as one
+def _parse_all(content: bytes, start: int, end: int) -> list[SessionEvent] | None:
+    """The fast path for a sound file: orjson parses the body (``content[start:end]``, whole lines) a block of
+    lines at a time (each block as one
     JSON array: the lines joined with commas), and text chunks become compact :class:`ChunkEvent`\\ s.
 
     A file is accepted here only if every line holds exactly one valid event (a block must yield one value
@@ -155,20 +158,20 @@ def _parse_all(body: bytes) -> list[SessionEvent] | None:
     path decides (names the culprit, cuts a torn tail, or parses exactly). The garbage collector is paused:
     a million fresh containers would trigger full collections for nothing.
     """
-    if _LONG_DIGITS.search(body) is not None:
-        return None
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
         events: list[SessionEvent] = []
         append = events.append
         chunk_event, event, kinds, types, loads = ChunkEvent, SessionEvent, _CHUNK_KINDS, _TYPES, orjson.loads
-        position, size, seq = 0, len(body), 0
-        while position < size:
-            end = body.rfind(b"\n", position, position + _BLOCK)
-            if end < position:  # one line longer than a block
-                end = body.find(b"\n", position)
-            block = body[position:end]
+        position, seq = start, 0
+        while position < end:
+            stop = content.rfind(b"\n", position, min(end, position + _BLOCK))
+            if stop < position:  # one line longer than a block
+                stop = content.find(b"\n", position, end)
+            block = content[position:stop]
+            if _LONG_NUMBER in block.translate(_DIGITS_AS_ZERO):
+                return None
             try:
                 values = loads(b"[" + block.replace(b"\n", b",") + b"]")
             except orjson.JSONDecodeError:
@@ -198,7 +201,7 @@ def _parse_all(body: bytes) -> list[SessionEvent] | None:
                 append(event(shared, seq, stamp, data))
                 seq += 1
             del values
-            position = end + 1
+            position = stop + 1
         return events
     finally:
         if gc_was_enabled:

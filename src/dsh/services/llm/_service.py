@@ -39,6 +39,8 @@ class ModelInfo:
 
     name: str | None = None
     context_window: int | None = None
+    images: bool = False
+    """Whether the model takes image blocks (MCP tool results keep their images only then)."""
 
 
 def model_name(model: str) -> str:
