@@ -782,3 +782,59 @@ async def test_the_connection_keeps_serving_after_every_kind_of_error(conn: Conn
         )
     assert sent.messages[-1] == {"jsonrpc": "2.0", "id": 4, "result": {"sessionId": "still-here", "count": 0}}
     assert len(sent.frames) == 8
+
+
+# -- the JSON nesting limit (#10 item 1) ---------------------------------------------------------------------
+
+
+def _deep(depth: int) -> str:
+    return '{"a":' * depth + "1" + "}" * depth
+
+
+@pytest.mark.parametrize("depth", [129, 500])
+async def test_a_request_nested_too_deep_is_invalid_params_with_its_id_and_never_handled(
+    conn: Connection, sent: Sent, handlers: Handlers, depth: int
+) -> None:
+    raw = ('{"jsonrpc":"2.0","id":7,"method":"echo","params":{"sessionId":"s","extra":' + _deep(depth) + "}}").encode()
+    await receive_all(conn, raw)
+    message = only_error(sent)
+    assert message["id"] == 7
+    assert message["error"]["code"] == INVALID_PARAMS
+    assert "nested deeper than 128 levels" in message["error"]["message"]
+    assert handlers.calls == []
+
+
+async def test_a_request_at_the_limit_is_handled(conn: Connection, sent: Sent, handlers: Handlers) -> None:
+    # the frame object + params + extra = 3 levels around the nested value: 128 in all
+    raw = ('{"jsonrpc":"2.0","id":7,"method":"echo","params":{"sessionId":"s","extra":' + _deep(125) + "}}").encode()
+    await receive_all(conn, raw)
+    assert (await sent.response(7))["result"] == {"sessionId": "s", "count": 0}
+
+
+async def test_a_notification_nested_too_deep_is_dropped(conn: Connection, sent: Sent, handlers: Handlers) -> None:
+    raw = ('{"jsonrpc":"2.0","method":"note","params":{"sessionId":"s","x":' + _deep(300) + "}}").encode()
+    await receive_all(conn, raw)
+    assert sent.messages == []
+    assert handlers.calls == []
+
+
+async def test_json_too_deep_for_the_parser_is_a_parse_error_naming_the_limit(conn: Connection, sent: Sent) -> None:
+    await receive_all(conn, ("[" * 100_000 + "]" * 100_000).encode())
+    message = only_error(sent)
+    assert message["id"] is None
+    assert message["error"]["code"] == PARSE_ERROR
+    assert "nested deeper than 128 levels" in message["error"]["message"]
+
+
+async def test_an_answer_nested_too_deep_fails_our_request(conn: Connection, sent: Sent) -> None:
+    async def ask() -> None:
+        with pytest.raises(RpcError) as caught:
+            await conn.request("fs/read_text_file", {"path": "/x"})
+        assert caught.value.code == INVALID_PARAMS
+        assert "nested deeper than 128 levels" in caught.value.message
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(ask)
+        asked = await sent.wait_for(lambda m: m.get("method") == "fs/read_text_file")
+        answer = '{"jsonrpc":"2.0","id":' + json.dumps(asked["id"]) + ',"result":' + _deep(200) + "}"
+        await conn.receive(answer.encode(), group)

@@ -81,18 +81,23 @@ def _merge_context(logger: Any, method: str, event: MutableMapping[str, Any]) ->
 def _apply() -> None:
     global _applied
     import structlog
+    import structlog.tracebacks
 
     stream = _settings["file"] or sys.stderr
     processors: list[Any] = [_merge_context, structlog.processors.add_log_level]
     if _is_terminal(stream):
         processors += [
             structlog.processors.TimeStamper(fmt="%H:%M:%S", utc=False),
-            structlog.dev.ConsoleRenderer(colors=True),
+            # plain tracebacks: rich's default shows local variables (prompts, file contents, secrets)
+            structlog.dev.ConsoleRenderer(colors=True, exception_formatter=structlog.dev.plain_traceback),
         ]
     else:
         processors += [
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.dict_tracebacks,
+            # Tracebacks without local variables, at every level: locals hold prompts, file contents and secrets.
+            structlog.processors.ExceptionRenderer(
+                structlog.tracebacks.ExceptionDictTransformer(show_locals=False, use_rich=False)
+            ),
             structlog.processors.JSONRenderer(),
         ]
     structlog.configure(

@@ -137,17 +137,19 @@ def acp(
 ) -> None:
     """Run the ACP daemon on stdin/stdout (what editors spawn)."""
     from dsh.frontends.acp import DaemonOptions, run
+    from dsh.settings import exit_on_error
 
-    settings = settings_for(
-        config,
-        model=model,
-        system_prompt=system,
-        log_level=log_level,
-        log_file=log_file,
-        data_dir=data_dir,
-        agent_events="1" if agent_events else None,
-    )
-    raise typer.Exit(run(DaemonOptions.from_settings(settings)))
+    with exit_on_error():  # the daemon's own resolution: an unusable data directory does not stop it (RFC 0009)
+        options = DaemonOptions.resolve(
+            model=model,
+            system_prompt=system,
+            log_level=log_level,
+            log_file=log_file,
+            data_dir=data_dir,
+            config=config,
+            agent_events=agent_events,
+        )
+    raise typer.Exit(run(options))
 
 
 @app.command()

@@ -441,7 +441,11 @@ async def test_session_event_listener_throwing_on_turn_end_is_contained(core: Co
     await assert_survives(agent)
 
 
-async def test_rejecting_flush_is_reported_and_the_agent_survives(core: Context) -> None:
+async def test_rejecting_flush_fails_the_turn_and_the_agent_survives(core: Context) -> None:
+    """#10 item 2 (this expectation changed: the turn used to end ``completed`` with the failure only logged):
+    a turn whose events cannot be stored is never reported as a success. The flush before ``turn/end`` fails,
+    the turn fails with that error (one ``error`` event before ``turn/end``, one ``agent/error``, one log
+    line), the flush after ``turn/end`` is skipped (the next turn retries), and the next turn runs."""
     errors = Errors(core)
     calls: list[str] = []
 
@@ -455,12 +459,12 @@ async def test_rejecting_flush_is_reported_and_the_agent_survives(core: Context)
     with capture_logs() as logs:
         await prompt(agent, "hello")
     assert [(turn, step, str(error)) for turn, step, error in errors.calls] == [(1, 1, "disk full")]
-    assert "error" not in types_of(agent)  # never a session event: it would sit after turn/end
-    assert types_of(agent)[-1] == "turn/end"
-    assert reasons(agent) == [{"kind": "completed"}]
+    assert types_of(agent)[-2:] == ["error", "turn/end"]
+    assert reasons(agent) == [{"kind": "error", "message": "disk full"}]
     assert [entry["log_level"] for entry in logs if "flush" in entry["event"]] == ["warning"]
+    assert len(calls) == 1
     await assert_survives(agent)
-    assert len(calls) == 2
+    assert len(calls) == 3  # the next turn flushes before and after its turn/end
 
 
 async def test_throwing_status_listener_is_contained(core: Context) -> None:

@@ -204,6 +204,7 @@ async def test_simple_text_turn_live_event_order(core: Context) -> None:
         "agent/step-result",
         "agent/step-end",
         "agent/turn-continuation",
+        "session/flush",  # #10 item 2: the turn is durable before turn/end tells the user it succeeded
         "agent/turn-end",
         "session/flush",
         "agent/status(idle)",
@@ -863,5 +864,12 @@ async def test_session_flush_is_awaited_at_turn_end_while_still_running(core: Co
     core.on(ev.AGENT_STATUS, on_status)
     agent = make_agent(core, [{"text": "ok"}])
     await run(agent, "go")
-    assert observed == [("start", "running", "turn/end"), ("end", "running", None)]
-    assert trace == ["running", "flush finished", "idle"]
+    # #10 item 2: a successful turn is made durable before its turn/end (which answers the user), then the
+    # turn/end itself (this expectation changed: one flush after turn/end before)
+    assert observed == [
+        ("start", "running", "step/end"),
+        ("end", "running", None),
+        ("start", "running", "turn/end"),
+        ("end", "running", None),
+    ]
+    assert trace == ["running", "flush finished", "flush finished", "idle"]

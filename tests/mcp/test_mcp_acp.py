@@ -279,3 +279,37 @@ async def test_no_servers_no_sdk(tmp_path: Path) -> None:
     (request,) = requests(tmp_path / "probe.jsonl")
     assert request["mcp_loaded"] is False
     assert PERMISSION not in [f.get("method") for f in editor.frames()]
+
+
+async def test_resume_connects_the_servers_of_the_resume_request_without_replaying(tmp_path: Path) -> None:
+    served = tmp_path / "served"
+    served.mkdir()
+    first = write_script(tmp_path / "first.json", [{"text": "stored"}])
+    async with run_editor(tmp_path, first, EditorClient(), env=env(tmp_path)) as editor:
+        session, _ = await new_session(editor, [])
+        assert (await editor.prompt(session, "hello")).stop_reason == "end_turn"
+
+    second = write_script(tmp_path / "second.json", [call("mcp__late__lookup", "r1", key="x"), {"text": "ok"}])
+    async with run_editor(tmp_path, second, EditorClient(), env=env(tmp_path), name="second") as editor:
+        with anyio.fail_after(DEADLINE):
+            await editor.conn.resume_session(
+                session_id=session, cwd=str(editor.project), mcp_servers=[stdio(served, "late")]
+            )
+        replayed = [u for u in editor.updates(session) if u["sessionUpdate"] != "available_commands_update"]
+        assert replayed == []  # resume does not replay
+        assert (await editor.prompt(session, "look it up")).stop_reason == "end_turn"
+        assert text_of(editor.final(session, "r1")) == "value of x"  # read-only: no permission asked
+        assert "mcp__late__lookup" in requests(tmp_path / "probe.jsonl")[-2]["tools"]
+
+
+async def test_status_lists_the_sessions_mcp_servers_and_their_state(tmp_path: Path) -> None:
+    served = tmp_path / "served"
+    served.mkdir()
+    model = write_script(tmp_path / "script.json", [{"text": "warmed up"}])
+    async with run_editor(tmp_path, model, EditorClient(), env=env(tmp_path)) as editor:
+        session_id, _ = await new_session(editor, [stdio(served)])
+        assert (await editor.prompt(session_id, "hello")).stop_reason == "end_turn"  # waits for the server
+        before = len(editor.client.chunk_texts(session_id))
+        assert (await editor.prompt(session_id, "/status")).stop_reason == "end_turn"
+        status = "".join(editor.client.chunk_texts(session_id)[before:])
+    assert "MCP servers: main (ready)" in status.splitlines()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -64,6 +65,13 @@ def closed_turn(turn: int = 1, words: str = "hello") -> list[tuple[str, dict[str
         ("step/end", {"turn": turn, "step": 1}),
         ("turn/end", {"turn": turn, "reason": {"kind": "completed"}}),
     ]
+
+
+def released(events: Sequence[SessionEvent]) -> list[SessionEvent]:
+    """*events* without the streamed chunks of closed steps: what a live session keeps in memory once its
+    file holds them (``Session.release_chunks``); the file itself keeps every chunk."""
+    closed = {(e.data.get("turn"), e.data.get("step")) for e in events if e.type in ("assistant/message", "step/end")}
+    return [e for e in events if e.type != "assistant/chunk" or (e.data.get("turn"), e.data.get("step")) not in closed]
 
 
 def assert_balanced(events: Sequence[SessionEvent]) -> None:
@@ -197,6 +205,32 @@ class OsSpy:
     def write(self, fd: int, data: Any) -> int:
         self.calls.append("write")
         return os.write(fd, data)
+
+
+class DiskFull:
+    """While :attr:`on`, every write and fsync of the backend fails with ENOSPC (after writing part of the data,
+    as a real full disk does)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.on = False
+        self.failures = 0
+        real_write_all, real_fsync = _jsonl._write_all, _jsonl._fsync
+
+        def write_all(fd: int, data: bytes) -> None:
+            if self.on:
+                self.failures += 1
+                os.write(fd, data[: len(data) // 2])
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            real_write_all(fd, data)
+
+        def fsync(fd: int) -> None:
+            if self.on:
+                self.failures += 1
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            real_fsync(fd)
+
+        monkeypatch.setattr(_jsonl, "_write_all", write_all)
+        monkeypatch.setattr(_jsonl, "_fsync", fsync)
 
 
 def spy_os(monkeypatch: pytest.MonkeyPatch) -> OsSpy:

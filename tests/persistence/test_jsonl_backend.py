@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from pathlib import Path
@@ -18,14 +17,16 @@ from dsh.plugins.persistence import (
     JsonlPersistence,
     SessionLockedError,
     SessionNotFoundError,
+    SessionWriteError,
 )
 from dsh.plugins.persistence._format import encode_event, scan
 from dsh.services.agents import AgentOptions
-from dsh.services.sessions import SessionInfo
+from dsh.services.sessions import SessionEvent, SessionInfo
 from dsh.services.tools import ToolDefinition, ToolExecution
 
 from ._helpers import (
     INTERRUPTED_TEXT,
+    DiskFull,
     checkpoints_until,
     closed_turn,
     disk_events,
@@ -41,6 +42,7 @@ from ._helpers import (
     lockable_by_other_process,
     open_session,
     open_turn,
+    released,
     spy_os,
     text,
     tree,
@@ -56,43 +58,39 @@ def line_count(path: Path) -> int:
 # -- the write path -----------------------------------------------------------------------------------------
 
 
-async def test_nothing_is_written_for_a_session_until_its_first_event(tmp_path: Path) -> None:
+async def test_a_session_is_on_disk_from_its_creation(tmp_path: Path) -> None:
+    """#10 item 3 (the expectation changed from "nothing on disk before the first event"): the header is
+    written durably when the session is created, so another process can load it before any prompt."""
     data = tmp_path / "data"
     async with lifetime(data) as ctx:
         session, detach = open_session(ctx, "quiet", meta={"cwd": "/work"})
-        await ctx.sessions.flush(session)
-        for _ in range(20):
-            await anyio.lowlevel.checkpoint()
-        assert not data.exists()
+        path = data / "quiet.jsonl"
+        assert path.read_bytes() == file_bytes(session.header, [])  # at once, no checkpoint needed
+        assert await ctx.session_persistence.list() == []  # listed only once it has events
         await detach()
-        assert not data.exists()
-        # a second session that does get an event is written; the quiet one still is not
-        loud, _ = open_session(ctx, "loud")
-        loud.append("turn/start", TURN_START)
-        await ctx.sessions.flush(loud)
-        assert sorted(p.name for p in data.iterdir()) == ["loud.jsonl"]
-    assert sorted(p.name for p in data.iterdir()) == ["loud.jsonl"]
+        assert path.read_bytes() == file_bytes(session.header, [])
+    assert await load_in_other_process(data, "quiet") == "LOADED 0"
 
 
-async def test_the_first_write_creates_the_file_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_file_is_created_atomically_and_durably(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spy = spy_os(monkeypatch)
     data = tmp_path / "data"
     async with lifetime(data) as ctx:
         session, _ = open_session(ctx, "s1", meta={"cwd": "/work"})
-        first = session.append("turn/start", TURN_START)
         path = data / "s1.jsonl"
-        await checkpoints_until(path.exists)
         assert len(spy.renames) == 1
         source, destination, content, existed = spy.renames[0]
         assert destination == str(path)
         assert Path(source).parent == data  # same directory: rename(2) is atomic
         assert not existed
-        assert content == file_bytes(session.header, [first])  # the header never appears without its first lines
+        assert content == file_bytes(session.header, [])  # never half a header
         assert "fsync" in spy.calls[: spy.calls.index("rename")]  # the content is durable before it is named
         assert sorted(p.name for p in data.iterdir()) == ["s1.jsonl"]  # no temporary left behind
+        first = session.append("turn/start", TURN_START)
         session.append("user/message", {"content": text("hi"), "source": {"kind": "user"}})
         await ctx.sessions.flush(session)
         assert len(spy.renames) == 1  # later writes append
+        assert disk_events(path)[0] == first.to_json()
     assert sorted(p.name for p in data.iterdir()) == ["s1.jsonl"]
 
 
@@ -215,7 +213,8 @@ async def test_the_file_is_the_header_then_one_line_per_event_chunks_included(tm
         "created_at": session.header.created_at,
         "cwd": "/work/project",
     }
-    assert lines[1:] == [event.to_json() for event in session.events]
+    on_disk = [SessionEvent.from_json(line) for line in lines[1:]]
+    assert released(on_disk) == list(session.events)  # memory lost only the chunks the file keeps
     assert [line["seq"] for line in lines[1:]] == list(range(len(lines) - 1))
     kinds = [line["type"] for line in lines[1:]]
     assert kinds.count("assistant/chunk") >= 4
@@ -232,27 +231,32 @@ async def test_a_new_session_never_clobbers_an_existing_file(tmp_path: Path) -> 
     original = file_bytes(header("s1"), events_of(*closed_turn(1)))
     path.write_bytes(original)
     async with lifetime(data) as ctx:
-        session, _ = open_session(ctx, "s1")
-        session.append("turn/start", TURN_START)
-        with contextlib.suppress(OSError):
-            await ctx.sessions.flush(session)
+        with pytest.raises(SessionWriteError) as caught:
+            open_session(ctx, "s1")
+        assert "already exists" in caught.value.message
     assert path.read_bytes() == original
     assert sorted(p.name for p in data.iterdir()) == ["s1.jsonl"]
 
 
-async def test_a_failed_write_loses_no_queued_event(tmp_path: Path) -> None:
+async def test_a_failed_write_loses_no_queued_event(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = tmp_path / "data"
-    data.write_text("in the way")  # the data directory cannot be created for now
+    full = DiskFull(monkeypatch)
     async with lifetime(data) as ctx:
         session, _ = open_session(ctx, "s1")
+        path = data / "s1.jsonl"
+        full.on = True
         session.append("turn/start", TURN_START)
-        for _ in range(10):  # the writer task tries, fails and logs
+        for _ in range(10):  # the writer task tries, fails and leaves it to the flush
             await anyio.lowlevel.checkpoint()
-        data.unlink()  # the obstacle goes away
+        with pytest.raises(SessionWriteError) as caught:
+            await ctx.sessions.flush(session)
+        assert "No space left on device" in caught.value.message and str(path) in caught.value.message
+        assert path.read_bytes() == file_bytes(session.header, [])  # what was durable, exactly
+        full.on = False  # the disk frees up
         session.append("user/message", {"content": text("still here"), "source": {"kind": "user"}})
         await ctx.sessions.flush(session)
         expected = [event.to_json() for event in session.events]
-    assert disk_events(data / "s1.jsonl") == expected
+    assert disk_events(path) == expected
 
 
 # -- one writer per file ------------------------------------------------------------------------------------
@@ -499,7 +503,7 @@ async def test_a_session_with_an_unstorable_id_is_never_written(tmp_path: Path) 
         session.append("turn/start", TURN_START)
         await ctx.sessions.flush(session)
         await detach()
-    assert tree(tmp_path) == before
+    assert tree(tmp_path) == before | {"a": None, "a/data": None}  # only the data directory, made at start-up
     assert not (tmp_path / "escape.jsonl").exists()
 
 

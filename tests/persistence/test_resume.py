@@ -31,6 +31,7 @@ from ._helpers import (
     load_in_other_process,
     lock_is_free,
     open_turn,
+    released,
     text,
     tree,
 )
@@ -88,7 +89,7 @@ async def test_resume_across_two_lifetimes_continues_turns_seqs_and_history(tmp_
         created_at = first.session.header.created_at
         with anyio.fail_after(5):
             await handle.dispose()
-    assert stored(path) == list(events_before)
+    assert released(stored(path)) == released(events_before)
 
     async with lifetime(data) as ctx:
         handle = await ctx.agents.resume(agent_id="a", resume_session_id="s1", agent_options=ECHO)
@@ -97,7 +98,7 @@ async def test_resume_across_two_lifetimes_continues_turns_seqs_and_history(tmp_
         assert second.session.header.cwd == "/work/project"
         assert second.session.header.parent_session == "root"
         assert second.session.header.created_at == created_at
-        assert second.session.events == events_before
+        assert released(second.session.events) == released(events_before)
         assert second.session.derive_messages() == history
         await prompt(second, "and again")
         assert turns_of(second.session.events) == [1, 2]
@@ -107,7 +108,7 @@ async def test_resume_across_two_lifetimes_continues_turns_seqs_and_history(tmp_
             await handle.dispose()
 
     on_disk = stored(path)
-    assert on_disk == list(final)
+    assert released(on_disk) == released(final)
     assert [event.seq for event in on_disk] == list(range(len(on_disk)))  # contiguous, no duplicates
     assert turns_of(on_disk) == [1, 2]
     assert path.read_bytes().count(b'"seq":0,') == 1
@@ -115,7 +116,7 @@ async def test_resume_across_two_lifetimes_continues_turns_seqs_and_history(tmp_
 
     async with lifetime(data) as ctx:  # and a third time: still the same history
         handle = await ctx.agents.resume(agent_id="b", resume_session_id="s1", agent_options=ECHO)
-        assert agent_of(handle).session.derive_messages() == Session(second.session.header, final).derive_messages()
+        assert agent_of(handle).session.derive_messages() == Session(second.session.header, on_disk).derive_messages()
         await prompt(agent_of(handle), "third")
         assert turns_of(agent_of(handle).session.events) == [1, 2, 3]
     assert turns_of(stored(path)) == [1, 2, 3]
@@ -151,7 +152,7 @@ async def test_resume_of_a_crashed_session_closes_its_last_turn_interrupted(tmp_
             ("turn/end", n + 2, {"turn": 2, "reason": {"kind": "interrupted"}}),
         ]
         # the repair is on disk before any new turn runs
-        assert stored(path) == list(events)
+        assert released(stored(path)) == released(events)
         history = agent.session.derive_messages()
         assert history[-1] == {
             "role": "user",
@@ -166,7 +167,7 @@ async def test_resume_of_a_crashed_session_closes_its_last_turn_interrupted(tmp_
         with anyio.fail_after(5):
             await handle.dispose()
     on_disk = stored(path)
-    assert on_disk == list(final)
+    assert released(on_disk) == released(final)
     assert_balanced(on_disk)
 
 
@@ -274,7 +275,7 @@ async def test_resume_of_a_session_live_in_this_process_is_refused(tmp_path: Pat
         assert ctx.agents.get("b") is None
         assert path.read_bytes() == before
         await prompt(agent_of(handle), "still mine")  # the live session keeps writing its file
-        assert stored(path) == list(agent_of(handle).session.events)
+        assert released(stored(path)) == released(agent_of(handle).session.events)
         assert turns_of(stored(path)) == [1, 2]
 
 
@@ -355,5 +356,5 @@ async def test_a_session_killed_mid_stream_loads_closed_and_continues(tmp_path: 
         assert turns_of(agent.session.events) == [*turns, len(turns) + 1]
         final = agent.session.events
     on_disk = stored(path)
-    assert on_disk == list(final)
+    assert released(on_disk) == released(final)
     assert_balanced(on_disk)

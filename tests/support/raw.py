@@ -270,13 +270,18 @@ class RawDaemon:
         assert "result" in response, f"session/new failed: {response!r:.300}"
         session_id = response["result"]["sessionId"]
         assert isinstance(session_id, str)
-        # The session's slash commands are announced right after the response (the response's after-callbacks
-        # run as soon as it is sent), so the very next line is that announcement.
-        announcement = await self.read()
-        assert announcement.get("method") == "session/update", f"expected the commands, got {announcement!r:.300}"
-        assert announcement["params"]["sessionId"] == session_id
-        assert announcement["params"]["update"]["sessionUpdate"] == "available_commands_update"
+        await self.read_announcement(session_id)
         return session_id
+
+    async def read_announcement(self, session_id: str) -> dict[str, Any]:
+        """The ``available_commands_update`` that follows a new/load/resume answer: always the very next line."""
+        message = await self.read()
+        update = message.get("params", {}).get("update", {}) if message.get("method") == "session/update" else {}
+        assert update.get("sessionUpdate") == "available_commands_update", (
+            f"expected the commands announcement right after the answer, got {message!r:.300}"
+        )
+        assert message["params"]["sessionId"] == session_id
+        return message
 
     async def prompt(
         self, session_id: str, blocks: list[dict[str, Any]] | str

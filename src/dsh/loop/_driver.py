@@ -22,8 +22,9 @@ import anyio
 import anyio.lowlevel
 
 from dsh import events as ev
+from dsh._jsonlimits import MAX_JSON_DEPTH, exceeds_depth, text_may_exceed
 from dsh._log import bind_context, get_logger
-from dsh.errors import DshError, as_exception, error_code, error_message, is_control_flow
+from dsh.errors import DshError, ToolArgsError, as_exception, error_code, error_message, is_control_flow
 from dsh.events import TurnEndReason
 from dsh.kernel import AbortedError, CancelToken
 from dsh.loop._agent import ReactLoopAgent, last_turn_number, turn_is_open
@@ -38,7 +39,7 @@ from dsh.services.llm import (
 )
 from dsh.services.sessions import parse_json
 from dsh.services.system_prompt import render_prompt
-from dsh.services.tools import ToolExecution
+from dsh.services.tools import ToolExecution, error_result
 
 if TYPE_CHECKING:
     from dsh.loop._inbox import InboxMessage
@@ -195,6 +196,7 @@ async def _run_turn(agent: ReactLoopAgent, turn_number: int) -> None:
         return
     ctx, session = agent._ctx, agent.session
     turn = agent._turn = _Turn(agent, turn_number)
+    saved = True
     try:
         session.append("turn/start", {"turn": turn_number, "trigger": {"kind": "message", "source": queued[0].source}})
         for message in queued:
@@ -256,6 +258,8 @@ async def _run_turn(agent: ReactLoopAgent, turn_number: int) -> None:
                 if agent.is_disposed:
                     turn.reason = {"kind": "disposed"}
                 break
+        if turn.reason["kind"] in ("completed", "max-tokens"):  # only a success needs proof before it is told
+            saved = await _checkpoint(agent, turn)
         turn.close_turn(emit=True)
     except BaseException as raw:
         if is_control_flow(raw):
@@ -275,11 +279,25 @@ async def _run_turn(agent: ReactLoopAgent, turn_number: int) -> None:
         else:
             turn.fail(failure)
         turn.close_turn(emit=False)
+    if not saved:
+        return  # storage just failed: the next turn's flushes retry everything still queued
     try:
         await ctx.sessions.flush(session)
     except Exception as flush_error:
         log.warning("session/flush failed", agent_id=agent.id, turn=turn_number, error=error_message(flush_error))
         _emit_error(agent, turn_number, turn.step, flush_error)
+
+
+async def _checkpoint(agent: ReactLoopAgent, turn: _Turn) -> bool:
+    """Make a successful turn durable before its ``turn/end`` (which is what tells the user it succeeded): a
+    turn whose events cannot be stored fails instead, with the storage error. Returns False when it failed."""
+    try:
+        await agent._ctx.sessions.flush(agent.session)
+    except Exception as error:
+        log.warning("session/flush failed", agent_id=agent.id, turn=turn.turn, error=error_message(error))
+        turn.fail(error)
+        return False
+    return True
 
 
 async def _keep_decision(agent: object, turn: int, decision: bool) -> bool:
@@ -294,13 +312,23 @@ def _without_tool_calls(message: Message) -> Message:
     return {"role": message["role"], "content": [b for b in message["content"] if b["type"] != "tool-call"]}
 
 
-def _parse_arguments(raw: str) -> Any:
+def _parse_arguments(raw: str, name: str) -> Any:
+    """The call's arguments as JSON (the raw text when it is not JSON: the tool reports that).
+
+    Raises :class:`ToolArgsError` for arguments nested deeper than :data:`MAX_JSON_DEPTH`: such a call is
+    answered with an error result and never run (its arguments could not be stored or passed on safely)."""
     if not raw.strip():
         return {}
     try:
-        return parse_json(raw)
+        parsed = parse_json(raw)
+    except RecursionError:
+        parsed = None
     except ValueError:
         return raw
+    else:
+        if not text_may_exceed(raw) or not exceeds_depth(parsed):
+            return parsed
+    raise ToolArgsError(f"the arguments of {name} are nested deeper than {MAX_JSON_DEPTH} levels")
 
 
 async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> _StepOutcome:
@@ -391,9 +419,12 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
             },
         )
         turn.open_call = call["id"]
-        result = await ctx.tools.execute(
-            ToolExecution(call["id"], call["name"], _parse_arguments(call["arguments"]), agent, signal)
-        )
+        try:
+            arguments = _parse_arguments(call["arguments"], call["name"])
+        except ToolArgsError as refused:
+            result = error_result(call["id"], refused)
+        else:
+            result = await ctx.tools.execute(ToolExecution(call["id"], call["name"], arguments, agent, signal))
         if turn.turn_ended:  # closed as disposed while the tool ran on (close_stuck_turn): nothing more is logged
             raise AbortedError("disposed")
         data: dict[str, Any] = {

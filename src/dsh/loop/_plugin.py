@@ -154,7 +154,10 @@ def agent_loop_plugin(ctx: Context, config: AgentLoopConfig) -> None:
         if spec.resume_session_id:
             ctx.plugin(_config_resume, spec)
         else:
-            loop.create(spec.id, _options(spec))
+            try:  # like a configured resume: a failure (storage unavailable) is a warning, never a crash
+                loop.create(spec.id, _options(spec))
+            except Exception as error:
+                log.warning("configured agent could not be created", agent_id=spec.id, error=str(error))
 
 
 @plugin("agent_loop.config_resume", inject=("session_persistence",))

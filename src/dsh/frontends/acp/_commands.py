@@ -96,8 +96,9 @@ class _Controls:
         persistence = ctx.get("session_persistence")
         path_of = getattr(persistence, "path_of", None)
         rows.append(("Session file", str(path_of(record.id)) if path_of is not None else "not stored"))
-        names = [str(server.get("name", "?")) for server in record.mcp_servers if isinstance(server, dict)]
-        rows.append(("MCP servers", ", ".join(names) if names else "none"))
+        manager = ctx.get("mcp")
+        servers = manager.servers(record.id) if manager is not None else {}
+        rows.append(("MCP servers", ", ".join(f"{name} ({state})" for name, state in servers.items()) or "none"))
         return rows
 
 

@@ -21,7 +21,8 @@ import signal
 import sys
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -87,11 +88,15 @@ class DaemonOptions:
         the same resolution as every other command). A bad value or file raises
         :class:`~dsh.settings.SettingError` (one line, exit status 2 or 1): this runs at start-up, before the
         daemon owns stdout, in both entry paths (``dsh._entry`` and the typer command)."""
-        from dsh.settings import resolve_settings
+        from dsh.settings import SPECS, resolve_settings
 
         flags = {"model": model, "system_prompt": system_prompt, "log_level": log_level, "log_file": log_file}
         flags |= {"data_dir": data_dir, "agent_events": "1" if agent_events else None}
-        return cls.from_settings(resolve_settings(flags, config=config))
+        # The daemon starts whatever the data directory is like (RFC 0009): an editor shows nothing of a process
+        # that died at start-up, so the persistence plugin reports an unusable directory on stderr and on every
+        # session request instead of the settings check ending the process.
+        specs = [replace(spec, check=_daemon_data_dir) if spec.name == "data_dir" else spec for spec in SPECS]
+        return cls.from_settings(resolve_settings(flags, config=config, specs=specs))
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DaemonOptions:
@@ -173,6 +178,19 @@ def _import_plugin(path: str) -> Any:
         return getattr(importlib.import_module(module_name), attribute or "plugin")
     except (ImportError, AttributeError) as exc:
         raise SystemExit(f"dsh: cannot load plugin {path!r}: {exc}") from None
+
+
+def _daemon_data_dir(value: str, source: str) -> str:
+    return str(Path(value).expanduser())
+
+
+def _report_storage(persistence: object) -> None:
+    """One stderr line when the data directory cannot hold sessions. The daemon still serves (``initialize``
+    works; every session call answers an error naming the directory and the setting), so an editor shows it."""
+    problem = getattr(persistence, "unavailable", None)
+    if isinstance(problem, str):
+        sys.stderr.write(f"dsh acp: {problem}\n")
+        sys.stderr.flush()
 
 
 async def _watch_signals(stop: anyio.Event) -> None:
@@ -280,6 +298,7 @@ async def _serve_app(
             providers=loaded.providers if loaded is not None else None,
             secrets=loaded.secrets if loaded is not None else None,
         )
+        _report_storage(ctx.get("session_persistence"))
         from dsh.mcp import McpOptions, mcp_plugin
 
         ctx.plugin(mcp_plugin, McpOptions(loaded.mcp_servers if loaded else {}, options.mcp_timeout))

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 from dsh._log import get_logger
 from dsh.frontends.acp._rpc import INTERNAL_ERROR, METHOD_NOT_FOUND, RpcError
 
-__all__ = ["Handler", "MethodTable", "make_dispatch"]
+__all__ = ["Handler", "MethodTable", "make_dispatch", "public_error"]
 
 M = TypeVar("M", bound=BaseModel)
 Handler = Callable[[Any], Awaitable[Any]]
@@ -39,11 +39,23 @@ def _adapt(method: str, model: type[BaseModel], handler: Handler) -> Callable[..
         except RpcError as exc:
             return Error(exc.code, exc.message, exc.data) if exc.data is not None else Error(exc.code, exc.message)
         except Exception as exc:  # cancellation is a BaseException and passes through
+            public = public_error(exc)
+            if public is not None:
+                return Error(public.code, public.message, public.data)
             log.exception("request handler failed", method=method)
             return Error(INTERNAL_ERROR, f"Internal error ({type(exc).__name__})")
         return Success(result if result is not None else {})
 
     return call
+
+
+def public_error(error: BaseException) -> RpcError | None:
+    """The -32603 for an error whose message is meant for the client (``public = True``: it names what failed
+    and what to change, e.g. a data directory that cannot hold sessions); None for any other error."""
+    if getattr(error, "public", False) is not True:
+        return None
+    data = getattr(error, "rpc_data", None)
+    return RpcError(INTERNAL_ERROR, str(getattr(error, "message", error)), data() if callable(data) else None)
 
 
 def make_dispatch(table: MethodTable) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]:

@@ -43,7 +43,7 @@ from dsh.frontends.acp._boot import AUTH_METHOD_ID, initialize_result
 from dsh.frontends.acp._commands import CommandDesk, commands_hooks
 from dsh.frontends.acp._content import prompt_content
 from dsh.frontends.acp._delegation import EditorDelegation
-from dsh.frontends.acp._dispatch import MethodTable, make_dispatch
+from dsh.frontends.acp._dispatch import MethodTable, make_dispatch, public_error
 from dsh.frontends.acp._gate import PermissionGate
 from dsh.frontends.acp._mcp import close_mcp, mcp_capabilities, open_mcp
 from dsh.frontends.acp._permissions import (
@@ -168,6 +168,9 @@ def _resume_error(session_id: str, error: Exception) -> RpcError:
         return RpcError(RESOURCE_NOT_FOUND, error_message(error), data | {"reason": "locked"})
     if code == "SESSION_CORRUPT":
         return RpcError(INTERNAL_ERROR, error_message(error), data | {"reason": "corrupt"})
+    public = public_error(error)
+    if public is not None:
+        return RpcError(public.code, public.message, data | (public.data or {}))
     log.exception("resume failed", session_id=session_id)
     return RpcError(INTERNAL_ERROR, f"cannot open session {session_id}: {error_message(error)}", data)
 

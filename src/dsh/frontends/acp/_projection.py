@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from dsh._jsonlimits import exceeds_depth, text_may_exceed
 from dsh.services.sessions import ChunkEvent, SessionEvent, dumps_json, parse_json
 
 if TYPE_CHECKING:
@@ -64,9 +65,12 @@ def _raw_input(arguments: str) -> Any:
     if not arguments.strip():
         return {}
     try:
-        return parse_json(arguments)
-    except ValueError:  # not (lossless) JSON: shown as the model wrote it
+        parsed = parse_json(arguments)
+    except (ValueError, RecursionError):  # not (lossless) JSON: shown as the model wrote it
         return arguments
+    if text_may_exceed(arguments) and exceeds_depth(parsed):
+        return arguments  # too deep to pass on as JSON (the call itself was refused)
+    return parsed
 
 
 def _text_content(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:

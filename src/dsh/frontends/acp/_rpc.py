@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from dsh._jsonlimits import MAX_JSON_DEPTH, exceeds_depth, text_may_exceed
 from dsh._log import get_logger
 from dsh.frontends.acp._framing import Oversized
 from dsh.services.sessions import dumps_json, parse_json
@@ -50,6 +51,7 @@ REQUEST_CANCELLED = -32800
 RESOURCE_NOT_FOUND = -32002
 
 log = get_logger("dsh.acp")
+_TOO_DEEP = f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
 
 Dispatch = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
@@ -178,8 +180,14 @@ class Connection:
             return
         try:
             message = parse_json(frame)  # UTF-8 only; NaN, Infinity and 1e400 are not JSON
-        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        except RecursionError:
+            self._respond_error(None, RpcError(PARSE_ERROR, f"Parse error: {_TOO_DEEP}"))
+            return
+        except ValueError as exc:  # UnicodeDecodeError is a ValueError
             self._respond_error(None, RpcError(PARSE_ERROR, "Parse error", str(exc)[:200]))
+            return
+        if text_may_exceed(frame) and exceeds_depth(message):
+            self._reject_deep(message)
             return
         if isinstance(message, list):
             self._respond_error(None, RpcError(INVALID_REQUEST, "JSON-RPC batches are not supported by ACP"))
@@ -193,6 +201,25 @@ class Connection:
             self._receive_response(message)
         else:
             self._respond_error(None, RpcError(INVALID_REQUEST, "Invalid request: no method, result or error"))
+
+    def _reject_deep(self, message: Any) -> None:
+        """A frame nested deeper than :data:`MAX_JSON_DEPTH`: nothing of it is handled (its data could not be
+        stored); a request gets -32602 with its id, an answer to our request fails that request."""
+        shallow = message if isinstance(message, dict) else {}
+        request_id = shallow.get("id")
+        if "method" in shallow:
+            if "id" in shallow:  # an id that is itself the deep part is not echoed
+                echoed = None if exceeds_depth(request_id, MAX_JSON_DEPTH - 1) else request_id
+                self._respond_error(echoed, RpcError(INVALID_PARAMS, f"Invalid params: {_TOO_DEEP}"))
+            else:
+                log.warning("ignored a notification nested too deep", method=str(shallow["method"])[:100])
+            return
+        slot = self._outbound.get(request_id) if isinstance(request_id, int) else None
+        if slot is not None and not slot.done.is_set():
+            slot.error = RpcError(INVALID_PARAMS, f"the client's answer is {_TOO_DEEP}")
+            slot.done.set()
+            return
+        self._respond_error(None, RpcError(INVALID_REQUEST, f"Invalid request: {_TOO_DEEP}"))
 
     async def _receive_call(self, message: dict[str, Any], handlers: anyio.abc.TaskGroup) -> None:
         is_request = "id" in message

@@ -15,6 +15,8 @@ from dsh.plugins.persistence._jsonl import (
     JsonlPersistence,
     SessionLockedError,
     SessionNotFoundError,
+    SessionWriteError,
+    StorageUnavailableError,
     default_data_dir,
 )
 
@@ -26,6 +28,8 @@ __all__ = [
     "JsonlPersistence",
     "SessionLockedError",
     "SessionNotFoundError",
+    "SessionWriteError",
+    "StorageUnavailableError",
     "default_data_dir",
     "jsonl_persistence_plugin",
 ]
@@ -39,6 +43,7 @@ def jsonl_persistence_plugin(ctx: Context, data_dir: str | Path | None) -> None:
     closing events still reach the disk.
     """
     persistence = JsonlPersistence(Path(data_dir) if data_dir is not None else default_data_dir())
+    persistence.check_root()  # a bad directory is reported by the front end (start-up) and by every session call
     ctx.effect(persistence.close_all)
     ctx.on(ev.SESSION_CREATED, persistence.on_created)
     ctx.on(ev.SESSION_EVENT, persistence.on_event)

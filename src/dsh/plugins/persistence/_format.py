@@ -23,12 +23,16 @@ from typing import Any
 
 import orjson
 
+from dsh._jsonlimits import MAX_LOG_DEPTH, exceeds_depth, text_may_exceed
 from dsh.errors import DshError
 from dsh.services.sessions import ChunkEvent, SessionEvent, SessionHeader, dumps_json, parse_json
 
 __all__ = ["CorruptSessionError", "ScanResult", "encode_event", "encode_header", "scan"]
 
 FORMAT_VERSION = 1
+_LINE_DEPTH = MAX_LOG_DEPTH + 1
+"""An event line wraps its ``data`` in one more object."""
+_TOO_DEEP = f"the event is nested deeper than {MAX_LOG_DEPTH} levels (dsh never writes such a line)"
 INTERRUPTED_TEXT = "Tool call interrupted by a crash; no result was recorded."
 
 
@@ -69,6 +73,8 @@ def _parse_header(line: bytes, where: str) -> SessionHeader:
         raw = parse_json(line)
     except (ValueError, UnicodeDecodeError) as exc:
         raise CorruptSessionError(f"{where}:1: the header is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise CorruptSessionError(f"{where}:1: the header is nested too deep") from None
     if not isinstance(raw, dict) or raw.get("type") != "session" or not isinstance(raw.get("id"), str):
         raise CorruptSessionError(f"{where}:1: not a dsh session header")
     version = raw.get("version")
@@ -126,6 +132,10 @@ def scan(content: bytes, where: str) -> ScanResult:
             if index == last and not tail:
                 break  # the final line is torn (a partial write): cut it
             raise CorruptSessionError(f"{where}:{index + 1}: {exc}") from None
+        except RecursionError:
+            raise CorruptSessionError(f"{where}:{index + 1}: {_TOO_DEEP}") from None
+        if text_may_exceed(line, _LINE_DEPTH) and exceeds_depth(raw, _LINE_DEPTH):
+            raise CorruptSessionError(f"{where}:{index + 1}: {_TOO_DEEP}")
         try:
             events.append(_event(raw, len(events)))
         except ValueError as exc:  # well-formed JSON that is not the next event: never a torn write

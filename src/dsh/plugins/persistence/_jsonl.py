@@ -2,12 +2,12 @@
 
 Write path (through the loop's seams, never through the loop):
 
-* ``session/created`` registers a writer for the session; nothing touches the disk until its first event.
+* ``session/created`` creates the file at once, atomically and durably (header, and a fork's seed, in a
+  temporary file, ``fsync``, rename): a session exists on disk from its creation.
 * ``session/event`` queues the event's line; a writer task wakes and writes what is queued with one
-  ``write`` (the loop yields every few chunks, so a killed process loses at most its last moments). The
-  first write creates the file atomically (header and first events in a temporary file, then a rename).
-* ``session/flush`` (awaited by the loop after every turn) writes what is queued and ``fsync``\\ s; so does
-  ``session/disposed`` and the plugin's own disposal.
+  ``write`` (the loop yields every few chunks, so a killed process loses at most its last moments).
+* ``session/flush`` (awaited by the loop before and after every turn's ``turn/end``) writes what is queued
+  and ``fsync``\\ s; so does ``session/disposed`` and the plugin's own disposal.
 
 Guarantees:
 
@@ -16,6 +16,15 @@ Guarantees:
 * One writer per session file across processes: the file is held under an exclusive ``flock`` while its
   session is live here; a second process asked to load it gets :class:`SessionLockedError` and the file is
   untouched.
+* A write that fails is never reported as success: ``session/flush`` raises :class:`SessionWriteError`, the
+  file is cut back to what was last durable (it loads), and every line since stays queued for the next flush.
+  A synced flush is the unit; no line is ever written after a missing one (no hole in the ``seq`` sequence).
+* A data directory that cannot hold sessions makes ``session/created``, ``load``, ``list``, ``has`` and
+  ``delete`` raise :class:`StorageUnavailableError` (naming the directory and the setting to change), checked
+  again on each call until it is fixed.
+* Once a step's closing line (``assistant/message`` or ``step/end``) is durable, its streamed chunks are
+  released from the live session's memory (:meth:`~dsh.services.sessions.Session.release_chunks`); the file
+  keeps them for replays.
 * Loading repairs a crashed session (see :mod:`._format`) and makes the repair durable before returning;
   a file with a corrupt middle is reported (file and line) and left exactly as it was.
 """
@@ -49,7 +58,14 @@ from dsh.services.sessions import (
 if TYPE_CHECKING:
     pass
 
-__all__ = ["JsonlPersistence", "SessionLockedError", "SessionNotFoundError", "default_data_dir"]
+__all__ = [
+    "JsonlPersistence",
+    "SessionLockedError",
+    "SessionNotFoundError",
+    "SessionWriteError",
+    "StorageUnavailableError",
+    "default_data_dir",
+]
 
 log = get_logger("dsh.persistence")
 _SUFFIX = ".jsonl"
@@ -75,16 +91,65 @@ class SessionLockedError(DshError):
     default_code = "SESSION_LOCKED"
 
 
+class _StorageError(DshError):
+    public = True
+    """The message is meant for the client (it names the file or directory and what to do)."""
+
+    def __init__(self, message: str, code: str | None = None, *, data_dir: str | None = None) -> None:
+        super().__init__(message, code)
+        self.data_dir = data_dir
+
+    def rpc_data(self) -> dict[str, Any]:
+        """What a JSON-RPC error carries besides the message."""
+        data: dict[str, Any] = {"reason": "storage", "code": self.code}
+        if self.data_dir is not None:
+            data["dataDir"] = self.data_dir
+        return data
+
+
+class StorageUnavailableError(_StorageError):
+    """The data directory cannot hold sessions (missing and not creatable, not a directory, not writable)."""
+
+    default_code = "STORAGE_UNAVAILABLE"
+
+
+class SessionWriteError(_StorageError, OSError):
+    """A session file could not be created, written or synced (a full disk, an I/O error)."""
+
+    default_code = "SESSION_WRITE_FAILED"
+
+
 @dataclass(eq=False)
 class _Writer:
+    """One session file's write state. The file always holds ``synced_size`` bytes known durable, then
+    ``written`` (written since the last ``fsync``); ``pending`` lines are not written yet."""
+
     id: str
     header: SessionHeader
     path: Path
     fd: int | None = None
+    session: Session | None = None
+    """The live session (to release its streamed chunks once they are durable)."""
     pending: list[bytes] = field(default_factory=list)
-    next_seq: int = 0
-    unsynced: bool = False
-    """Bytes were written since the last fsync."""
+    pending_seq: int = 0
+    """The seq after the last queued line (``pending`` ends there)."""
+    written: list[bytes] = field(default_factory=list)
+    written_seq: int = 0
+    """The seq after the last written line."""
+    size: int = 0
+    """Bytes the file should have: ``synced_size`` plus ``written``."""
+    synced_size: int = 0
+    synced_seq: int = 0
+    """The seq after the last line known durable."""
+    release_mark: int = 0
+    """The seq after the last event that closed a step (its chunks may go once that is durable)."""
+    released: int = 0
+    failure: str | None = None
+    """Why the last write or sync failed (the background writer leaves the session alone until a flush)."""
+    broken: str | None = None
+    """Why nothing more can ever be written (an event that could not be encoded): no line after it is
+    written, so the file never gets a hole in its seq sequence."""
+    sync_lock: anyio.Lock = field(default_factory=anyio.Lock)
 
 
 def _lock(fd: int, path: Path) -> None:
@@ -102,6 +167,31 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+def _fsync(fd: int) -> None:
+    os.fsync(fd)
+
+
+def _sync_directory(directory: Path) -> None:
+    """Make a new entry of *directory* durable (best effort: some file systems refuse ``fsync`` on a directory)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _reason(error: OSError) -> str:
+    return error.strerror or str(error) or type(error).__name__
+
+
+_SETTING = "set --data-dir or DSH_DATA_DIR (or data_dir in the config file) to a writable directory"
+
+
 class JsonlPersistence:
     """The ``session_persistence`` service (see :class:`~dsh.services.sessions.SessionPersistence`)."""
 
@@ -110,17 +200,49 @@ class JsonlPersistence:
         self._writers: dict[str, _Writer] = {}
         self._loaded: dict[str, _Writer] = {}
         self._wakeup = anyio.Event()
+        self.unavailable: str | None = None
+        """Why the data directory cannot hold sessions (set by :meth:`check_root`); None: it can."""
 
     # -- paths ------------------------------------------------------------------------------------------
 
     def path_of(self, session_id: str) -> Path:
         return self.root / f"{check_session_id(session_id)}{_SUFFIX}"
 
+    def check_root(self) -> str | None:
+        """Make sure the data directory exists and takes new files (creating it if missing); return why not.
+
+        Run at start-up and again before every operation while it fails, so a directory fixed while the
+        daemon runs is picked up. The answer is kept in :attr:`unavailable`."""
+        root = self.root
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            if not root.is_dir():
+                raise NotADirectoryError(errno.ENOTDIR, "not a directory")
+            probe = root / f".dsh-probe-{os.getpid()}"
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.close(fd)
+            probe.unlink()
+        except FileExistsError:
+            self.unavailable = f"cannot store sessions in {root}: it is not a directory; {_SETTING}"
+        except OSError as exc:
+            self.unavailable = f"cannot store sessions in {root}: {_reason(exc)}; {_SETTING}"
+        else:
+            self.unavailable = None
+        return self.unavailable
+
+    def _require_root(self) -> None:
+        if self.unavailable is not None and self.check_root() is not None:
+            raise StorageUnavailableError(self.unavailable, data_dir=str(self.root))
+
     # -- write path (listeners) -------------------------------------------------------------------------
 
     def on_created(self, session: Session) -> None:
+        """Register the session's writer and create its file (header, and a fork's seed) durably, now: a
+        session exists on disk from its creation, so another process can load, resume or delete it.
+        Raises :class:`SessionWriteError` or :class:`StorageUnavailableError` when the file cannot be made."""
         loaded = self._loaded.pop(session.id, None)
         if loaded is not None:
+            loaded.session = session
             self._writers[session.id] = loaded
             return
         if session.id in self._writers:
@@ -130,27 +252,72 @@ class JsonlPersistence:
         except ValueError:
             log.warning("session id is not storable; the session will not be persisted", session_id=session.id[:80])
             return
-        writer = _Writer(session.id, session.header, path, next_seq=session.seq)
-        if session.seq:  # a seeded session we did not load ourselves (a fork): its seed is stored once
-            writer.pending.extend(encode_event(e) for e in session.events)
+        self._require_root()
+        writer = _Writer(session.id, session.header, path, session=session)
+        seed = [encode_event(e) for e in session.events]  # a seeded session we did not load (a fork)
+        try:
+            self._create(writer, b"".join(seed))
+        except OSError as exc:
+            raise SessionWriteError(
+                f"cannot create session file {path}: {_reason(exc)}; {_SETTING}", data_dir=str(self.root)
+            ) from None
+        writer.pending_seq = writer.written_seq = writer.synced_seq = session.seq
         self._writers[session.id] = writer
 
     def on_event(self, session: Session, event: SessionEvent) -> None:
         writer = self._writers.get(session.id)
-        if writer is None:
+        if writer is None or writer.broken is not None:
             return
-        writer.pending.append(encode_event(event))
-        writer.next_seq = event.seq + 1
+        try:
+            line = encode_event(event)
+        except Exception as exc:  # never a hole: this line and every later one stay out of the file
+            writer.broken = f"event {event.seq} ({event.type}) cannot be stored: {type(exc).__name__}"
+            log.warning("session event cannot be encoded", session_id=session.id, seq=event.seq, type=event.type)
+            return
+        writer.pending.append(line)
+        writer.pending_seq = event.seq + 1
+        if event.type == "assistant/message" or event.type == "step/end":
+            writer.release_mark = event.seq + 1
         self._wakeup.set()
 
     async def on_flush(self, session: Session) -> None:
+        """Write what is queued and ``fsync``: on return everything appended so far is durable.
+
+        On failure (a full disk, an I/O error) raises :class:`SessionWriteError`; the file is cut back to
+        what was last durable (a balanced prefix that loads), and every line since stays queued in memory for
+        the next flush to retry. Nothing is logged here: the caller reports the failure once."""
         writer = self._writers.get(session.id)
         if writer is None:
             return
-        self._write(writer)
-        if writer.fd is not None and writer.unsynced:
-            writer.unsynced = False
-            await anyio.to_thread.run_sync(os.fsync, writer.fd)
+        async with writer.sync_lock:
+            try:
+                self._write(writer)
+                if writer.written and writer.fd is not None:
+                    count, size, seq, fd = len(writer.written), writer.size, writer.written_seq, writer.fd
+                    try:
+                        await anyio.to_thread.run_sync(_fsync, fd)
+                    except OSError:
+                        self._unsync(writer)
+                        raise
+                    writer.synced_size, writer.synced_seq = size, seq
+                    del writer.written[:count]
+            except OSError as exc:
+                writer.failure = _reason(exc)
+                raise self._write_error(writer) from None
+        if writer.failure is not None:
+            writer.failure = None
+            log.info("session file is writable again", session_id=writer.id)
+        if writer.release_mark > writer.released and writer.session is not None:
+            writer.released = min(writer.release_mark, writer.synced_seq)
+            writer.session.release_chunks(writer.released)
+
+    def _write_error(self, writer: _Writer) -> SessionWriteError:
+        what = writer.broken or writer.failure or "unknown error"
+        return SessionWriteError(
+            f"cannot save session {writer.id} to {writer.path}: {what}; what was saved before is intact, the rest "
+            "is kept in memory and saved again with the next turn",
+            data_dir=str(self.root),
+        )
 
     def on_disposed(self, session: Session) -> None:
         writer = self._writers.pop(session.id, None)
@@ -158,16 +325,19 @@ class JsonlPersistence:
             self._close(writer)
 
     async def run_writer(self) -> None:
-        """Write queued lines soon after they are appended (one ``write`` per session per wake-up)."""
+        """Write queued lines soon after they are appended (one ``write`` per session per wake-up). A session
+        whose last write failed is left to its next flush (which retries and reports); nothing is logged here
+        but at debug level, so a full disk costs one log line per failed turn, not one per chunk."""
         while True:
             await self._wakeup.wait()
             self._wakeup = anyio.Event()
             for writer in list(self._writers.values()):
-                if writer.pending:
+                if writer.pending and writer.failure is None and writer.broken is None:
                     try:
                         self._write(writer)
-                    except OSError:
-                        log.exception("cannot write session file", session_id=writer.id)
+                    except OSError as exc:
+                        writer.failure = _reason(exc)
+                        log.debug("cannot write session file", session_id=writer.id, error=writer.failure)
 
     def close_all(self) -> None:
         for writer in [*self._writers.values(), *self._loaded.values()]:
@@ -176,51 +346,84 @@ class JsonlPersistence:
         self._loaded.clear()
 
     def _write(self, writer: _Writer) -> None:
-        """Write the queued lines; on failure they stay queued and the file is as it was before."""
-        if not writer.pending:
+        """Write the queued lines after what the file should hold; on failure the file is cut back to that
+        and the lines stay queued. Raises ``OSError`` (a broken writer raises one too: it cannot catch up)."""
+        if writer.broken is not None:
+            raise OSError(errno.EINVAL, writer.broken)
+        if not writer.pending or writer.fd is None:
             return
+        fd = writer.fd
+        if os.fstat(fd).st_size != writer.size:  # a failed write left part of a line: never build on it
+            os.ftruncate(fd, writer.size)
         count = len(writer.pending)
         data = b"".join(writer.pending)
-        if writer.fd is None:
-            writer.fd = self._create(writer, data)
-        else:
-            size = os.lseek(writer.fd, 0, os.SEEK_END)
+        try:
+            _write_all(fd, data)
+        except OSError:
             try:
-                _write_all(writer.fd, data)
+                os.ftruncate(fd, writer.size)  # no half line left behind to be taken for a torn tail
             except OSError:
-                os.ftruncate(writer.fd, size)  # no half line left behind to be taken for a torn tail
-                raise
+                pass  # cut before the next write (the size check above)
+            raise
+        writer.written.extend(writer.pending[:count])
         del writer.pending[:count]
-        writer.unsynced = True
+        writer.size += len(data)
+        writer.written_seq = writer.pending_seq
 
-    def _create(self, writer: _Writer, first: bytes) -> int:
-        """Create the file with its header and first lines, atomically; return the locked append fd."""
+    def _unsync(self, writer: _Writer) -> None:
+        """An ``fsync`` failed: what was written since the last one may not be on disk (the kernel may have
+        dropped it), so the file is cut back to what was durable and those lines are queued again."""
+        writer.pending[:0] = writer.written
+        writer.written.clear()
+        writer.size = writer.synced_size
+        writer.written_seq = writer.synced_seq
+        try:
+            if writer.fd is not None:
+                os.ftruncate(writer.fd, writer.synced_size)
+        except OSError:
+            pass  # cut before the next write
+
+    def _create(self, writer: _Writer, first: bytes) -> None:
+        """Create the file with its header (and *first* lines), atomically and durably; keep it open, locked."""
         self.root.mkdir(parents=True, exist_ok=True)
         temporary = writer.path.with_name(f".{writer.path.name}.{os.getpid()}.tmp")
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+        content = encode_header(writer.header) + first
         try:
             _lock(fd, temporary)
-            _write_all(fd, encode_header(writer.header) + first)
-            os.fsync(fd)
+            _write_all(fd, content)
+            _fsync(fd)
             if writer.path.exists():
-                raise FileExistsError(f"session file {writer.path} already exists")
+                raise FileExistsError(errno.EEXIST, f"session file {writer.path} already exists")
             os.rename(temporary, writer.path)
         except BaseException:
             os.close(fd)
             try:
                 os.unlink(temporary)
-            except FileNotFoundError:
+            except OSError:
                 pass
             raise
-        return fd
+        _sync_directory(self.root)
+        writer.fd = fd
+        writer.size = writer.synced_size = len(content)
 
     def _close(self, writer: _Writer) -> None:
+        """Last write and ``fsync`` before the file is let go; a failure is logged once (no traceback) and
+        the file keeps its last sound prefix."""
         try:
-            self._write(writer)
-            if writer.fd is not None and writer.unsynced:  # usually synced already by the last turn's flush
-                os.fsync(writer.fd)
-        except OSError:
-            log.exception("cannot write session file on close", session_id=writer.id)
+            try:
+                self._write(writer)
+            except OSError as exc:
+                log.warning("cannot save session file on close", session_id=writer.id, error=_reason(exc))
+            if writer.fd is not None and writer.written:  # usually synced already by the last turn's flush
+                try:
+                    _fsync(writer.fd)
+                except OSError as exc:
+                    log.warning("cannot sync session file on close", session_id=writer.id, error=_reason(exc))
+                    self._unsync(writer)
+                else:
+                    writer.synced_size, writer.synced_seq = writer.size, writer.written_seq
+                    writer.written.clear()
         finally:
             if writer.fd is not None:
                 os.close(writer.fd)  # releases the flock
@@ -231,6 +434,7 @@ class JsonlPersistence:
     async def load(self, session_id: str) -> LoadedSession:
         """Read, repair (durably) and lock a stored session; its file stays locked while it is live here."""
         path = self.path_of(session_id)
+        self._require_root()
         if session_id in self._writers or session_id in self._loaded:
             raise SessionLockedError(f"session {session_id} is already open in this dsh process")
         try:
@@ -246,15 +450,28 @@ class JsonlPersistence:
             if result.keep_bytes < len(content):
                 os.ftruncate(fd, result.keep_bytes)
                 log.warning("cut a torn final line", session_id=session_id, bytes=len(content) - result.keep_bytes)
-            if result.closers:
-                _write_all(fd, b"".join(encode_event(e) for e in result.closers))
+            closers = [encode_event(e) for e in result.closers]
+            if closers:
+                _write_all(fd, b"".join(closers))
                 log.warning("closed an interrupted turn", session_id=session_id, events=len(result.closers))
             if result.keep_bytes < len(content) or result.closers:
                 os.fsync(fd)
         except BaseException:
             os.close(fd)
             raise
-        self._loaded[session_id] = _Writer(session_id, result.header, path, fd, next_seq=len(result.events))
+        size, count = result.keep_bytes + sum(map(len, closers)), len(result.events)
+        self._loaded[session_id] = _Writer(
+            session_id,
+            result.header,
+            path,
+            fd,
+            pending_seq=count,
+            written_seq=count,
+            size=size,
+            synced_size=size,
+            synced_seq=count,
+            release_mark=count,  # the seed's chunks may go after the first durable flush (after any replay)
+        )
         del content
         # A loaded history lives as long as its session and holds no cycles: moved out of the collector's
         # generations, a million events are never rescanned by later collections (issue #12).
@@ -268,6 +485,7 @@ class JsonlPersistence:
             self._close(writer)
 
     async def has(self, session_id: str) -> bool:
+        self._require_root()
         return self.path_of(session_id).exists()
 
     def _infos(self) -> list[SessionInfo]:
@@ -278,15 +496,19 @@ class JsonlPersistence:
             if path.suffix != _SUFFIX or path.name.startswith("."):
                 continue
             try:
-                infos.append(_read_info(path))
+                info = _read_info(path)
             except Exception:  # one bad file must not hide the others
                 log.warning("skipping an unreadable session file", path=str(path))
+                continue
+            if info is not None:
+                infos.append(info)
         infos.sort(key=lambda info: (-info.updated_at, info.id))
         return infos
 
     async def delete(self, session_id: str) -> None:
         """Remove a stored session (an unknown id is not an error). A session live here is closed first."""
         path = self.path_of(session_id)
+        self._require_root()
         writer = self._writers.pop(session_id, None) or self._loaded.pop(session_id, None)
         if writer is not None:
             self._close(writer)
@@ -301,7 +523,10 @@ class JsonlPersistence:
             os.close(fd)
 
     async def list(self) -> list[SessionInfo]:  # last: the name shadows the builtin in the class body
-        """Every stored session, newest first (header, modification time, title), without loading them."""
+        """Every stored session that has events, newest first (header, modification time, title), without
+        loading them. A session with no event yet (created, never prompted) is left out, though it can be
+        loaded, resumed and deleted."""
+        self._require_root()
         return await anyio.to_thread.run_sync(self._infos)
 
 
@@ -318,8 +543,9 @@ def _read_all(fd: int) -> bytes:
 _TITLE_SCAN_LINES = 64
 
 
-def _read_info(path: Path) -> SessionInfo:
-    """Header, mtime and title (the first user message's text) from the first lines of a file."""
+def _read_info(path: Path) -> SessionInfo | None:
+    """Header, mtime and title (the first user message's text) from the first lines of a file; None for a
+    session with no event yet."""
     import json
 
     updated = path.stat().st_mtime
@@ -328,15 +554,17 @@ def _read_info(path: Path) -> SessionInfo:
         if header.get("type") != "session":
             raise ValueError("not a session file")
         title = None
-        for _ in range(_TITLE_SCAN_LINES):
+        for index in range(_TITLE_SCAN_LINES):
             line = file.readline()
             if not line:
+                if index == 0:
+                    return None  # only the header: created, never used
                 break
             if b'"user/message"' not in line:
                 continue
             try:
                 event = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 break
             title = title_from_content(event.get("data", {}).get("content", []))
             break

@@ -19,6 +19,8 @@ from typing import Any, NoReturn
 
 import orjson
 
+from dsh._jsonlimits import MAX_LOG_DEPTH
+
 __all__ = [
     "STRICT_DECODER",
     "FrozenDict",
@@ -76,41 +78,51 @@ class _Rejected(Exception):
     """Internal: the fast walk met something that is not lossless JSON; the slow walk says where."""
 
 
-def _copy(value: Any) -> Any:
+def _copy(value: Any, depth: int = 0) -> Any:
     # The hot walk (every append goes through it): no path strings, no error text. Only the failure path
-    # (:func:`_locate`) pays for naming where the problem is.
+    # (:func:`_locate`) pays for naming where the problem is. *depth*: containers above *value*.
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:
         return value
     if kind is dict or issubclass(kind, FrozenDict):
+        if depth >= MAX_LOG_DEPTH:
+            raise _Rejected
+        below = depth + 1
         out = {}
         for key, item in value.items():
             if type(key) is not str:
                 raise _Rejected
             kind = type(item)
-            out[key] = item if kind is str or kind is int or kind is bool or item is None else _copy(item)
+            out[key] = item if kind is str or kind is int or kind is bool or item is None else _copy(item, below)
         return out
     if kind is list or kind is tuple or kind is FrozenList:
-        return [_copy(item) for item in value]
+        if depth >= MAX_LOG_DEPTH:
+            raise _Rejected
+        below = depth + 1
+        return [_copy(item, below) for item in value]
     if kind is float and math.isfinite(value):
         return value
     raise _Rejected
 
 
-def _locate(value: Any, path: str) -> None:
-    """Raise :class:`NotJsonError` naming the first part of *value* (at *path*) that is not lossless JSON."""
+def _locate(value: Any, path: str, depth: int = 0) -> None:
+    """Raise :class:`NotJsonError` naming the first part of *value* (at *path*) that is not lossless JSON, or
+    the first container nested deeper than :data:`~dsh._jsonlimits.MAX_LOG_DEPTH`."""
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:
         return
-    if kind is dict or issubclass(kind, FrozenDict):
+    is_dict = kind is dict or issubclass(kind, FrozenDict)
+    if (is_dict or kind is list or kind is tuple or kind is FrozenList) and depth >= MAX_LOG_DEPTH:
+        raise NotJsonError(f"{path}: nested deeper than {MAX_LOG_DEPTH} levels")
+    if is_dict:
         for key, item in value.items():
             if type(key) is not str:
                 raise NotJsonError(f"{path}: key {key!r} is not a string")
-            _locate(item, f"{path}.{key}")
+            _locate(item, f"{path}.{key}", depth + 1)
         return
     if kind is list or kind is tuple or kind is FrozenList:
         for index, item in enumerate(value):
-            _locate(item, f"{path}[{index}]")
+            _locate(item, f"{path}[{index}]", depth + 1)
         return
     if kind is float:
         if not math.isfinite(value):
@@ -120,7 +132,8 @@ def _locate(value: Any, path: str) -> None:
 
 
 def copy_json(value: Any, path: str = "$") -> Any:
-    """Return a deep copy of *value* (plain containers) after checking that it is lossless JSON.
+    """Return a deep copy of *value* (plain containers) after checking that it is lossless JSON nested at most
+    :data:`~dsh._jsonlimits.MAX_LOG_DEPTH` deep (deeper data could be logged but not written or loaded).
 
     *path* names *value* in the error message; it costs nothing unless *value* is rejected."""
     try:

@@ -2,7 +2,12 @@
 
 Guarantees:
 
-* ``events[i].seq == i`` always; a seeded session checks it on construction.
+* Seqs are contiguous from 0 (a seeded session checks it on construction) and ``events`` holds them in
+  order; ``events[i].seq == i`` until :meth:`Session.release_chunks` drops the streamed chunks of closed steps
+  (a durable backend calls it once those are in its file): then ``events`` skips them, and nothing in the
+  live process needs them (messages derive from ``assistant/message``; replays read the file).
+* Data deeper than :data:`~dsh._jsonlimits.MAX_LOG_DEPTH` is refused by the append itself, before the event
+  exists (it could be logged but never written or loaded).
 * ``data`` is lossless JSON and is copied on append, so the log never aliases caller objects; events are
   frozen and must be treated as immutable.
 * :meth:`Session.append` pushes first and then notifies the store's hook synchronously (which emits
@@ -149,7 +154,16 @@ class DerivedMessage(FrozenDict):
 class Session:
     """An append-only event log with a header. Create sessions through ``ctx.sessions``."""
 
-    __slots__ = ("_derived", "_derived_tokens", "_derived_upto", "_events", "_hook", "header")
+    __slots__ = (
+        "_derived",
+        "_derived_tokens",
+        "_derived_upto",
+        "_events",
+        "_hook",
+        "_next_seq",
+        "_release_from",
+        "header",
+    )
 
     def __init__(self, header: SessionHeader, seed: Sequence[SessionEvent] = (), *, seed_owned: bool = False) -> None:
         """*seed_owned*: the seed's data were just parsed from JSON by a strict parser and nobody else holds
@@ -167,6 +181,9 @@ class Session:
         self._derived: list[DerivedMessage] = []
         self._derived_upto = 0
         self._derived_tokens = 0
+        self._next_seq = len(events)
+        self._release_from = 0
+        """Index in ``_events`` before which no releasable chunk is left."""
 
     @property
     def id(self) -> str:
@@ -174,13 +191,13 @@ class Session:
 
     @property
     def events(self) -> Sequence[SessionEvent]:
-        """A read-only view of the log (a tuple snapshot)."""
+        """A read-only view of the log (a tuple snapshot), without the chunks already released."""
         return tuple(self._events)
 
     @property
     def seq(self) -> int:
-        """The seq the next event will get (= the number of events)."""
-        return len(self._events)
+        """The seq the next event will get (= the number of events appended or seeded)."""
+        return self._next_seq
 
     def last(self, *types: str) -> SessionEvent | None:
         """The most recent event whose type is one of *types*."""
@@ -192,12 +209,58 @@ class Session:
     def append(self, type: str, data: dict[str, Any]) -> SessionEvent:
         """Validate and copy *data*, push the event, then notify (``session/event``) synchronously."""
         copied = _copy_text_chunk(data) if type == "assistant/chunk" else None
-        event = SessionEvent(type, len(self._events), time.time(), copied or copy_json(data, type))
+        event = SessionEvent(type, self._next_seq, time.time(), copied or copy_json(data, type))
         self._events.append(event)
+        self._next_seq += 1
         hook = self._hook
         if hook is not None:
             hook(self, event)
         return event
+
+    def release_chunks(self, before_seq: int) -> int:
+        """Drop from memory the ``assistant/chunk`` events of every step closed (by its ``assistant/message`` or
+        ``step/end``) before *before_seq*; return how many were dropped.
+
+        For a durable backend, once those events are in its file: a long-lived session then holds no streamed
+        chunk of a finished step. Chunks of a step still open stay (nothing closed them yet). Amortised O(1)
+        per event: each call looks only at events after the previous call's first open chunk."""
+        events = self._events
+        start = self._release_from
+        end = len(events)
+        while end > start and events[end - 1].seq >= before_seq:
+            end -= 1
+        if end <= start:
+            return 0
+        closed: set[tuple[Any, Any]] = set()
+        kept: list[SessionEvent] = []
+        open_chunk = -1  # index in kept (reversed) of the earliest chunk kept
+        dropped_before_derived = 0
+        derived_upto = self._derived_upto
+        for index in range(end - 1, start - 1, -1):
+            event = events[index]
+            kind = event.type
+            if kind == "assistant/chunk":
+                if type(event) is ChunkEvent:
+                    key: tuple[Any, Any] = (event._turn, event._step)
+                else:
+                    data = event.data
+                    key = (data.get("turn"), data.get("step"))
+                if key in closed:
+                    if index < derived_upto:
+                        dropped_before_derived += 1
+                    continue
+                open_chunk = len(kept)
+            elif kind == "assistant/message" or kind == "step/end":
+                data = event.data
+                closed.add((data.get("turn"), data.get("step")))
+            kept.append(event)
+        dropped = (end - start) - len(kept)
+        kept.reverse()
+        if dropped:
+            events[start:end] = kept
+            self._derived_upto = derived_upto - dropped_before_derived
+        self._release_from = start + (len(kept) - 1 - open_chunk if open_chunk >= 0 else len(kept))
+        return dropped
 
     def derive_messages(self) -> MessageList:
         """The conversation as model messages (reference §6.2): a new list of shared, read-only messages.
