@@ -98,7 +98,8 @@ def tool_call(name: str = "read_file", arguments: str = '{"path": "/a"}', call_i
     return event("tool/call", {"turn": 1, "step": 0, "call_id": call_id, "name": name, "arguments": arguments})
 
 
-def test_tool_call_is_a_tool_call_in_progress_with_title_kind_and_parsed_raw_input() -> None:
+def test_tool_call_is_a_pending_tool_call_with_title_kind_and_parsed_raw_input() -> None:
+    """Issue #11: the card is pending until the permission gate lets it run (then in_progress)."""
     updates = project(tool_call("read_file", '{"path": "/a", "limit": 3}', "call-7"))
     assert updates == [
         {
@@ -106,7 +107,7 @@ def test_tool_call_is_a_tool_call_in_progress_with_title_kind_and_parsed_raw_inp
             "toolCallId": "call-7",
             "title": "read_file",
             "kind": "read",
-            "status": "in_progress",
+            "status": "pending",
             "rawInput": {"path": "/a", "limit": 3},
         }
     ]
@@ -413,6 +414,15 @@ def test_encode_update_of_any_other_shape_equals_json_dumps(update: dict[str, An
     from dsh.frontends.acp._projection import encode_update
 
     assert encode_update(update) == _compact_utf8(update)
+
+
+def test_tool_running_is_the_cards_in_progress_update() -> None:
+    """Issue #11: the permission gate logs ``tool/running`` when it lets a call run; live and replay alike."""
+    event = SessionEvent("tool/running", 3, 1_700_000_000.0, {"call_id": "call-7"})
+    expected = [{"sessionUpdate": "tool_call_update", "toolCallId": "call-7", "status": "in_progress"}]
+    assert project(event) == expected
+    assert project(event, replay=True) == expected
+    assert_valid(expected)
 
 
 @given(st.sampled_from(["text-delta", "reasoning-delta"]), st.text(), st.integers(0, 10**6), st.integers(0, 10**6))

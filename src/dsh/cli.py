@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import typer
 
 from dsh.app import DEFAULT_MODEL
+from dsh.frontends.setup_cli import setup as _setup
 from dsh.mcp._cli import mcp_app
 
 if TYPE_CHECKING:
@@ -158,6 +159,9 @@ def version() -> None:
     from dsh import __version__
 
     sys.stdout.write(f"dsh {__version__}\n")
+
+
+app.command("setup")(_setup)
 
 
 sessions_app = typer.Typer(

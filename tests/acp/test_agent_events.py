@@ -164,6 +164,7 @@ async def test_asked_the_stream_interleaves_with_updates_and_answers_in_loop_ord
                 finish("tool-calls", 2, 1),
                 ("update", "tool_call"),
                 ("tool-call", {"turn": 2, "step": 1, "callId": "c1", "name": "nope", "arguments": '{"x": 1}'}),
+                ("update", "tool_call_update"),  # issue #11: in_progress (the permission gate let it run)
                 ("update", "tool_call_update"),
                 (
                     "tool-result",
@@ -212,6 +213,12 @@ async def test_asked_the_stream_interleaves_with_updates_and_answers_in_loop_ord
             async with anyio.create_task_group() as group:
                 group.start_soon(dsh.prompt, session_id, "cancel me")
                 await dsh.client.agent_events.wait_for(session_id, "tool-call", mark, callId="c2")
+                await dsh.client.wait_until(  # issue #11: the command runs once its card is in_progress
+                    lambda: any(
+                        getattr(u, "tool_call_id", None) == "c2" and getattr(u, "status", None) == "in_progress"
+                        for _, u in dsh.client.updates
+                    )
+                )
                 await dsh.conn.cancel(session_id=session_id)
             await dsh.client.agent_events.wait_idle(session_id, mark)
             frames = wire(dsh, session_id, start)
@@ -241,6 +248,7 @@ async def test_asked_the_stream_interleaves_with_updates_and_answers_in_loop_ord
                         "arguments": '{"command": "sleep 60"}',
                     },
                 ),
+                ("update", "tool_call_update"),  # in_progress
                 ("update", "tool_call_update"),
                 result[0],
                 ("step-end", {"turn": 5, "step": 1}),

@@ -134,11 +134,13 @@ async def test_tool_call_card_for_an_unknown_tool(tmp_path: Path) -> None:
             updates = stream(dsh.client.of(session_id))
             kinds = [type(u).__name__ for u in updates]
             start = next(i for i, u in enumerate(updates) if isinstance(u, ToolCallStart))
-            finish = next(i for i, u in enumerate(updates) if isinstance(u, ToolCallProgress))
+            finish = next(  # issue #11: after in_progress (the gate let it run), the final status
+                i for i, u in enumerate(updates) if isinstance(u, ToolCallProgress) and u.status != "in_progress"
+            )
             card, result = updates[start], updates[finish]
             assert start < finish, kinds
             assert card.tool_call_id == "call_model_1"
-            assert card.status == "in_progress"
+            assert card.status == "pending"  # issue #11: in_progress only once it runs
             assert card.title == "list_nothing"
             assert card.raw_input == {"path": "."}
             assert result.tool_call_id == "call_model_1"
@@ -148,7 +150,7 @@ async def test_tool_call_card_for_an_unknown_tool(tmp_path: Path) -> None:
             after = [u.content.text for u in updates[finish + 1 :] if isinstance(u, AgentMessageChunk)]
             assert "".join(before) == "Let me look."
             assert "".join(after) == "That tool does not exist."
-            assert len(updates) == len(before) + 2 + len(after), kinds
+            assert len(updates) == len(before) + 3 + len(after), kinds  # issue #11: pending, in_progress, failed
 
 
 async def test_max_tokens_answers_max_tokens(tmp_path: Path) -> None:
@@ -380,11 +382,12 @@ async def test_tool_cards_complete_and_fail_when_cancelled(tmp_path: Path) -> No
             assert stop_reason(response) == "end_turn"
             cards = [u for u in dsh.client.of(session_id) if isinstance(u, ToolCallStart | ToolCallProgress)]
             assert [(type(c).__name__, c.tool_call_id, c.status) for c in cards] == [
-                ("ToolCallStart", "call_greet", "in_progress"),
+                ("ToolCallStart", "call_greet", "pending"),  # issue #11: pending until it runs
+                ("ToolCallProgress", "call_greet", "in_progress"),
                 ("ToolCallProgress", "call_greet", "completed"),
             ]
             assert cards[0].raw_input == {"name": "editor"}
-            result = cards[1].content
+            result = cards[2].content
             assert result is not None and len(result) == 1
             assert isinstance(result[0].content, TextContentBlock)
             assert result[0].content.text == "hello, editor"
@@ -393,12 +396,17 @@ async def test_tool_cards_complete_and_fail_when_cancelled(tmp_path: Path) -> No
             seen = len(dsh.client.updates)
             waiting = Prompt(dsh, session_id, "wait for it")
             group.start_soon(waiting.run)
-            await dsh.client.wait_until(lambda: any(isinstance(u, ToolCallStart) for _, u in dsh.client.updates[seen:]))
+            await dsh.client.wait_until(
+                lambda: any(
+                    isinstance(u, ToolCallProgress) and u.status == "in_progress" for _, u in dsh.client.updates[seen:]
+                )
+            )
             await dsh.conn.cancel(session_id=session_id)
             assert stop_reason(await waiting.result()) == "cancelled"
             cards = [u for _, u in dsh.client.updates[seen:] if isinstance(u, ToolCallStart | ToolCallProgress)]
             assert [(type(c).__name__, c.tool_call_id, c.status) for c in cards] == [
-                ("ToolCallStart", "call_wait", "in_progress"),
+                ("ToolCallStart", "call_wait", "pending"),
+                ("ToolCallProgress", "call_wait", "in_progress"),
                 ("ToolCallProgress", "call_wait", "failed"),
             ]
             answer_at = dsh.response_index(dsh.prompt_request_id("wait for it"))

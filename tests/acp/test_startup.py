@@ -30,6 +30,7 @@ BEFORE_THE_ANSWER = {
     "dsh.errors",
     "dsh.frontends",
     "dsh.frontends.acp",
+    "dsh.frontends.acp._auth",
     "dsh.frontends.acp._boot",
     "dsh.frontends.acp._daemon",
     "dsh.frontends.acp._framing",

@@ -69,7 +69,7 @@ async def test_allow_once_writes_the_file_and_the_card_precedes_the_request(tmp_
             "toolCallId": "w1",
             "title": "Write src/hello.txt",
             "kind": "edit",
-            "status": "in_progress",
+            "status": "pending",  # issue #11: waiting for the permission is pending, not in_progress
             "rawInput": {"path": "src/hello.txt", "content": "hello\n"},
             "locations": [{"path": str(target)}],
         }
@@ -87,6 +87,11 @@ async def test_allow_once_writes_the_file_and_the_card_precedes_the_request(tmp_
         assert final["status"] == "completed"
         assert {"type": "diff", "path": str(target), "oldText": None, "newText": "hello\n"} in final["content"]
         assert card_position(editor, session, "w1", "tool_call_update") > position
+        # pending (card) → request → in_progress (it runs) → completed, in this order on the wire
+        statuses = [(i, u["status"]) for i, u in editor.dsh.update_frames(session) if u.get("toolCallId") == "w1"]
+        statuses = [(i, status) for i, status in statuses if status is not None]
+        assert [status for _, status in statuses] == ["pending", "in_progress", "completed"]
+        assert statuses[0][0] < position < statuses[1][0] < statuses[2][0]
         assert editor.client.text(session) == "written"
     assert len(client.permissions()) == 1
 

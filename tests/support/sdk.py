@@ -43,6 +43,7 @@ from acp.schema import (
     InitializeResponse,
     ListSessionsResponse,
     LoadSessionResponse,
+    LogoutResponse,
     NewSessionResponse,
     PromptResponse,
     ResumeSessionResponse,
@@ -68,6 +69,7 @@ __all__ = [
 RESULT_MODELS: dict[str, type[BaseModel]] = {
     "initialize": InitializeResponse,
     "authenticate": AuthenticateResponse,
+    "logout": LogoutResponse,
     "session/new": NewSessionResponse,
     "session/prompt": PromptResponse,
     "session/load": LoadSessionResponse,

@@ -43,6 +43,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
 
 import anyio
 
@@ -259,6 +260,10 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+KEYED_HOSTS = frozenset({"api.openai.com", "api.anthropic.com", "api.deepseek.com"})
+"""Public APIs that always need a key, whatever ``key_required`` says."""
+
+
 class HttpProvider:
     """The transport of one provider (one ``name``, one :class:`ProviderSettings`)."""
 
@@ -295,13 +300,18 @@ class HttpProvider:
         return Endpoint(base_url.rstrip("/"), key)
 
     def missing_key(self) -> str | None:
-        """What to set when a required key is missing now (the variable, or ``api_key``); None when none is."""
+        """What to set when a required key is missing now (the variable, or ``api_key``); None when none is. A
+        provider that takes no key (``key_required: false``, for local servers) still needs one for a public API
+        (:data:`KEYED_HOSTS`)."""
+        where = self.settings.api_key_env or f"providers.{self.name}.api_key"
         try:
-            self.endpoint()
+            endpoint = self.endpoint()
         except LlmError as error:
             if error.code == "MISSING_API_KEY":
-                return self.settings.api_key_env or f"providers.{self.name}.api_key"
+                return where
             raise
+        if endpoint.api_key is None and urlsplit(endpoint.base_url).hostname in KEYED_HOSTS:
+            return where
         return None
 
     def _base_url_hint(self) -> str:

@@ -29,14 +29,17 @@ from typing import Any
 
 from dsh import __version__
 
-__all__ = ["AUTH_METHOD_ID", "PROTOCOL_VERSION", "fast_initialize", "initialize_result"]
+__all__ = ["PROTOCOL_VERSION", "fast_initialize", "initialize_result"]
 
-AUTH_METHOD_ID = "dsh-local"
 PROTOCOL_VERSION = 1
 
 
 def initialize_result(
-    *, durable: bool, mcp: dict[str, bool] | None = None, meta: dict[str, Any] | None = None
+    *,
+    durable: bool,
+    mcp: dict[str, bool] | None = None,
+    meta: dict[str, Any] | None = None,
+    auth_methods: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The result of ``initialize`` (*durable*: sessions are stored, so they can be loaded, listed, resumed;
     *mcp*: the MCP transports beyond stdio, none by default; *meta*: the ``agentCapabilities._meta`` entries
@@ -45,20 +48,16 @@ def initialize_result(
         "loadSession": durable,
         "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
         "mcpCapabilities": mcp if mcp is not None else {"http": False, "sse": False},
-        "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}} if durable else {},
+        "sessionCapabilities": ({"list": {}, "resume": {}, "close": {}, "delete": {}} if durable else {})
+        | {"additionalDirectories": {}},
+        "auth": {"logout": {}},
     }
     if meta:
         capabilities["_meta"] = meta
     return {
         "protocolVersion": PROTOCOL_VERSION,  # the only version we speak, whatever was asked (spec rule)
         "agentCapabilities": capabilities,
-        "authMethods": [
-            {
-                "id": AUTH_METHOD_ID,
-                "name": "No sign-in needed",
-                "description": "dsh uses local or configured models; there is nothing to sign in to.",
-            }
-        ],
+        "authMethods": auth_methods if auth_methods is not None else [],
         "agentInfo": {"name": "dsh", "title": "dsh", "version": __version__},
     }
 
@@ -81,7 +80,12 @@ capabilities (see :meth:`AcpFrontend.add_capability_hook`), computed without the
 
 
 def fast_initialize(
-    frame: bytes, *, durable: bool, mcp: dict[str, bool] | None = None, announce: Announce | None = None
+    frame: bytes,
+    *,
+    durable: bool,
+    mcp: dict[str, bool] | None = None,
+    announce: Announce | None = None,
+    auth: Callable[[dict[str, Any]], list[dict[str, Any]]] | None = None,
 ) -> tuple[bytes, dict[str, Any]] | None:
     """The response frame to *frame* and its params, when *frame* is a plain ``initialize``; else None."""
     try:
@@ -101,6 +105,9 @@ def fast_initialize(
             return None
     if "clientCapabilities" in params and params["clientCapabilities"] is None:
         return None  # the model's default is {}, None is not accepted for it: let the full stack say so
-    meta = announce(params.get("clientCapabilities") or {}) if announce is not None else None
-    response = {"jsonrpc": "2.0", "result": initialize_result(durable=durable, mcp=mcp, meta=meta), "id": request_id}
+    capabilities = params.get("clientCapabilities") or {}
+    meta = announce(capabilities) if announce is not None else None
+    methods = auth(capabilities) if auth is not None else None
+    result = initialize_result(durable=durable, mcp=mcp, meta=meta, auth_methods=methods)
+    response = {"jsonrpc": "2.0", "result": result, "id": request_id}
     return json.dumps(response, separators=(",", ":"), allow_nan=False).encode(), params

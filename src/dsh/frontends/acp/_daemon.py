@@ -240,6 +240,7 @@ async def _first_frames(frames: _Frames, stop: anyio.Event) -> list[bytes | Over
 async def _serve(protocol_fd: int, options: DaemonOptions, plugins: list[Any]) -> int:
     """Answer the first ``initialize`` (:mod:`._boot`, standard library only), then build the application and
     serve everything else, in arrival order."""
+    from dsh.frontends.acp._auth import auth_methods
     from dsh.frontends.acp._boot import fast_initialize
     from dsh.frontends.acp._stdio import FrameWriter, StdinReader
 
@@ -256,7 +257,7 @@ async def _serve(protocol_fd: int, options: DaemonOptions, plugins: list[Any]) -
         boot_answer: bytes | None = None
         if early and isinstance(early[0], bytes) and not plugins:  # extra plugins' initialize hooks are unknown
             answered = fast_initialize(  # the daemon always stores sessions and always loads the MCP plugin
-                early[0], durable=True, mcp=_MCP_TRANSPORTS, announce=_announced(options)
+                early[0], durable=True, mcp=_MCP_TRANSPORTS, announce=_announced(options), auth=auth_methods
             )
             if answered is not None:
                 boot_answer, initialized = answered

@@ -38,8 +38,9 @@ from dsh._log import get_logger
 from dsh.app import DEFAULT_MODEL
 from dsh.errors import error_code, error_message
 from dsh.events import TurnEndReason
+from dsh.frontends.acp._auth import AGENT_METHOD_ID, AuthState, auth_methods
 from dsh.frontends.acp._backpressure import FlowControl, stream_gate
-from dsh.frontends.acp._boot import AUTH_METHOD_ID, initialize_result
+from dsh.frontends.acp._boot import initialize_result
 from dsh.frontends.acp._commands import CommandDesk, commands_hooks
 from dsh.frontends.acp._content import prompt_content
 from dsh.frontends.acp._delegation import EditorDelegation
@@ -53,6 +54,7 @@ from dsh.frontends.acp._permissions import (
 from dsh.frontends.acp._pickers import Pickers
 from dsh.frontends.acp._projection import Presenter, encode_chunk_update, encode_update, failed_update, project
 from dsh.frontends.acp._questions import QuestionDesk, exit_plan_mode_tool
+from dsh.frontends.acp._roots import add_session_roots
 from dsh.frontends.acp._rpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, Connection, RpcError, arrival
 from dsh.frontends.acp._wire import (
     AuthenticateParams,
@@ -60,6 +62,7 @@ from dsh.frontends.acp._wire import (
     InitializeParams,
     ListSessionsParams,
     LoadSessionParams,
+    LogoutParams,
     NewSessionParams,
     PromptParams,
     SessionIdParams,
@@ -78,6 +81,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AUTH_METHOD_ID", "AcpFrontend", "AcpOptions", "acp_plugin"]
 
+AUTH_METHOD_ID = AGENT_METHOD_ID
 CANCEL_WATCHDOG = 2.0
 LIST_PAGE = 50
 log = get_logger("dsh.acp")
@@ -134,6 +138,9 @@ class _AcpSession:
     even if its handler runs after the cancel's."""
     cancelling: int = 0
     """Generation of the pending cancel (0: none); the watchdog only acts on its own generation."""
+    roots: list[str] = field(default_factory=list)
+    """The session's ``additionalDirectories`` (roots besides the cwd, :mod:`._roots`)."""
+    remove_roots: Callable[[], None] = lambda: None
 
 
 def _stop_reason(reason: TurnEndReason) -> dict[str, Any] | RpcError:
@@ -187,6 +194,7 @@ class AcpFrontend:
         self._closing_ids: set[str] = set()
         self._prefixes: dict[str, bytes] = {}
         self.client_capabilities: dict[str, Any] = {}
+        self.auth = AuthState(ctx.llm)
         self.desk = CommandDesk(ctx, self)
         self.pickers = Pickers(ctx, options.model, options.models, self._update)
         self._capability_hooks: list[Callable[[dict[str, Any]], dict[str, Any]]] = []
@@ -198,6 +206,7 @@ class AcpFrontend:
         return {
             "initialize": (InitializeParams, self.initialize),
             "authenticate": (AuthenticateParams, self.authenticate),
+            "logout": (LogoutParams, self.logout),
             "session/new": (NewSessionParams, self.new_session),
             "session/prompt": (PromptParams, self.prompt),
             "session/cancel": (CancelParams, self.cancel),
@@ -221,19 +230,25 @@ class AcpFrontend:
         meta = {
             key: value for hook in self._capability_hooks for key, value in hook(params.client_capabilities).items()
         }
-        return initialize_result(durable=self._persistence() is not None, mcp=mcp_capabilities(self), meta=meta)
+        return initialize_result(
+            durable=self._persistence() is not None,
+            mcp=mcp_capabilities(self),
+            meta=meta,
+            auth_methods=auth_methods(self.client_capabilities),
+        )
 
     async def authenticate(self, params: AuthenticateParams) -> dict[str, Any]:
-        if params.method_id != AUTH_METHOD_ID:
-            raise RpcError(
-                INVALID_PARAMS, f"unknown authentication method {params.method_id!r}; use {AUTH_METHOD_ID!r}"
-            )
-        return {}
+        return self.auth.authenticate(params.method_id, self._options.model)
+
+    async def logout(self, params: LogoutParams) -> dict[str, Any]:
+        return self.auth.logout()
 
     async def new_session(self, params: NewSessionParams) -> dict[str, Any]:
         self._check_open()
         if not os.path.isabs(params.cwd):
             raise RpcError(INVALID_PARAMS, f"cwd must be an absolute path, got {params.cwd!r}", {"field": "cwd"})
+        roots = params.additional_directories
+        add_session_roots(None, "", roots)  # checked before anything is created
         unserved = self._ctx.llm.unserved(self._options.model)
         if unserved is not None:
             raise RpcError(INTERNAL_ERROR, f"dsh cannot start a session: {unserved}", {"model": self._options.model})
@@ -245,6 +260,8 @@ class AcpFrontend:
             agent_options=AgentOptions(model=self._options.model, system_prompt=self._options.system_prompt),
         )
         record = self._record(session_id, params.cwd, handle, list(params.mcp_servers))
+        record.remove_roots = add_session_roots(self._ctx.get("workspace"), session_id, roots)
+        record.roots = list(roots)
         self._sessions[session_id] = record
         open_mcp(self, record)
         self.desk.opened(record)
@@ -257,6 +274,7 @@ class AcpFrontend:
         invoked = self.desk.match(record, params.prompt)
         if invoked is None:
             content = prompt_content(params.prompt, accept_images=False)
+            self.auth.check_prompt(record.model)  # a prompt for the model: its key must be there
             await self.desk.wait_turn(record)
         else:
             result = await self.desk.run(record, *invoked, number)
@@ -265,6 +283,7 @@ class AcpFrontend:
             if result.prompt is None:
                 return {"stopReason": result.stop_reason}
             content = result.prompt
+            self.auth.check_prompt(record.model)
         if number < record.cancelled_at:
             return {"stopReason": "cancelled"}  # sent before a cancel that overtook this handler
         pending = _Prompt(message_id=str(uuid.uuid4()))
@@ -423,6 +442,7 @@ class AcpFrontend:
             raise RpcError(INVALID_PARAMS, f"cwd must be an absolute path, got {params.cwd!r}", {"field": "cwd"})
         if session_id in self._sessions or session_id in self._opening:
             raise RpcError(INVALID_PARAMS, f"session {session_id} is already open", {"sessionId": session_id})
+        add_session_roots(None, "", params.additional_directories)  # checked before anything is opened
         if self._persistence() is None:
             raise RpcError(INTERNAL_ERROR, "session persistence is not configured")
         self._opening.add(session_id)
@@ -446,6 +466,8 @@ class AcpFrontend:
                 {"sessionId": session_id, "cwd": stored_cwd},
             )
         record = self._record(session_id, params.cwd, handle, list(params.mcp_servers))
+        record.remove_roots = add_session_roots(self._ctx.get("workspace"), session_id, params.additional_directories)
+        record.roots = list(params.additional_directories)
         record.policy.rules = rules_from_log(session.events)
         self.pickers.restore(record, session.events)
         record.titled = session.last("user/message") is not None
@@ -522,6 +544,7 @@ class AcpFrontend:
         self._settle_cancelled(record)
         self._sessions.pop(record.id, None)
         self.desk.closed(record.id)
+        record.remove_roots()
 
     # -- events -----------------------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import os
 from typing import TYPE_CHECKING, Any, Literal
 
 from dsh._log import get_logger
-from dsh.frontends.acp._permissions import PERMISSION_OPTIONS, RULE_EVENT
+from dsh.frontends.acp._permissions import PERMISSION_OPTIONS, RULE_EVENT, RUNNING_EVENT
 from dsh.frontends.acp._projection import card_fields
 from dsh.frontends.acp._rpc import RpcError
 from dsh.kernel import abortable
@@ -47,7 +47,7 @@ class PermissionGate:
         kind = str(tool.meta.get("kind", "other")) if tool is not None else "other"
         asks = bool(tool.meta.get("asks")) if tool is not None else False
         card = record.present(execution.name, execution.arguments) if record.present is not None else None
-        outside = _outside_paths(tool, execution.arguments, card, record.cwd)
+        outside = _outside_paths(tool, execution.arguments, card, record.cwd, record.roots)
         decision: str = record.policy.decide(execution.name, kind, outside=bool(outside), asks=asks)
         asked = decision == "ask"
         if asked:
@@ -62,13 +62,11 @@ class PermissionGate:
                 execution.name, kind, outside=bool(outside), once=decision == "refuse-once", asks=asks
             )
             return _refused(execution, message)
-        if asked:  # the card showed "pending" while the user decided
-            self._frontend.tool_update(
-                record.id,
-                {"sessionUpdate": "tool_call_update", "toolCallId": execution.call_id, "status": "in_progress"},
-            )
         if outside:
             _grant(execution, outside)
+        # The card was "pending" (waiting for the gate, and for the user when asked); it runs now. Logged, so a
+        # replay shows the same pending → in_progress → completed as the live stream.
+        record.handle.agent.session.append(RUNNING_EVENT, {"call_id": execution.call_id})
         return await next_()
 
     async def _ask(self, record: _AcpSession, execution: ToolExecution, card: Any, kind: str) -> str:
@@ -122,23 +120,28 @@ def _refused(execution: ToolExecution, message: str) -> ToolResult:
     )
 
 
-def _outside_paths(tool: Any, arguments: Any, card: Any, cwd: str) -> list[str]:
-    """The paths a call would touch outside the session's directory (symlinks resolved): from the tool's
-    ``paths`` function when it has one, else from the locations on its card."""
+def _outside_paths(tool: Any, arguments: Any, card: Any, cwd: str, roots: list[str]) -> list[str]:
+    """The paths a call would touch outside the session's directory and its additional roots (symlinks
+    resolved): from the tool's ``paths`` function when it has one, else from the locations on its card."""
     paths_of = tool.meta.get("paths") if tool is not None else None
+    candidates: list[str] | None = None
     if paths_of is not None:
         try:
-            return [resolved.path for resolved in paths_of(arguments, cwd) if not resolved.inside]
+            candidates = [resolved.path for resolved in paths_of(arguments, cwd) if not resolved.inside]
         except Exception:
             log.warning("tool paths function failed", tool=getattr(tool, "name", "?"))
-    locations = getattr(card, "locations", ()) or ()
-    root = os.path.realpath(cwd)
-    outside = []
-    for path, _line in locations:
-        real = os.path.realpath(path)
-        if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
-            outside.append(path)
-    return outside
+    if candidates is None:
+        candidates = [path for path, _line in getattr(card, "locations", ()) or ()]
+    return [path for path in candidates if not _within_any(path, [cwd, *roots])]
+
+
+def _within_any(path: str, roots: list[str]) -> bool:
+    real = os.path.realpath(path)
+    for root in roots:
+        base = os.path.realpath(root)
+        if real == base or real.startswith(base.rstrip(os.sep) + os.sep):
+            return True
+    return False
 
 
 def _grant(execution: ToolExecution, paths: list[str]) -> None:

@@ -26,6 +26,7 @@ __all__ = [
     "MODES",
     "MODE_IDS",
     "RULE_EVENT",
+    "RUNNING_EVENT",
     "Decision",
     "PERMISSION_OPTIONS",
     "SessionPolicy",
@@ -45,6 +46,9 @@ MODE_IDS = frozenset(mode for mode, _, _ in MODES)
 EDIT_KINDS = frozenset({"edit", "delete", "move"})
 COMMAND_KINDS = frozenset({"execute"})
 RULE_EVENT = "permission/rule"
+RUNNING_EVENT = "tool/running"
+"""Logged by the permission gate when it lets a call run: the card goes ``pending`` → ``in_progress``. In the log
+(not only on the wire) so that a replay shows the same transitions as the live stream did."""
 
 PERMISSION_OPTIONS: tuple[tuple[str, str], ...] = (
     ("allow_once", "Allow"),

@@ -10,7 +10,8 @@ Mapping:
 | ``assistant/chunk`` text-delta        | ``agent_message_chunk`` (messageId per turn and step)        |
 | ``assistant/chunk`` reasoning-delta   | ``agent_thought_chunk`` (its own messageId)                  |
 | other chunks (usage, finish, …)       | none (``block-end`` would duplicate the streamed text)       |
-| ``tool/call``                         | ``tool_call`` (in_progress, title, kind, rawInput)           |
+| ``tool/call``                         | ``tool_call`` (pending, title, kind, rawInput)               |
+| ``tool/running`` (permission gate)    | ``tool_call_update`` (in_progress)                           |
 | ``tool/result``                       | ``tool_call_update`` (completed or failed, text content; the |
 |                                       | title and kind of ``display.card`` when the tool gives one)  |
 | ``user/message`` (replay only)        | ``user_message_chunk`` per text block                        |
@@ -158,13 +159,15 @@ def project(event: SessionEvent, *, replay: bool = False, present: Presenter | N
             "toolCallId": data["call_id"],
             "title": name,
             "kind": tool_kind(name),
-            "status": "in_progress",
+            "status": "pending",  # in_progress once it runs (the permission gate says so), never before
             "rawInput": raw_input,
         }
         card = present(name, raw_input) if present is not None else None
         if card is not None:
             call.update(card_fields(card))
         return [call]
+    if kind == "tool/running":  # the permission gate let the call run
+        return [{"sessionUpdate": "tool_call_update", "toolCallId": data["call_id"], "status": "in_progress"}]
     if kind == "tool/result":
         update: dict[str, Any] = {
             "sessionUpdate": "tool_call_update",

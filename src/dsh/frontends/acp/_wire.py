@@ -19,6 +19,7 @@ __all__ = [
     "InitializeParams",
     "ListSessionsParams",
     "LoadSessionParams",
+    "LogoutParams",
     "NewSessionParams",
     "PromptParams",
     "SessionIdParams",
@@ -57,6 +58,10 @@ class InitializeParams(Wire):
 
 class AuthenticateParams(Wire):
     method_id: str
+
+
+class LogoutParams(Wire):
+    pass
 
 
 class NewSessionParams(Wire):

@@ -117,6 +117,10 @@ class LlmService:
 
         return (current_scope() or self._ctx.scope).effect(remove)
 
+    def uses_credentials(self, model: str) -> bool:
+        """Whether *model*'s provider has a credential check (a key it may need), whatever its state now."""
+        return ":" in model and model.split(":", 1)[0] in self._credentials
+
     def register_reasoning(self, provider: str, support: ReasoningSupport) -> Disposer:
         """Say which of *provider*'s models take a reasoning effort, and how (owned by the calling scope)."""
         self._reasoning[provider] = support
