@@ -82,6 +82,18 @@ async def bench(turns: int, words: int, repeats: int) -> None:
     )
 
 
+def long_session(turns: int, window: int) -> None:
+    """Time per turn at turn 100 and at the end of a long compacted session (scripts/stress_compaction.py)."""
+    from stress_compaction import run_session
+
+    outcome = anyio.run(run_session, turns, window)
+    marks = "  ".join(f"turn {mark}: {seconds * 1e3:.2f} ms" for mark, seconds in sorted(outcome.per_turn.items()))
+    print(
+        f"long session ({turns} echo turns, window {window}, {outcome.compactions} compactions, "
+        f"failed {len(outcome.failed)}): {marks}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--turns", type=int, default=500)
@@ -89,10 +101,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--scaling-turns", type=int, default=5000, help="turns of the per-turn-cost run (0: skip)")
     parser.add_argument("--window", type=int, default=50)
+    parser.add_argument("--long-turns", type=int, default=2000, help="turns of the compacted long session (0: skip)")
     args = parser.parse_args()
     anyio.run(bench, args.turns, args.words, args.repeats)
     if args.scaling_turns:
         anyio.run(scaling, args.scaling_turns, args.window)
+    if args.long_turns:
+        long_session(args.long_turns, 20_000)
 
 
 if __name__ == "__main__":

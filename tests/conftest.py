@@ -45,11 +45,12 @@ async def app() -> AsyncIterator[App]:
 
 @pytest.fixture
 async def core() -> AsyncIterator[Context]:
-    """A running application with the five services, echo, scripted and the loop loaded."""
+    """A running application with the five services, echo, scripted and the loop loaded (not the context plugin:
+    the loop's own tests see no built-in system prompt section)."""
     from dsh.app import load_core
 
     async with App() as application:
-        load_core(application.ctx)
+        load_core(application.ctx, context=False)
         yield application.ctx
 
 

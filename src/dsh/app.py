@@ -7,9 +7,10 @@ run the same plugin graph; each adds its own plugins on top.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from dsh.context import ContextConfig
     from dsh.kernel import Context
     from dsh.providers._settings import ProviderSettings
     from dsh.secrets import SecretsConfig
@@ -28,18 +29,22 @@ def load_core(
     data_dir: str | Path | None = None,
     builtin_tools: bool = True,
     providers: dict[str, ProviderSettings] | None = None,
+    context: ContextConfig | dict[str, Any] | Literal[False] | None = None,
     secrets: SecretsConfig | None = None,
 ) -> None:
     """Load the interface services, the ``commands`` service with the built-in commands, the ``echo`` and ``scripted`` models, the remote providers (the built-ins,
     with *providers* merged over them) and the agent loop into *ctx*; with *data_dir*, also the JSONL session
     persistence (sessions become durable and resumable). ``builtin_tools=False`` leaves out the coding tools
-    (for tests of the loop alone). The ``secrets`` plugin (*providers* and the file's *secrets* section) decides
+    (for tests of the loop alone). *context* configures the ``context`` plugin (system prompt sections, context
+    accounting, compaction; :mod:`dsh.context`); ``context=False`` leaves it out (tests of the loop alone: no
+    built-in section at all). The ``secrets`` plugin (*providers* and the file's *secrets* section) decides
     what the processes started for tools do not see and redacts tool results.
 
     Application order does not matter: each plugin applies once the services it injects exist. Disposal is
     the reverse of this call order, so persistence is loaded first and goes last.
     """
     from dsh.commands import builtin_commands_plugin, commands_plugin
+    from dsh.context import context_plugin
     from dsh.loop import agent_loop_plugin
     from dsh.providers.echo import echo_plugin
     from dsh.providers.remote import remote_providers_plugin
@@ -66,6 +71,8 @@ def load_core(
     ctx.plugin(agents_plugin)
     ctx.plugin(sessions_plugin)
     ctx.plugin(system_prompt_plugin)
+    if context is not False:
+        ctx.plugin(context_plugin, context)
     ctx.plugin(commands_plugin)
     ctx.plugin(builtin_commands_plugin)
     if builtin_tools:

@@ -286,12 +286,22 @@ def config_check(config: ConfigOption = None) -> None:
 
 
 @config_app.command("show")
-def config_show(config: ConfigOption = None) -> None:
+def config_show(
+    config: ConfigOption = None,
+    system_prompt: Annotated[
+        bool, typer.Option("--system-prompt", help="Print the system prompt a new session would send instead.")
+    ] = False,
+    cwd: Annotated[str | None, typer.Option(metavar="DIR", help="With --system-prompt: a session in DIR.")] = None,
+) -> None:
     """Print the effective configuration as YAML, secrets masked as *** (keys from the environment by name)."""
     from dsh.config import render_config
 
     path, loaded = _load_config_or_exit(config)
-    settings_for(config)
+    settings = settings_for(config)
+    if system_prompt:
+        from dsh.context._cli import show_system_prompt
+
+        raise typer.Exit(show_system_prompt(settings, cwd))
     typer.echo(render_config(loaded, source=path, env=os.environ), nl=False)
 
 

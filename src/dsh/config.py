@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dsh.app import DEFAULT_MODEL
+from dsh.context._config import CompactionConfig, SectionOverrides
 from dsh.errors import DshError
 from dsh.mcp._config import McpServerConfig
 from dsh.providers._settings import ProviderSettings
@@ -92,6 +93,10 @@ class DshConfig(BaseModel):
     ``deepseek: {timeout: 60}`` still has DeepSeek's base URL and ``DEEPSEEK_API_KEY``."""
     agents: list[AgentConfig] = Field(default_factory=list)
     """Agents started with the daemon (the agent loop's ``agents``)."""
+    system_prompt_sections: SectionOverrides = Field(default_factory=dict)
+    """Built-in system prompt sections by name: ``false`` removes one, a string replaces its text (dsh.context)."""
+    compaction: CompactionConfig = Field(default_factory=CompactionConfig)
+    """When and how older history is summarised (dsh.context)."""
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
     """MCP servers of every session, by name (:mod:`dsh.mcp`); an editor-given server of the same name wins."""
     secrets: SecretsConfig = Field(default_factory=SecretsConfig)
@@ -395,6 +400,8 @@ def render_config(config: DshConfig | None, *, source: Path | None, env: Mapping
         "data_dir": config.data_dir or _default_data_dir(),
         "providers": {name: _masked(settings) for name, settings in merge_providers(config.providers).items()},
         "agents": [agent.model_dump(mode="json") for agent in config.agents],
+        "system_prompt_sections": dict(config.system_prompt_sections),
+        "compaction": config.compaction.model_dump(mode="json"),
         "secrets": config.secrets.model_dump(mode="json"),
         "mcp_servers": {name: _masked_server(server) for name, server in config.mcp_servers.items()},
     }

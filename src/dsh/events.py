@@ -29,6 +29,7 @@ Waterfall listeners receive the context arguments, then the value, then ``next``
 | agent/turn-continuation    | waterfall | agent, turn, default decision               |
 | agent/steering             | emit      | agent, turn, content, source                |
 | agent/error                | emit      | agent, turn, step, error                    |
+| agent/compact              | waterfall | agent, turn, CompactRequest → data or None  |
 | workspace/read             | waterfall | ReadRequest → str                           |
 | workspace/write            | waterfall | WriteRequest → None                         |
 | workspace/run              | waterfall | RunRequest → CommandResult                  |
@@ -37,13 +38,13 @@ Waterfall listeners receive the context arguments, then the value, then ``next``
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Literal, NotRequired, TypeAlias, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias, TypedDict
 
 from dsh.kernel._events import EmitEvent, EventSpec, Next, ParallelEvent, WaterfallEvent
 
 if TYPE_CHECKING:
     from dsh.questions import Answer, Question
-    from dsh.services.agents import Agent, AgentStatus
+    from dsh.services.agents import Agent, AgentStatus, CompactRequest
     from dsh.services.llm import ContentBlock, GenerateRequest, Message, MessageSource, StreamChunk
     from dsh.services.sessions import Session, SessionEvent
     from dsh.services.system_prompt import PromptAssembly
@@ -110,6 +111,10 @@ AgentRequestListener: TypeAlias = Callable[
 AgentStepResultListener: TypeAlias = Callable[
     ["Agent", int, int, "Message", Next["Message", "Message"]], Awaitable["Message"]
 ]
+AgentCompactListener: TypeAlias = Callable[
+    ["Agent", int, "CompactRequest", Next["CompactRequest", "dict[str, Any] | None"]],
+    Awaitable["dict[str, Any] | None"],
+]
 AgentTurnContinuationListener: TypeAlias = Callable[["Agent", int, bool, Next[bool, bool]], Awaitable[bool]]
 
 AGENT_CREATED: EmitEvent[[Agent]] = EmitEvent("agent/created")
@@ -128,6 +133,10 @@ AGENT_TURN_CONTINUATION: WaterfallEvent[AgentTurnContinuationListener, bool, boo
 )
 AGENT_STEERING: EmitEvent[[Agent, int, list[ContentBlock], MessageSource]] = EmitEvent("agent/steering")
 AGENT_ERROR: EmitEvent[[Agent, int, int, BaseException]] = EmitEvent("agent/error")
+AGENT_COMPACT: WaterfallEvent[AgentCompactListener, CompactRequest, dict[str, Any] | None] = WaterfallEvent(
+    "agent/compact"
+)
+"""``agent.compact()``: run between turns, inside a turn of its own (trigger ``compaction``)."""
 
 # -- workspace (dsh.tools): the built-in tools' file and process access, overridable by front ends ----------
 WorkspaceReadListener: TypeAlias = Callable[["ReadRequest", Next["ReadRequest", str]], Awaitable[str]]

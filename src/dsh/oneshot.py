@@ -6,6 +6,7 @@ catalogue only, never against the loop package.
 
 from __future__ import annotations
 
+import os
 import sys
 import uuid
 from typing import TYPE_CHECKING
@@ -29,6 +30,7 @@ async def run_prompt(text: str, settings: Settings) -> int:
     model no adapter serves (named on stderr with the providers there are). *settings* are the command's
     (:func:`dsh.settings.resolve_settings`): its model, system prompt, log settings and the file's providers."""
     from dsh._log import open_log
+    from dsh.context import context_from_file
 
     outcome: list[TurnEndReason] = []
     model, system = settings.model, settings.system_prompt
@@ -40,6 +42,7 @@ async def run_prompt(text: str, settings: Settings) -> int:
                 ctx,
                 providers=loaded.providers if loaded is not None else None,
                 secrets=loaded.secrets if loaded is not None else None,
+                context=context_from_file(loaded),
             )
             problem = ctx.llm.unserved(model)
             if problem is not None:
@@ -61,7 +64,10 @@ async def _run(ctx: Context, text: str, model: str, system: str | None, outcome:
     ctx.on(ev.AGENT_TURN_END, on_turn_end)
     session_id = f"prompt-{uuid.uuid4()}"
     handle = await ctx.agents.create(
-        agent_id=session_id, session_id=session_id, agent_options=AgentOptions(model=model, system_prompt=system)
+        agent_id=session_id,
+        session_id=session_id,
+        meta={"cwd": os.getcwd()},  # the environment and project-instructions sections describe it
+        agent_options=AgentOptions(model=model, system_prompt=system),
     )
     handle.agent.send([{"type": "text", "text": text}])
     await handle.agent.when_idle()

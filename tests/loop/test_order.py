@@ -398,7 +398,7 @@ async def test_system_is_sections_then_the_agent_prompt_joined_by_a_blank_line(c
 
 async def test_system_and_tools_are_omitted_when_empty() -> None:
     async with App() as app:
-        load_core(app.ctx, builtin_tools=False)  # no tool and no prompt section at all
+        load_core(app.ctx, builtin_tools=False, context=False)  # no tool and no prompt section at all
         requests = record_requests(app.ctx)
         agent = make_agent(app.ctx, [{"text": "ok"}])
         await run(agent, "go")

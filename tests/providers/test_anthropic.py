@@ -249,13 +249,24 @@ async def test_the_request_body_follows_the_messages_format(server: FakeProvider
                         },
                         {"type": "text", "text": "<steering>"},
                         {"type": "text", "text": "And this?"},
-                        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}},
+                        {
+                            "type": "image",
+                            "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"},
+                            "cache_control": {"type": "ephemeral"},
+                        },
                     ],
                 },
             ],
             "stream": True,
-            "system": "You are dsh.",
-            "tools": [{"name": "read", "description": "Read a file", "input_schema": READ_TOOL["parameters"]}],
+            "system": [{"type": "text", "text": "You are dsh.", "cache_control": {"type": "ephemeral"}}],
+            "tools": [
+                {
+                    "name": "read",
+                    "description": "Read a file",
+                    "input_schema": READ_TOOL["parameters"],
+                    "cache_control": {"type": "ephemeral"},
+                }
+            ],
             "temperature": 0.2,
             "stop_sequences": ["END"],
             "thinking": {"type": "enabled", "budget_tokens": 1024},
@@ -322,9 +333,12 @@ async def test_a_tool_round_trip_through_an_agent_sends_back_the_signed_thinking
         {"type": "text", "text": "Both read."}
     ]
     first, second = server.bodies()
-    assert {"name": "peek", "description": "Peek into a file.", "input_schema": ReadArgs.model_json_schema()} in first[
-        "tools"
-    ]
+    assert first["tools"][-1] == {  # the last tool carries the prompt-cache breakpoint
+        "name": "peek",
+        "description": "Peek into a file.",
+        "input_schema": ReadArgs.model_json_schema(),
+        "cache_control": {"type": "ephemeral"},
+    }
     assert second["messages"][-2:] == [
         {
             "role": "assistant",
@@ -346,6 +360,7 @@ async def test_a_tool_round_trip_through_an_agent_sends_back_the_signed_thinking
                     "type": "tool_result",
                     "tool_use_id": "toolu_b",
                     "content": [{"type": "text", "text": "contents of b"}],
+                    "cache_control": {"type": "ephemeral"},  # the last user turn's breakpoint
                 },
             ],
         },

@@ -20,7 +20,7 @@ import asyncio
 import json
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -263,12 +263,13 @@ async def run_daemon(
     plugins: Iterable[str] = (),
     name: str = "dsh",
     allow_errors: bool = False,
+    env: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Daemon]:
     """Spawn ``python -m dsh acp`` (cwd *workdir*) and connect the SDK client to it.
 
     On leaving a block that succeeded with the daemon still alive: stdin EOF, and the daemon must exit 0 within
     :data:`EXIT_DEADLINE`, having logged no error and no traceback (unless *allow_errors*). Whatever happened, the
-    process is reaped.
+    process is reaped. *env*: extra variables (a provider's base URL and key).
     """
     client = RecordingClient()
     stderr_path = workdir / f"{name}.stderr.log"
@@ -279,7 +280,7 @@ async def run_daemon(
             "-m",
             "dsh",
             "acp",
-            env=sandbox_env(workdir, model, data_dir=data_dir, plugins=plugins),
+            env=sandbox_env(workdir, model, data_dir=data_dir, plugins=plugins, extra=env),
             cwd=workdir,
             transport_kwargs={"stderr": stderr},
             observers=[client.observe],

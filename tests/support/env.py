@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +25,11 @@ def sandbox_env(
     data_dir: Path | None = None,
     plugins: Iterable[str] = (),
     python_path: Iterable[Path] = (),
+    extra: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The daemon's whole environment: ``HOME`` and the XDG directories under *workdir*, sessions in *data_dir*
-    (default ``workdir/dsh-data``), ``PYTHONPATH`` = *python_path*, ``src/``, the repository root, the runner's own."""
+    (default ``workdir/dsh-data``), ``PYTHONPATH`` = *python_path*, ``src/``, the repository root, the runner's own;
+    *extra* variables last (a provider's base URL and key)."""
     paths = [str(p) for p in python_path] + [str(SRC), str(ROOT)]
     if os.environ.get("PYTHONPATH"):
         paths.append(os.environ["PYTHONPATH"])
@@ -50,6 +52,7 @@ def sandbox_env(
     plugins = list(plugins)
     if plugins:
         env["DSH_PLUGINS"] = ",".join(plugins)
+    env.update(extra or {})
     return env
 
 

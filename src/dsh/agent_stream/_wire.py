@@ -61,6 +61,8 @@ they are JSON (see :mod:`dsh.agent_stream`)."""
 
 NOT_CARRIED: dict[str, str] = {
     "agent/request": "a waterfall (rewrites the request before a step), not an announcement",
+    "agent/compact": "a waterfall (does agent.compact() between turns); its outcome is the turn/start of trigger "
+    "compaction and the context/compaction session event",
     "agent/step-result": "a waterfall (rewrites the step's message); its tool calls come as agent/tool-call",
     "agent/turn-continuation": "a waterfall (decides whether the turn goes on); its outcome is the next step-start "
     "or the turn-end",

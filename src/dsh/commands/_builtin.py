@@ -106,7 +106,14 @@ async def _compact(invocation: Invocation) -> CommandResult:
     if compact is None:
         return CommandResult(text="Compaction is not available in this session.")
     outcome = await compact(instructions=invocation.args.strip() or None)
-    return CommandResult(text=str(outcome) if outcome else "Conversation compacted.")
+    if not outcome:  # agent.compact(): None when there is nothing older than the recent turns to summarise
+        return CommandResult(text="Nothing to compact yet: the conversation is only its most recent turns.")
+    tokens = outcome.get("tokens_after") if isinstance(outcome, dict) else None
+    return CommandResult(
+        text=f"Conversation compacted (about {tokens} tokens now)."
+        if isinstance(tokens, int)
+        else "Conversation compacted."
+    )
 
 
 BUILTINS: tuple[tuple[str, str, Any, str | None], ...] = (

@@ -77,6 +77,8 @@ class ReactLoopAgent:
         self._done = anyio.Event()
         self._idle_waiters: list[anyio.Event] = []
         self._scope: Scope | None = None
+        self._turn_lock = anyio.Lock()
+        """Held by every turn and by :meth:`compact`: a compaction never interleaves with a turn."""
         self._turn: Any = None
         """The driver's bookkeeping of the current turn (``dsh.loop._driver._Turn``), for :meth:`_stop`."""
 
@@ -153,6 +155,13 @@ class ReactLoopAgent:
         await waiter.wait()
         if self._disposed.is_set():
             await self._done.wait()
+
+    async def compact(self, instructions: str | None = None) -> dict[str, Any] | None:
+        """Compact the conversation between turns (see :class:`~dsh.services.agents.Agent`)."""
+        self._check_alive()
+        from dsh.loop._driver import compact
+
+        return await compact(self, instructions)
 
     # -- lifecycle --------------------------------------------------------------------------------------
 

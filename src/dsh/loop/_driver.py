@@ -28,6 +28,7 @@ from dsh.errors import DshError, ToolArgsError, as_exception, error_code, error_
 from dsh.events import TurnEndReason
 from dsh.kernel import AbortedError, CancelToken
 from dsh.loop._agent import ReactLoopAgent, last_turn_number, turn_is_open
+from dsh.services.agents import CompactRequest
 from dsh.services.llm import (
     BlockAssembler,
     ContentBlock,
@@ -44,7 +45,7 @@ from dsh.services.tools import ToolExecution, error_result
 if TYPE_CHECKING:
     from dsh.loop._inbox import InboxMessage
 
-__all__ = ["inject", "run_loop"]
+__all__ = ["compact", "inject", "run_loop"]
 
 log = get_logger("dsh.loop")
 
@@ -85,8 +86,17 @@ async def run_loop(agent: ReactLoopAgent) -> None:
                     continue
             turn = last_turn_number(agent.session) + 1
             try:
-                with bind_context(session_id=agent.session.id, turn=turn):
-                    await _run_turn(agent, turn)
+                lock = agent._turn_lock
+                if lock.locked():  # a compaction in progress finishes first
+                    await lock.acquire()
+                else:
+                    lock.acquire_nowait()  # no extra scheduling point on the common path
+                try:
+                    turn = last_turn_number(agent.session) + 1
+                    with bind_context(session_id=agent.session.id, turn=turn):
+                        await _run_turn(agent, turn)
+                finally:
+                    lock.release()
             except BaseException as raw:
                 if is_control_flow(raw):
                     raise
@@ -335,7 +345,7 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
     """One step (reference §3.4): assemble, call the model, log what it said, run its tool calls."""
     ctx, session, options = agent._ctx, agent.session, agent.options
     turn_number, step = turn.turn, turn.step
-    assembly = await ctx.system_prompt.assemble()
+    assembly = await ctx.system_prompt.assemble(agent)
     system = "\n\n".join(part for part in (render_prompt(assembly), options.system_prompt) if part)
     request = GenerateRequest(
         model=options.model or "",
@@ -523,3 +533,49 @@ async def _flush_injection(agent: ReactLoopAgent, turn_number: int) -> None:
     except Exception as error:
         log.warning("session/flush failed after inject", agent_id=agent.id, error=error_message(error))
         _emit_error(agent, turn_number, 0, error)
+
+
+async def _no_compaction(agent: object, turn: int, request: CompactRequest) -> dict[str, Any] | None:
+    return None
+
+
+async def compact(agent: ReactLoopAgent, instructions: str | None) -> dict[str, Any] | None:
+    """``agent.compact()``: between turns (it waits for the running one), in a turn of its own (trigger
+    ``compaction``) so the log stays a sequence of turns; the work is the ``agent/compact`` waterfall's (a
+    plugin's). ``agent.cancel()`` aborts it; its errors reach the caller and end the turn ``error``."""
+    async with agent._turn_lock:
+        agent._check_alive()
+        session = agent.session
+        turn_number = last_turn_number(session) + 1
+        signal = CancelToken()
+        agent._current_abort = signal
+        turn = _Turn(agent, turn_number)
+        failure: Exception | None = None
+        result: dict[str, Any] | None = None
+        try:
+            session.append("turn/start", {"turn": turn_number, "trigger": {"kind": "compaction"}})
+            result = await agent._ctx.waterfall(
+                ev.AGENT_COMPACT, agent, turn_number, CompactRequest(instructions, signal), default=_no_compaction
+            )
+        except BaseException as raw:
+            if is_control_flow(raw) and not signal.aborted:
+                raise
+            failure = AbortedError(signal.reason or "aborted") if signal.aborted else as_exception(raw)
+        finally:
+            agent._current_abort = None
+            agent._cancel_requested = False  # a cancel aimed at the compaction must not cancel the next turn
+        if failure is not None:
+            if agent.is_disposed:
+                turn.reason = {"kind": "disposed"}
+            elif signal.aborted:
+                turn.reason = _aborted(signal.reason or "aborted")
+            else:
+                turn.fail(failure)
+        turn.close_turn(emit=False)
+        try:
+            await agent._ctx.sessions.flush(session)
+        except Exception as flush_error:
+            log.warning("session/flush failed after compaction", agent_id=agent.id, error=error_message(flush_error))
+        if failure is not None:
+            raise failure
+        return result

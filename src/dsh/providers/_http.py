@@ -487,6 +487,12 @@ class HttpProvider:
         key = endpoint.api_key
         if _is_unknown_model(status, message, code):
             return self.error(f"unknown model (HTTP {status}){said}", "UNKNOWN_MODEL", key)
+        if status == 413 or code == "context_length_exceeded" or "prompt is too long" in message.lower():
+            return self.error(
+                f"the request does not fit the model's context window (HTTP {status}){said}",
+                "CONTEXT_WINDOW_EXCEEDED",
+                key,
+            )
         if status == 429:
             wait = f"; the server asks to retry after {retry_after:g} s" if retry_after is not None else ""
             return self.error(f"rate limited (HTTP 429){said}{wait}", "RATE_LIMITED", key)

@@ -15,7 +15,18 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-__all__ = ["BUILTIN_PROVIDERS", "ProviderSettings", "merge_providers"]
+__all__ = ["BUILTIN_PROVIDERS", "ModelPrice", "ProviderSettings", "merge_providers"]
+
+
+class ModelPrice(BaseModel):
+    """US dollars per million tokens."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float | None = Field(default=None, ge=0)
+    cache_write: float | None = Field(default=None, ge=0)
 
 
 class ProviderSettings(BaseModel):
@@ -41,7 +52,9 @@ class ProviderSettings(BaseModel):
     """First retry delay in seconds; doubled each retry, with jitter; ``Retry-After`` wins when given."""
     max_tokens: int | None = None
     context_windows: dict[str, int] = Field(default_factory=dict)
-    """Context window in tokens per model name (without the provider prefix)."""
+    """Context window in tokens per model name (without the provider prefix); over dsh's built-in table."""
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    """Price per model name (without the provider prefix), over dsh's built-in table (``cost`` in usage)."""
     thought_levels: dict[str, list[str]] = Field(default_factory=dict)
     """Reasoning-effort levels per model name (without the provider prefix), overriding the built-in table of
     :mod:`dsh.providers._reasoning`; an empty list: no reasoning-effort picker for that model."""

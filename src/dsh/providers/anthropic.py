@@ -3,7 +3,9 @@
 :func:`anthropic_adapter` turns a :class:`~dsh.providers._http.HttpProvider` into an ``llm`` adapter that streams
 ``POST {base_url}/v1/messages`` with ``x-api-key`` and ``anthropic-version``.
 
-What is sent: ``system`` top level; ``max_tokens`` always (the request's, else the provider's, else 8192);
+What is sent: ``system`` top level (one text block); prompt-cache breakpoints (``cache_control`` ephemeral) on the
+system block, on the last tool and on the last block of the last user message, so a multi-step turn pays for its
+prefix once (three of the four breakpoints the API allows); ``max_tokens`` always (the request's, else the provider's, else 8192);
 messages with consecutive same-role messages merged (the API wants tool results for one assistant turn in one
 user message) and ``tool_result`` blocks first in a user message; assistant ``tool_use`` blocks with the parsed
 arguments (``{}`` when they are not a JSON object); reasoning blocks only when they carry the signature Anthropic
@@ -116,20 +118,35 @@ def to_anthropic_messages(messages: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
+CACHE_CONTROL: dict[str, str] = {"type": "ephemeral"}
+
+
+def _mark_last_user_turn(messages: list[dict[str, Any]]) -> None:
+    """A cache breakpoint on the last block of the last user message: the next step (and the next turn) reads
+    the whole conversation so far from the cache and pays only for what came after it."""
+    for message in reversed(messages):
+        if message["role"] == "user" and message["content"]:
+            message["content"][-1] = {**message["content"][-1], "cache_control": CACHE_CONTROL}
+            return
+
+
 def build_body(request: GenerateRequest, model: str, max_tokens: int | None) -> dict[str, Any]:
     """The JSON body of a streaming Messages request."""
+    messages = to_anthropic_messages(request.messages)
+    _mark_last_user_turn(messages)
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": request.max_tokens or max_tokens or DEFAULT_MAX_TOKENS,
-        "messages": to_anthropic_messages(request.messages),
+        "messages": messages,
         "stream": True,
     }
     if request.system:
-        body["system"] = request.system
+        body["system"] = [{"type": "text", "text": request.system, "cache_control": CACHE_CONTROL}]
     if request.tools:
         body["tools"] = [
             {"name": t["name"], "description": t["description"], "input_schema": t["parameters"]} for t in request.tools
         ]
+        body["tools"][-1]["cache_control"] = CACHE_CONTROL
     if request.temperature is not None:
         body["temperature"] = request.temperature
     if request.stop:

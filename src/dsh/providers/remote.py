@@ -9,7 +9,7 @@ Guarantees:
   httpx (it is imported on the first model call); no key is read and no connection is made until then.
 * Every merged provider serves ``<name>:<model>`` with the adapter of its ``type`` (``openai`` → Chat
   Completions, ``anthropic`` → Messages), and every configured context window is published with
-  ``set_model_info("<name>:<model>", ModelInfo(context_window=…))``. All of it is owned by the plugin's scope.
+  ``set_model_info("<name>:<model>", ModelInfo(context_window=…, price=…))`` (with its configured ``prices``). All of it is owned by the plugin's scope.
 * Each provider has its own HTTP client, made on its first call and closed when the plugin is disposed.
 """
 
@@ -40,7 +40,7 @@ def remote_providers_plugin(ctx: Context, config: RemoteProvidersConfig) -> None
     from dsh.providers._reasoning import ReasoningSupport
     from dsh.providers.anthropic import anthropic_adapter
     from dsh.providers.openai import openai_adapter
-    from dsh.services.llm import ModelInfo
+    from dsh.services.llm import ModelInfo, Price
 
     for name, settings in merge_providers(config.root).items():
         http = HttpProvider(name, settings)
@@ -49,5 +49,12 @@ def remote_providers_plugin(ctx: Context, config: RemoteProvidersConfig) -> None
         ctx.llm.register_adapter([f"{name}:*"], adapter)
         ctx.llm.register_credential_check(name, http.missing_key)
         ctx.llm.register_reasoning(name, ReasoningSupport(settings))
-        for model, window in settings.context_windows.items():
-            ctx.llm.set_model_info(f"{name}:{model}", ModelInfo(context_window=window))
+        for model in {*settings.context_windows, *settings.prices}:
+            price = settings.prices.get(model)
+            ctx.llm.set_model_info(
+                f"{name}:{model}",
+                ModelInfo(
+                    context_window=settings.context_windows.get(model),
+                    price=Price(price.input, price.output, price.cache_read, price.cache_write) if price else None,
+                ),
+            )

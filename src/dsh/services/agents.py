@@ -21,7 +21,7 @@ import anyio
 
 from dsh import events as ev
 from dsh._log import get_logger
-from dsh.kernel import Disposer, current_scope, plugin
+from dsh.kernel import CancelToken, Disposer, current_scope, plugin
 from dsh.services.llm._types import ContentBlock, MessageSource
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ __all__ = [
     "AgentOptions",
     "AgentRegistry",
     "AgentStatus",
+    "CompactRequest",
     "NoAgentFactoryError",
     "agents_plugin",
 ]
@@ -49,6 +50,15 @@ class AgentOptions:
 
     model: str | None = None
     system_prompt: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CompactRequest:
+    """What ``agent/compact`` listeners get: the user's focus (``/compact <instructions>``) and the cancel token
+    of the compaction (``agent.cancel()`` aborts it)."""
+
+    instructions: str | None
+    signal: CancelToken
 
 
 class Agent(Protocol):
@@ -69,6 +79,11 @@ class Agent(Protocol):
     def abort(self, reason: str = "aborted") -> None: ...
     def cancel(self, reason: str = "cancelled") -> None: ...
     async def when_idle(self) -> None: ...
+    async def compact(self, instructions: str | None = None) -> dict[str, Any] | None:
+        """Compact the conversation now, between turns (``agent/compact``): the compaction's data, or None
+        when there was nothing to compact (or no compaction plugin). Raises ``AbortedError`` when cancelled and
+        the plugin's error when summarising failed; either way the history is unchanged."""
+        ...
 
 
 class AgentHandle:

@@ -18,6 +18,7 @@ from dsh.services.sessions._json import copy_json
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
+    from dsh.services.agents import Agent
 
 __all__ = ["PromptAssembly", "PromptSection", "SystemPrompt", "render_prompt", "system_prompt_plugin"]
 
@@ -31,8 +32,13 @@ class PromptSection:
 
 @dataclass(slots=True)
 class PromptAssembly:
+    """What a model call is told besides the conversation. ``agent`` is the agent the assembly is for (None when
+    assembled outside an agent): ``system-prompt/assemble`` listeners use it for per-session sections (the
+    session's mode, its working directory)."""
+
     sections: list[PromptSection] = field(default_factory=list)
     tools: list[ToolSchema] = field(default_factory=list)
+    agent: Agent | None = field(default=None, compare=False, repr=False)
 
 
 def render_prompt(assembly: PromptAssembly) -> str:
@@ -76,11 +82,13 @@ class SystemPrompt:
 
         return (current_scope() or self._ctx.scope).effect(remove)
 
-    async def assemble(self) -> PromptAssembly:
+    async def assemble(self, agent: Agent | None = None) -> PromptAssembly:
+        """The sections and tool schemas for one model call of *agent* (through ``system-prompt/assemble``)."""
         sections = sorted(self._sections, key=lambda s: s.order)
         assembly = PromptAssembly(
             sections=[PromptSection(s.name, s.order, s.text() if callable(s.text) else s.text) for s in sections],
             tools=[cast(ToolSchema, copy_json(schema)) for provider in self._providers for schema in provider()],
+            agent=agent,
         )
 
         async def identity(value: PromptAssembly) -> PromptAssembly:

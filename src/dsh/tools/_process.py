@@ -15,7 +15,8 @@ Guarantees of :func:`run_process`:
   reaped before this returns, and background children are not left running (a child that started its own
   session with ``setsid`` has left our group and cannot be tracked: a documented limit).
 * The child does not outlive the daemon, even a ``kill -9`` of it: on Linux the group leader (the shell) is
-  started with a parent-death signal (``PR_SET_PDEATHSIG`` = SIGKILL, set between fork and exec), so a shell
+  started with a parent-death signal (``PR_SET_PDEATHSIG`` = SIGKILL, set by ``setpriv`` or between fork and
+  exec), so a shell
   running ``sleep 2; touch marker`` dies with us and never reaches ``touch``. The signal follows the *thread*
   that forked: we fork from the event loop's thread, which lives as long as the daemon (asyncio and trio both
   spawn from the loop thread; never from a worker thread). A process the shell already started in the
@@ -153,30 +154,88 @@ async def _stop_group(process: Process, done_reading: anyio.Event) -> None:
     await process.wait()
 
 
+_setpriv: str | None = None
+_setpriv_probed = False
+
+
+def _probe_setpriv() -> str | None:
+    """util-linux's ``setpriv`` if it can set the parent-death signal (``--pdeathsig``, util-linux >= 2.33)."""
+    import shutil
+    import subprocess
+
+    path = shutil.which("setpriv")
+    if path is None:
+        return None
+    try:
+        probe = subprocess.run(
+            [path, "--pdeathsig", "KILL", "--", "true"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return path if probe.returncode == 0 else None
+
+
+async def _death_wrapper() -> str | None:
+    """``setpriv`` to exec the command through (probed once, in a worker thread), or None."""
+    global _setpriv, _setpriv_probed
+    if not _setpriv_probed and sys.platform.startswith("linux"):
+        _setpriv = await anyio.to_thread.run_sync(_probe_setpriv)
+        _setpriv_probed = True
+    return _setpriv
+
+
+def _proc_fd(fd: int) -> str | None:
+    """``/proc/self/fd/<fd>`` where that names the open directory *fd* (in the child too: it inherits the
+    descriptor and chdirs before the descriptors are closed), else None."""
+    path = f"/proc/self/fd/{fd}"
+    return path if os.path.isdir(path) else None
+
+
 async def _open(argv: list[str], cwd: str, cwd_fd: int | None, env: dict[str, str]) -> Process:
     """Start *argv* in its own session (hence its own process group) with the environment *env*, stdin
-    ``/dev/null``, stdout and stderr one pipe, dying with us (see the module docstring). With *cwd_fd* (an open directory) the child enters that
-    directory (``fchdir``) instead of looking *cwd* up again.
+    ``/dev/null``, stdout and stderr one pipe, dying with us (see the module docstring). With *cwd_fd* (an open
+    directory) the child enters that directory instead of looking *cwd* up again.
 
-    ``anyio.open_process`` has no ``preexec_fn``; the backend's ``open_process`` (which both backends implement
-    by passing keyword arguments on to :class:`subprocess.Popen`, from the event loop's thread) takes it.
+    The parent-death signal is set by exec'ing the command through ``setpriv --pdeathsig KILL`` when util-linux
+    has it (one extra exec, about a millisecond), else by a ``preexec_fn`` calling ``prctl`` (which makes
+    :mod:`subprocess` fork instead of vfork and run Python in the child: several milliseconds more per command,
+    measured by ``scripts/bench_spawn.py``). The directory is entered through ``/proc/self/fd/N`` (the child's
+    own copy of the descriptor, before the descriptors are closed), else ``fchdir`` in the ``preexec_fn``.
+    ``anyio.open_process`` has no ``preexec_fn``; the backend's ``open_process`` (both backends pass keyword
+    arguments on to :class:`subprocess.Popen`, called from the event loop's thread) takes it.
     """
     import subprocess
 
     from anyio._core._eventloop import get_async_backend
 
-    options: dict[str, Any] = {"cwd": cwd if cwd_fd is None else None, "env": env, "start_new_session": True}
-    die = _die_with_parent()
+    options: dict[str, Any] = {"cwd": cwd, "env": env, "start_new_session": True}
+    steps: list[Callable[[], None]] = []
     if cwd_fd is not None:
+        via_proc = _proc_fd(cwd_fd)
+        if via_proc is not None:
+            options["cwd"] = via_proc
+        else:
+            options["cwd"] = None
+            steps.append(lambda: os.fchdir(cwd_fd))
+    wrapper = await _death_wrapper()
+    if wrapper is not None:
+        argv = [wrapper, "--pdeathsig", "KILL", "--", *argv]
+    else:
+        die = _die_with_parent()
+        if die is not None:
+            steps.append(die)
+    if steps:
 
-        def preexec() -> None:  # before exec and before the fds are closed: cwd_fd is still open here
-            os.fchdir(cwd_fd)
-            if die is not None:
-                die()
+        def preexec() -> None:  # in the child, before exec and before the descriptors are closed
+            for step in steps:
+                step()
 
         options["preexec_fn"] = preexec
-    elif die is not None:
-        options["preexec_fn"] = die
     return await get_async_backend().open_process(
         argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **options
     )

@@ -284,6 +284,7 @@ async def _serve_app(
 ) -> None:
     """Build the application, then serve *early* and every later frame until EOF or a signal; shut down."""
     from dsh.app import load_core
+    from dsh.context import context_from_file
     from dsh.frontends.acp._frontend import AcpFrontend, AcpOptions, acp_plugin
     from dsh.frontends.acp._wire import InitializeParams
     from dsh.kernel import App
@@ -297,6 +298,7 @@ async def _serve_app(
             data_dir=options.data_dir or default_data_dir(),
             agent_loop=options.agent_loop_config(),
             providers=loaded.providers if loaded is not None else None,
+            context=context_from_file(loaded),
             secrets=loaded.secrets if loaded is not None else None,
         )
         _report_storage(ctx.get("session_persistence"))

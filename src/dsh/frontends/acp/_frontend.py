@@ -194,6 +194,7 @@ class AcpFrontend:
         self._closing_ids: set[str] = set()
         self._prefixes: dict[str, bytes] = {}
         self.client_capabilities: dict[str, Any] = {}
+        self._native_compaction = False
         self.auth = AuthState(ctx.llm)
         self.desk = CommandDesk(ctx, self)
         self.pickers = Pickers(ctx, options.model, options.models, self._update)
@@ -227,6 +228,9 @@ class AcpFrontend:
         first ``initialize`` with before this front end exists (then it calls this with the same params once it
         is built, so what is recorded here is recorded either way)."""
         self.client_capabilities = params.client_capabilities
+        session_caps = params.client_capabilities.get("session")
+        # the client shows compaction_update (TypeScript SDK 2.4 schema): it gets those instead of a tool card
+        self._native_compaction = isinstance(session_caps, dict) and bool(session_caps.get("compaction"))
         meta = {
             key: value for hook in self._capability_hooks for key, value in hook(params.client_capabilities).items()
         }
@@ -416,7 +420,9 @@ class AcpFrontend:
             if type(event) is ChunkEvent:  # nearly all of a big session: straight to bytes
                 self._update_bytes(record.id, encode_chunk_update(event))
             else:
-                for update in project(event, replay=True, present=record.present):
+                for update in project(
+                    event, replay=True, present=record.present, compaction_updates=self._native_compaction
+                ):
                     self._update(record.id, update)
             if not produced % _REPLAY_BATCH:  # let the writer take what is queued: frames go out as they are made
                 if flow is not None and flow.congested():
@@ -552,7 +558,7 @@ class AcpFrontend:
         record = self._sessions.get(session.id)
         if record is None:
             return
-        for update in project(event, present=record.present):
+        for update in project(event, present=record.present, compaction_updates=self._native_compaction):
             self._update(record.id, update)
         kind = event.type
         if kind == "assistant/chunk":
@@ -636,6 +642,12 @@ class AcpFrontend:
         """``usage_update`` after a step: ``used`` = the tokens now in the context (the step's input and its
         output), ``size`` = the model's context window. Sent only when the window is known (``size`` is
         required, and a made-up window would be worse than none)."""
+        context = self._ctx.get("context")
+        if context is not None:  # the context plugin knows built-in windows, prices and the session's figures
+            update = context.usage_update(record.id, record.model)
+            if update is not None:
+                self._update(record.id, update)
+            return
         size = self._ctx.llm.model_info(record.model).context_window
         used = int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
         if size is not None and used > 0:
@@ -649,6 +661,11 @@ class AcpFrontend:
     def session_record(self, session_id: str) -> _AcpSession | None:
         """The live ACP session *session_id*, if it is one of this front end's."""
         return self._sessions.get(session_id)
+
+    def session_mode(self, session_id: str) -> str | None:
+        """The mode of the live session *session_id* (the context plugin's mode section reads it)."""
+        record = self._sessions.get(session_id)
+        return record.policy.mode if record is not None else None
 
     def owns(self, session_id: str) -> bool:
         """Whether *session_id* is one of this front end's live sessions."""
@@ -720,3 +737,5 @@ def acp_plugin(ctx: Context, options: AcpOptions) -> None:
     ctx.on(ev.USER_ASK, QuestionDesk(frontend).ask)
     ctx.tools.register(exit_plan_mode_tool(ctx, frontend))
     ctx.provide("acp", frontend)
+    if (context := ctx.get("context")) is not None:  # the system prompt's mode section follows session/set_mode
+        context.mode_provider(frontend.session_mode)

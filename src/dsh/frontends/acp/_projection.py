@@ -15,6 +15,10 @@ Mapping:
 | ``tool/result``                       | ``tool_call_update`` (completed or failed, text content; the |
 |                                       | title and kind of ``display.card`` when the tool gives one)  |
 | ``user/message`` (replay only)        | ``user_message_chunk`` per text block                        |
+| ``context/compaction``                | a completed ``think`` tool card "Compacted conversation" with |
+|                                       | the summary (or ``compaction_update`` + summary chunk when    |
+|                                       | the client advertises ``session.compaction``), then           |
+|                                       | ``usage_update`` with the new figure when the window is known |
 | ``plan/update``                       | ``plan`` (the complete list of entries)                      |
 | ``command/output``                    | ``agent_message_chunk`` (replay: the ``/command`` line first) |
 | anything else                         | none                                                         |
@@ -131,11 +135,47 @@ def _display_content(display: Any) -> list[dict[str, Any]]:
     return content
 
 
-def project(event: SessionEvent, *, replay: bool = False, present: Presenter | None = None) -> list[dict[str, Any]]:
+def _compaction(event: SessionEvent, native: bool) -> list[dict[str, Any]]:
+    data = event.data
+    summary = str(data.get("summary") or "")
+    call_id = f"compaction-{event.seq}"
+    updates: list[dict[str, Any]]
+    if native:
+        updates = [
+            {"sessionUpdate": "compaction_update", "compactionId": call_id, "status": "completed"},
+            {"sessionUpdate": "compaction_summary_chunk", "compactionId": call_id, "content": _text(summary)},
+        ]
+    else:
+        raw = {key: data[key] for key in ("trigger", "tokens_before", "tokens_after", "upto") if key in data}
+        updates = [
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": call_id,
+                "title": "Compacted conversation",
+                "kind": "think",
+                "status": "completed",
+                "content": [{"type": "content", "content": _text(summary)}],
+                "rawInput": raw,
+            }
+        ]
+    used, size = data.get("tokens_after"), data.get("window")
+    if isinstance(used, int) and isinstance(size, int) and used > 0:
+        updates.append({"sessionUpdate": "usage_update", "used": used, "size": size})
+    return updates
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def project(
+    event: SessionEvent, *, replay: bool = False, present: Presenter | None = None, compaction_updates: bool = False
+) -> list[dict[str, Any]]:
     """The ``session/update`` payloads (the ``update`` objects) for one session event.
 
     *present* lets tools show themselves (title, kind, locations, diff); it must be as deterministic as the
-    rest, so live streaming and a replay give the same cards."""
+    rest, so live streaming and a replay give the same cards. *compaction_updates*: the client advertised
+    ``session.compaction`` (it gets ``compaction_update`` instead of a tool card)."""
     if type(event) is ChunkEvent:  # a loaded chunk: no data dicts to build (replays of big sessions)
         turn, step, chunk_kind, text = event.text_chunk
         if chunk_kind == "text-delta":
@@ -187,6 +227,8 @@ def project(event: SessionEvent, *, replay: bool = False, present: Presenter | N
             if isinstance(diff, dict) and isinstance(diff.get("path"), str):
                 update["locations"] = [{"path": diff["path"], "line": display["line"]}]
         return [update]
+    if kind == "context/compaction":
+        return _compaction(event, compaction_updates)
     if kind == "plan/update":
         return [{"sessionUpdate": "plan", "entries": data.get("entries", [])}]
     if kind == "command/output":

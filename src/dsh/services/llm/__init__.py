@@ -1,7 +1,7 @@
 """The ``llm`` interface service: model vocabulary, adapter registry, stream seam and block assembler."""
 
 from dsh.services.llm._assembler import BlockAssembler, GenerateResult
-from dsh.services.llm._service import LlmService, ModelInfo, ReasoningSupport, llm_plugin, model_name
+from dsh.services.llm._service import LlmService, ModelInfo, Price, ReasoningSupport, llm_plugin, model_name
 from dsh.services.llm._tokens import MessageList, estimate_tokens, message_tokens, text_tokens
 from dsh.services.llm._types import (
     Adapter,
@@ -40,6 +40,7 @@ __all__ = [
     "Message",
     "ModelInfo",
     "MessageList",
+    "Price",
     "ReasoningSupport",
     "MessageSource",
     "ReasoningBlock",

@@ -18,12 +18,34 @@ from dsh import events as ev
 from dsh.errors import LlmError
 from dsh.kernel import Disposer, current_scope, plugin
 from dsh.services.llm._assembler import BlockAssembler, GenerateResult
-from dsh.services.llm._types import Adapter, GenerateRequest, StreamChunk
+from dsh.services.llm._types import Adapter, GenerateRequest, StreamChunk, Usage
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
 
-__all__ = ["LlmService", "ModelInfo", "ReasoningSupport", "llm_plugin", "model_name"]
+__all__ = ["LlmService", "ModelInfo", "Price", "ReasoningSupport", "llm_plugin", "model_name"]
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """US dollars per million tokens: prompt tokens not read from a cache, output tokens, and (when the provider
+    prices them apart) prompt tokens read from / written to its prompt cache."""
+
+    input: float
+    output: float
+    cache_read: float | None = None
+    cache_write: float | None = None
+
+    def cost(self, usage: Usage) -> float:
+        """What one call with *usage* cost (``input_tokens`` counts every prompt token, cached ones included)."""
+        total_in = int(usage.get("input_tokens") or 0)
+        read = int(usage.get("cache_read_tokens") or 0)
+        write = int(usage.get("cache_write_tokens") or 0)
+        plain = max(total_in - read - write, 0)
+        dollars = plain * self.input + int(usage.get("output_tokens") or 0) * self.output
+        dollars += read * (self.cache_read if self.cache_read is not None else self.input)
+        dollars += write * (self.cache_write if self.cache_write is not None else self.input)
+        return dollars / 1_000_000
 
 
 class ReasoningSupport(Protocol):
@@ -35,10 +57,11 @@ class ReasoningSupport(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ModelInfo:
-    """What front ends may show about a model: a display name and the context window in tokens."""
+    """What front ends may show about a model: a display name, the context window in tokens, its price."""
 
     name: str | None = None
     context_window: int | None = None
+    price: Price | None = None
     images: bool = False
     """Whether the model takes image blocks (MCP tool results keep their images only then)."""
 

@@ -12,16 +12,19 @@ from dsh.services.sessions._json import (
 )
 from dsh.services.sessions._persistence import LoadedSession, SessionInfo, SessionPersistence
 from dsh.services.sessions._session import (
+    COMPACTION_EVENT,
     ChunkEvent,
     DerivedMessage,
     Session,
     SessionEvent,
     SessionHeader,
+    summary_message,
     title_from_content,
 )
 from dsh.services.sessions._store import SessionStore, check_session_id, sessions_plugin
 
 __all__ = [
+    "COMPACTION_EVENT",
     "STRICT_DECODER",
     "ChunkEvent",
     "DerivedMessage",
@@ -41,5 +44,6 @@ __all__ = [
     "freeze_json",
     "parse_json",
     "sessions_plugin",
+    "summary_message",
     "title_from_content",
 ]

@@ -18,6 +18,10 @@ Guarantees:
   request: a request costs O(new events), not O(history). Each call returns a new :class:`MessageList` (the
   caller's to change) of those shared messages; changing a message raises ``TypeError``, so no request rewriter
   can change the log, the cache or another request.
+* A ``context/compaction`` event (``{summary, upto}``) makes every message of an event before seq ``upto`` give
+  way to one user message carrying the summary (:func:`summary_message`); messages of later events follow as
+  usual, live and after a load alike. The log keeps everything (it is append-only); the cache drops what the
+  summary stands for, so a long compacted session costs what its current view costs.
 """
 
 from __future__ import annotations
@@ -32,7 +36,18 @@ from dsh.services.llm._tokens import MessageList, text_tokens
 from dsh.services.llm._types import ContentBlock, Message
 from dsh.services.sessions._json import FrozenDict, copy_json, freeze_json
 
-__all__ = ["ChunkEvent", "DerivedMessage", "Session", "SessionEvent", "SessionHeader", "title_from_content"]
+__all__ = [
+    "COMPACTION_EVENT",
+    "ChunkEvent",
+    "DerivedMessage",
+    "Session",
+    "SessionEvent",
+    "SessionHeader",
+    "summary_message",
+    "title_from_content",
+]
+
+COMPACTION_EVENT = "context/compaction"
 
 TITLE_LENGTH = 80
 
@@ -162,6 +177,7 @@ class Session:
         "_hook",
         "_next_seq",
         "_release_from",
+        "_summary",
         "header",
     )
 
@@ -181,6 +197,8 @@ class Session:
         self._derived: list[DerivedMessage] = []
         self._derived_upto = 0
         self._derived_tokens = 0
+        self._summary: tuple[str, DerivedMessage] | None = None
+        """The last compaction's summary text and the message standing for it (first in ``_derived``)."""
         self._next_seq = len(events)
         self._release_from = 0
         """Index in ``_events`` before which no releasable chunk is left."""
@@ -274,6 +292,10 @@ class Session:
             if event.type == "context/reset":  # /clear: the model sees nothing from before it
                 derived.clear()  # handed-out lists are copies: they keep what they had
                 tokens = 0
+                self._summary = None
+                continue
+            if event.type == COMPACTION_EVENT:
+                tokens = self._compact(event, tokens)
                 continue
             message = _derive_one(event)
             if message is not None:
@@ -283,6 +305,39 @@ class Session:
         self._derived_upto = len(events)
         self._derived_tokens = tokens
         return MessageList(cast(list[Message], derived), tokens)
+
+    def messages_before(self, upto: int) -> tuple[str | None, list[Message]]:
+        """The current summary's text (None before any compaction) and the derived messages still in view that
+        come from events before seq *upto*, the summary's message not included: what a compaction cutting at
+        *upto* would summarise."""
+        self.derive_messages()
+        summary = self._summary
+        standing = summary[1] if summary is not None else None
+        return (
+            summary[0] if summary is not None else None,
+            [cast(Message, m) for m in self._derived if m is not standing and m.seq < upto],
+        )
+
+    def _compact(self, event: SessionEvent, tokens: int) -> int:
+        """Apply a compaction to the cache (rare: linear in the view); return the view's new token total."""
+        upto, text = event.data.get("upto"), event.data.get("summary")
+        if not isinstance(upto, int) or not isinstance(text, str):
+            return tokens  # not a compaction this version understands: the view stays as it was
+        previous = self._summary[1] if self._summary is not None else None
+        standing = DerivedMessage(summary_message(text), event.seq)
+        kept = [m for m in self._derived if m is not previous and m.seq >= upto]
+        self._derived[:] = [standing, *kept]
+        self._summary = (text, standing)
+        return sum(m.tokens for m in self._derived)
+
+
+def summary_message(summary: str) -> Message:
+    """The user message that stands for a compacted range of the conversation."""
+    text = (
+        "The earlier part of this conversation was compacted to save context; this summary replaces it:\n\n"
+        f"<summary>\n{summary}\n</summary>"
+    )
+    return {"role": "user", "content": [{"type": "text", "text": text}]}
 
 
 def _copy_text_chunk(data: Any) -> dict[str, Any] | None:

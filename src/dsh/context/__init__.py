@@ -1,0 +1,19 @@
+"""dsh.context: what the model is told besides the conversation, and keeping the conversation inside the window.
+
+See ``README.md`` in this package (and ``rfcs/0014-context.md``)."""
+
+from dsh.context._config import CompactionConfig, ContextConfig, SectionOverrides, context_from_file
+from dsh.context._plugin import INSTRUCTIONS_EVENT, ContextService, SessionContext, context_plugin
+from dsh.context._sections import ORDER
+
+__all__ = [
+    "INSTRUCTIONS_EVENT",
+    "ORDER",
+    "CompactionConfig",
+    "ContextConfig",
+    "ContextService",
+    "SectionOverrides",
+    "SessionContext",
+    "context_from_file",
+    "context_plugin",
+]

@@ -1,0 +1,180 @@
+"""Compaction: older history summarised by a model, the most recent turns kept verbatim.
+
+Algorithm (``rfcs/0014-context.md``):
+
+1. *When*: before a step, when the context in use (:mod:`._accounting`) passes ``threshold`` times the model's window
+   (off when the window is unknown); when the provider rejects a step as too long (overflow: one compaction, one
+   retry); on demand (``agent.compact(instructions)``).
+2. *Where to cut*: at the ``turn/start`` of the oldest of the ``keep_recent_turns`` most recent turns (the turn
+   in progress always stays; a cut never splits a tool call from its result). Nothing older than the cut that is
+   not already summarised → nothing to do.
+3. *Summary*: one model call (the session's model, or ``compaction.model``) with a dedicated prompt and the older
+   part as a transcript (the previous summary first, long tool outputs clipped); its text is the summary.
+4. *Record*: a ``context/compaction`` session event ``{summary, upto, trigger, model, tokens_before,
+   tokens_after, window}``; from then on ``Session.derive_messages()`` yields the summary in place of every event
+   before ``upto`` (live and after a load: the log is append-only, nothing is deleted).
+
+Guarantees: the event is appended only after a summary was produced, so a cancel (the step's cancel token) or a
+failed summarisation leaves the history exactly as it was.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+
+from dsh.errors import DshError
+from dsh.kernel import AbortedError
+from dsh.services.llm import GenerateRequest
+from dsh.services.sessions import COMPACTION_EVENT
+
+if TYPE_CHECKING:
+    from dsh.kernel import CancelToken, Context
+    from dsh.services.llm import Message
+    from dsh.services.sessions import Session
+
+__all__ = ["SUMMARY_PROMPT", "CompactionPlan", "build_summary_request", "plan_compaction", "summarise", "transcript"]
+
+SUMMARY_PROMPT = """\
+You are compacting the history of a coding session between a user and dsh, a coding agent, so that the work can continue with less context. The agent will see only your summary in place of the history, followed by the most recent turns verbatim.
+
+Write a concise, factual summary that keeps everything needed to continue:
+- the user's goals, requests and constraints, in their own terms;
+- decisions made and why;
+- files read, created or changed (exact paths) and what changed in them;
+- commands run and their outcomes, especially failures and error messages;
+- the current state of the work and what remains to do.
+
+Keep exact names (files, functions, identifiers, error messages). Do not invent anything; leave out chit-chat. Answer with the summary only."""
+
+BLOCK_CLIP = 2_000
+"""Characters of one tool output or message block kept in the transcript the summariser reads."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionPlan:
+    upto: int
+    """The first seq kept verbatim: every event before it is summarised."""
+    previous: str | None
+    messages: list[Message]
+    """The messages (of the current view) to summarise, the previous summary not included."""
+
+
+def plan_compaction(
+    session: Session, turn_starts: list[int], keep_recent_turns: int, *, in_turn: bool
+) -> CompactionPlan | None:
+    """Where to cut (see the module docstring), or None when nothing can be summarised."""
+    keep = max(keep_recent_turns, 1 if in_turn else 0)
+    while True:
+        if keep == 0:
+            upto = session.seq
+        elif len(turn_starts) >= keep:
+            upto = turn_starts[-keep]
+        else:
+            upto = turn_starts[0] if turn_starts else 0
+        previous, messages = session.messages_before(upto)
+        if messages:
+            return CompactionPlan(upto, previous, messages)
+        if keep <= (1 if in_turn else 0):
+            return None
+        keep = 1 if in_turn else 0  # too few turns to keep that many: keep only what must stay
+
+
+def _clip(text: str) -> str:
+    if len(text) <= BLOCK_CLIP:
+        return text
+    return text[:BLOCK_CLIP] + f" […{len(text) - BLOCK_CLIP} more characters]"
+
+
+def transcript(plan: CompactionPlan) -> str:
+    """The older part of the conversation as plain text for the summariser."""
+    lines: list[str] = []
+    if plan.previous:
+        lines.append(f"<previous-summary>\n{plan.previous}\n</previous-summary>\n")
+    for message in plan.messages:
+        role = message["role"]
+        for raw in message["content"]:
+            block = cast(dict[str, Any], raw)
+            kind = block.get("type")
+            if kind == "text":
+                lines.append(f"[{role}] {_clip(block['text'])}")
+            elif kind == "tool-call":
+                lines.append(f"[assistant called {block['name']}] {_clip(block['arguments'])}")
+            elif kind == "tool-result":
+                texts = " ".join(b.get("text", "") for b in block.get("content") or [] if b.get("type") == "text")
+                status = "error" if block.get("is_error") else "result"
+                lines.append(f"[tool {status}] {_clip(texts)}")
+            elif kind == "image":
+                lines.append(f"[{role} sent an image]")
+    return "\n".join(lines)
+
+
+def build_summary_request(
+    plan: CompactionPlan, model: str, signal: CancelToken | None, instructions: str | None = None
+) -> GenerateRequest:
+    """The summarisation call: the dedicated prompt as system, the transcript as the one user message."""
+    text = "<conversation>\n" + transcript(plan) + "\n</conversation>\n\nSummarise the conversation above."
+    if instructions:
+        text += f"\n\nThe user asks you to focus on: {instructions}"
+    return GenerateRequest(
+        model=model,
+        messages=[{"role": "user", "content": [{"type": "text", "text": text}]}],
+        system=SUMMARY_PROMPT,
+        signal=signal,
+    )
+
+
+async def summarise(ctx: Context, request: GenerateRequest) -> str:
+    """Run the summarisation call; a cancel of *request*'s token cancels it (``AbortedError``)."""
+    signal = request.signal
+    text = ""
+    with anyio.CancelScope() as scope:
+        remove = signal.add_callback(lambda _reason: scope.cancel()) if signal is not None else None
+        try:
+            result = await ctx.llm.generate(request)
+        finally:
+            if remove is not None:
+                remove()
+        finish = result.finish
+        if finish is not None and finish["kind"] in ("error", "aborted"):
+            raise DshError(finish.get("message") or f"summarisation ended {finish['kind']}", finish.get("code"))
+        text = "".join(b["text"] for b in result.message["content"] if b["type"] == "text").strip()
+    if signal is not None and signal.aborted:
+        raise AbortedError(signal.reason or "aborted")
+    if not text:
+        raise DshError("the summarising model returned no text", "EMPTY_SUMMARY")
+    return text
+
+
+def compaction_data(
+    plan: CompactionPlan,
+    summary: str,
+    *,
+    trigger: str,
+    model: str,
+    tokens_before: int | None,
+    tokens_after: int,
+    window: int | None,
+    instructions: str | None,
+) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "summary": summary,
+        "upto": plan.upto,
+        "trigger": trigger,
+        "model": model,
+        "tokens_after": tokens_after,
+    }
+    if tokens_before is not None:
+        data["tokens_before"] = tokens_before
+    if window is not None:
+        data["window"] = window
+    if instructions:
+        data["instructions"] = instructions
+    json.dumps(data)  # plain JSON only
+    return data
+
+
+EVENT = COMPACTION_EVENT

@@ -1,0 +1,556 @@
+"""The ``context`` plugin: the built-in system prompt sections, per-session context state, and (on
+``agent/request``) the context accounting and compaction of :mod:`._compaction`.
+
+Seams: ``system-prompt/assemble`` (adds the sections, then applies ``system_prompt_sections`` overrides),
+``agent/created`` / ``agent/disposed`` (the per-session snapshot: environment and project instructions, computed
+once per session start, resume or load), ``agent/request`` (records which instruction files were used, once per
+change, as a ``context/instructions`` session event).
+
+Guarantees: nothing here runs a subprocess or touches the network on the per-step path; the rendered sections are
+a pure function of (tools given to the model, the session's mode, the session snapshot, the config), so the
+system prompt is byte-identical from step to step unless one of those changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+
+from dsh import events as ev
+from dsh._log import get_logger
+from dsh.context._accounting import Accounting, estimate_messages
+from dsh.context._compaction import build_summary_request, compaction_data, plan_compaction, summarise
+from dsh.context._config import ContextConfig
+from dsh.context._environment import Environment, snapshot
+from dsh.context._instructions import Instructions, find_instruction_files, load_instructions
+from dsh.context._models import builtin_price, builtin_window
+from dsh.context._sections import IDENTITY, ORDER, mode_text, tools_text
+from dsh.errors import DshError, LlmError, error_code, error_message
+from dsh.kernel import AbortedError, Disposer, Next, current_scope, plugin
+from dsh.services.sessions import COMPACTION_EVENT, summary_message
+from dsh.services.system_prompt import PromptAssembly, PromptSection
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from dsh.kernel import CancelToken, Context
+    from dsh.services.agents import Agent, CompactRequest
+    from dsh.services.llm import GenerateRequest, Price, StreamChunk, ToolSchema, Usage
+    from dsh.services.sessions import Session, SessionEvent
+
+__all__ = ["INSTRUCTIONS_EVENT", "ContextService", "SessionContext", "context_plugin"]
+
+log = get_logger("dsh.context")
+INSTRUCTIONS_EVENT = "context/instructions"
+EXTRA_ORDER = 900
+"""Where a configured section whose name no plugin registered goes (after the built-in ones)."""
+
+ModeProvider = Callable[[str], "str | None"]
+
+
+@dataclass(slots=True)
+class SessionContext:
+    """What the context plugin knows about one live session."""
+
+    session_id: str
+    environment: Environment | None = None
+    instructions: Instructions = field(default_factory=lambda: Instructions(""))
+    model: str | None = None
+    """The model of the session's last step (after every ``agent/request`` listener)."""
+    accounting: Accounting = field(default_factory=Accounting)
+    turn_starts: list[int] = field(default_factory=list)
+    """Seqs of the ``turn/start`` events after the last compaction's cut."""
+    in_turn: bool = False
+    compacted_upto: int = 0
+    failed_turn: int | None = None
+    """The turn in which a threshold compaction failed (not retried before the next turn)."""
+    recorded_files: list[str] | None = None
+    """The instruction files last recorded in the session log (``context/instructions``)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ContextService:
+    """``ctx.context``: per-session context state and the section machinery (see the module docstring)."""
+
+    def __init__(self, ctx: Context, config: ContextConfig) -> None:
+        self._ctx = ctx
+        self.config = config
+        self._sessions: dict[str, SessionContext] = {}
+        self._mode_providers: list[ModeProvider] = []
+        self._inflight: dict[int, tuple[GenerateRequest, Agent, int]] = {}
+        """id(request) → (request, agent, turn) of each agent's current step request (for the overflow retry)."""
+        self._tools_key: tuple[tuple[str, str], ...] = ()
+        self._tools_text = ""
+
+    # -- per-session state ------------------------------------------------------------------------------
+
+    def session(self, session_id: str) -> SessionContext | None:
+        return self._sessions.get(session_id)
+
+    def open_session(self, session_id: str, cwd: str | None, roots: tuple[str, ...] = ()) -> SessionContext:
+        """Snapshot the environment and project instructions of a session in *cwd* (start, resume, load)."""
+        state = SessionContext(session_id)
+        if cwd is not None:
+            environment = snapshot(cwd, roots)
+            files = find_instruction_files(cwd, environment.git.root if environment.git else None)
+            state.environment = environment
+            state.instructions = load_instructions(files, self.config.instructions_cap)
+        self._sessions[session_id] = state
+        return state
+
+    def on_agent_created(self, agent: Agent) -> None:
+        header = agent.session.header
+        try:
+            state = self.open_session(agent.session.id, header.cwd)
+            state.model = agent.options.model
+            self._replay(state, agent.session)
+        except Exception:  # a broken environment must not break the session: the sections are left out
+            log.exception("context snapshot failed", session_id=agent.session.id)
+            self._sessions[agent.session.id] = SessionContext(agent.session.id)
+
+    def _replay(self, state: SessionContext, session: Session) -> None:
+        """A resumed session's figures: its log walked once, at open (never on the per-step path)."""
+        price = self.price(state.model) if state.model else None
+        for event in session.events:
+            self._account(state, event, price)
+            if event.type == INSTRUCTIONS_EVENT:
+                state.recorded_files = list(event.data.get("files") or [])
+
+    def _account(self, state: SessionContext, event: SessionEvent, price: Price | None) -> None:
+        kind = event.type
+        if kind == "turn/start":
+            state.turn_starts.append(event.seq)
+            state.in_turn = True
+        elif kind == "turn/end":
+            state.in_turn = False
+        elif kind == "context/reset":  # /clear: nothing before it is in the conversation any more
+            state.turn_starts = []
+            state.accounting.reset(0)
+            return
+        elif kind == COMPACTION_EVENT:
+            upto = event.data.get("upto")
+            if isinstance(upto, int):
+                state.compacted_upto = upto
+                state.turn_starts = [seq for seq in state.turn_starts if seq >= upto]
+                state.accounting.reset(int(event.data.get("tokens_after") or 0))
+            return
+        if kind == "usage":
+            state.accounting.on_usage(cast("Usage", event.data.get("usage") or {}), price)
+        else:
+            state.accounting.on_event(event)
+
+    def on_session_event(self, session: Session, event: SessionEvent) -> None:
+        """``session/event``: keep the session's figures current (O(size of the event))."""
+        if event.type == "assistant/chunk":
+            return
+        state = self._sessions.get(session.id)
+        if state is not None:
+            self._account(state, event, self.price(state.model) if event.type == "usage" and state.model else None)
+
+    # -- models: window and price -----------------------------------------------------------------------
+
+    def window(self, model: str) -> int | None:
+        """The context window of *model*: the configured one, else the built-in table's, else None."""
+        return self._ctx.llm.model_info(model).context_window or builtin_window(model)
+
+    def price(self, model: str) -> Price | None:
+        return self._ctx.llm.model_info(model).price or builtin_price(model)
+
+    def tokens_in_use(self, session_id: str) -> int | None:
+        """The session's context in use (see :mod:`._accounting`); None when unknown."""
+        state = self._sessions.get(session_id)
+        return state.accounting.tokens() if state is not None else None
+
+    def usage_update(self, session_id: str, model: str) -> dict[str, Any] | None:
+        """The ACP ``usage_update`` for the session now (None when the window or the figure is unknown)."""
+        state = self._sessions.get(session_id)
+        size = self.window(model)
+        used = state.accounting.tokens() if state is not None else None
+        if state is None or size is None or not used:
+            return None
+        update: dict[str, Any] = {"sessionUpdate": "usage_update", "used": used, "size": size}
+        accounting = state.accounting
+        if accounting.priced:
+            # 4 decimals: a hundredth of a cent, and never an exponent (encoders disagree on "1e-05")
+            update["cost"] = {"amount": round(accounting.cost, 4), "currency": "USD"}
+        if accounting.cache_read or accounting.cache_write:
+            update["_meta"] = {
+                "dsh": {"cacheReadTokens": accounting.cache_read, "cacheWriteTokens": accounting.cache_write}
+            }
+        return update
+
+    def on_agent_disposed(self, agent: Agent) -> None:
+        self._sessions.pop(agent.session.id, None)
+        for key, (_, owner, _) in list(self._inflight.items()):
+            if owner is agent:
+                del self._inflight[key]
+
+    # -- mode -------------------------------------------------------------------------------------------
+
+    def mode_provider(self, provider: ModeProvider) -> Disposer:
+        """Tell the mode section where a session's mode comes from (a front end with modes registers one)."""
+        self._mode_providers.append(provider)
+
+        def remove() -> None:
+            if provider in self._mode_providers:
+                self._mode_providers.remove(provider)
+
+        return (current_scope() or self._ctx.scope).effect(remove)
+
+    def mode_of(self, session_id: str) -> str | None:
+        for provider in self._mode_providers:
+            mode = provider(session_id)
+            if mode is not None:
+                return mode
+        return None
+
+    # -- sections ---------------------------------------------------------------------------------------
+
+    def _tools_section(self, assembly: PromptAssembly) -> str:
+        key = tuple((tool["name"], tool.get("description", "")) for tool in assembly.tools)
+        if key != self._tools_key:
+            self._tools_key = key
+            self._tools_text = tools_text(assembly.tools)
+        return self._tools_text
+
+    def builtin_sections(self, assembly: PromptAssembly) -> list[PromptSection]:
+        """The built-in sections for *assembly* (its tools, its agent's session)."""
+        sections = [PromptSection("identity", ORDER["identity"], IDENTITY)]
+        sections.append(PromptSection("tools", ORDER["tools"], self._tools_section(assembly)))
+        agent = assembly.agent
+        state = self._sessions.get(agent.session.id) if agent is not None else None
+        if agent is not None:
+            mode = self.mode_of(agent.session.id)
+            if mode is not None:
+                sections.append(PromptSection("mode", ORDER["mode"], mode_text(mode)))
+        if state is not None and state.environment is not None:
+            sections.append(PromptSection("environment", ORDER["environment"], state.environment.render()))
+            if state.instructions.text:
+                sections.append(PromptSection("instructions", ORDER["instructions"], state.instructions.text))
+        return sections
+
+    def apply_overrides(self, sections: list[PromptSection]) -> list[PromptSection]:
+        """``system_prompt_sections``: ``false`` removes a section, a string replaces its text."""
+        overrides = self.config.sections
+        if not overrides:
+            return sections
+        out: list[PromptSection] = []
+        seen: set[str] = set()
+        for section in sections:
+            seen.add(section.name)
+            override = overrides.get(section.name)
+            if override is False:
+                continue
+            if isinstance(override, str):
+                section = PromptSection(section.name, section.order, override)
+            out.append(section)
+        for name, override in overrides.items():
+            if name not in seen and isinstance(override, str):
+                out.append(PromptSection(name, EXTRA_ORDER, override))
+        return out
+
+    async def on_assemble(
+        self, assembly: PromptAssembly, next_: Next[PromptAssembly, PromptAssembly]
+    ) -> PromptAssembly:
+        """``system-prompt/assemble``: the built-in sections join the registered ones, then the overrides."""
+        assembly.sections = assembly.sections + self.builtin_sections(assembly)
+        result = await next_(assembly)
+        result.sections = sorted(self.apply_overrides(result.sections), key=lambda s: s.order)
+        return result
+
+    # -- the session log --------------------------------------------------------------------------------
+
+    async def on_request(
+        self,
+        agent: Agent,
+        turn: int,
+        step: int,
+        request: GenerateRequest,
+        next_: Next[GenerateRequest, GenerateRequest],
+    ) -> GenerateRequest:
+        """Record which instruction files this session's prompt uses (once, and again when they change), and
+        which model the step uses (after every other listener: the front end may switch it)."""
+        state = self._sessions.get(agent.session.id)
+        if state is not None and state.environment is not None:
+            files = list(state.instructions.files)
+            if state.recorded_files != files and (files or state.recorded_files is not None):
+                state.recorded_files = files
+                agent.session.append(
+                    INSTRUCTIONS_EVENT, {"files": files, "truncated": list(state.instructions.truncated)}
+                )
+        request = await next_(request)
+        if state is None:
+            return request
+        state.model = request.model
+        request = await self._maybe_compact(agent, turn, state, request)
+        for key, (_, owner, _) in list(self._inflight.items()):
+            if owner is agent:
+                del self._inflight[key]
+        self._inflight[id(request)] = (request, agent, turn)
+        return request
+
+    # -- compaction -------------------------------------------------------------------------------------
+
+    async def _maybe_compact(
+        self, agent: Agent, turn: int, state: SessionContext, request: GenerateRequest
+    ) -> GenerateRequest:
+        """Compact before the step when the context in use passes the threshold (see :mod:`._compaction`)."""
+        settings = self.config.compaction
+        window = self.window(request.model) if settings.enabled else None
+        if window is None:
+            return request
+        used = state.accounting.tokens()
+        if used is None:
+            used = estimate_messages(request.messages, request.system, request.tools)
+        if used < settings.threshold * window or state.failed_turn == turn:
+            return request
+        try:
+            data = await self.compact_session(
+                agent,
+                trigger="threshold",
+                model=request.model,
+                signal=request.signal,
+                system=request.system,
+                tools=request.tools,
+                tokens_before=used,
+                window=window,
+            )
+        except (AbortedError, anyio.get_cancelled_exc_class()):
+            raise
+        except Exception as error:
+            state.failed_turn = turn
+            log.warning("compaction failed", session_id=agent.session.id, error=error_message(error))
+            if used >= window:
+                raise DshError(
+                    f"the conversation (about {used} tokens) no longer fits the context window of {request.model} "
+                    f"({window} tokens) and compacting it failed: {error_message(error)}",
+                    "CONTEXT_WINDOW_EXCEEDED",
+                ) from error
+            return request
+        if data is None:
+            return request
+        return replace(request, messages=agent.session.derive_messages())
+
+    async def compact_session(
+        self,
+        agent: Agent,
+        *,
+        trigger: str,
+        model: str,
+        signal: CancelToken | None,
+        system: str | None = None,
+        tools: list[ToolSchema] | None = None,
+        tokens_before: int | None = None,
+        window: int | None = None,
+        instructions: str | None = None,
+        manual: bool = False,
+    ) -> dict[str, Any] | None:
+        """Summarise the session's older history now and append the ``context/compaction`` event; return its
+        data, or None when there is nothing to summarise. Raises (history unchanged) when the summarisation
+        fails or *signal* is aborted."""
+        state = self._sessions.get(agent.session.id)
+        if state is None:
+            return None
+        settings = self.config.compaction
+        session = agent.session
+        if manual:  # between turns: the compaction's own (empty) turn is not one to keep
+            plan = plan_compaction(session, state.turn_starts[:-1], settings.keep_recent_turns, in_turn=False)
+        else:
+            plan = plan_compaction(session, state.turn_starts, settings.keep_recent_turns, in_turn=state.in_turn)
+        if plan is None:
+            return None
+        summariser = settings.model or model
+        summary = await summarise(self._ctx, build_summary_request(plan, summariser, signal, instructions))
+        view = session.derive_messages()
+        kept = view[(1 if plan.previous is not None else 0) + len(plan.messages) :]
+        after = estimate_messages([summary_message(summary), *kept], system, tools)
+        data = compaction_data(
+            plan,
+            summary,
+            trigger=trigger,
+            model=summariser,
+            tokens_before=tokens_before,
+            tokens_after=after,
+            window=window if window is not None else self.window(model),
+            instructions=instructions,
+        )
+        session.append(COMPACTION_EVENT, data)
+        log.info("conversation compacted", session_id=session.id, trigger=trigger, upto=plan.upto, tokens=after)
+        return data
+
+    async def on_compact(
+        self,
+        agent: Agent,
+        turn: int,
+        request: CompactRequest,
+        next_: Next[CompactRequest, dict[str, Any] | None],
+    ) -> dict[str, Any] | None:
+        """``agent/compact`` (``agent.compact(instructions)``): summarise now, keeping ``keep_recent_turns``."""
+        state = self._sessions.get(agent.session.id)
+        model = (state.model if state is not None else None) or agent.options.model
+        if state is None or not model:
+            return await next_(request)
+        return await self.compact_session(
+            agent,
+            trigger="manual",
+            model=model,
+            signal=request.signal,
+            tokens_before=state.accounting.tokens(),
+            instructions=request.instructions,
+            manual=True,
+        )
+
+    # -- overflow: one compaction, one retry ------------------------------------------------------------
+
+    async def on_stream(
+        self, request: GenerateRequest, next_: Next[GenerateRequest, AsyncIterator[StreamChunk]]
+    ) -> AsyncIterator[StreamChunk]:
+        """``llm/stream``: an agent step the provider rejects as too long (before it streamed anything) is
+        compacted and retried once. Only the first chunk is looked at here (the loop awaits this inside the step's
+        cancel scope); the rest of the stream is handed back without a wrapper on the chunk path."""
+        stream = await next_(request)
+        entry = self._inflight.get(id(request))
+        if entry is None or entry[0] is not request or not self.config.compaction.enabled:
+            return stream
+        overflow: Exception
+        try:
+            first = await anext(stream)
+        except StopAsyncIteration:
+            return stream
+        except LlmError as error:
+            if not is_overflow(error):
+                raise
+            overflow = error
+        else:
+            if not _is_overflow_finish(first):
+                return _Resumed(first, stream)
+            message = first["reason"].get("message") if first["type"] == "finish" else None
+            overflow = DshError(message or "context window exceeded", "CONTEXT_WINDOW_EXCEEDED")
+        await _aclose(stream)
+        retry = await self._retry(request, entry[1], overflow)
+        return _second_chance(retry, request.model)
+
+    async def _retry(self, request: GenerateRequest, agent: Agent, overflow: Exception) -> AsyncIterator[StreamChunk]:
+        said = error_message(overflow)
+        try:
+            data = await self.compact_session(
+                agent,
+                trigger="overflow",
+                model=request.model,
+                signal=request.signal,
+                system=request.system,
+                tools=request.tools,
+            )
+        except (AbortedError, anyio.get_cancelled_exc_class()):
+            raise
+        except Exception as error:
+            raise DshError(
+                f"the conversation does not fit the context window of {request.model} ({said}) and compacting it "
+                f"failed: {error_message(error)}",
+                "CONTEXT_WINDOW_EXCEEDED",
+            ) from error
+        if data is None:
+            raise DshError(
+                f"the conversation does not fit the context window of {request.model} ({said}) and there is no "
+                "older history to compact",
+                "CONTEXT_WINDOW_EXCEEDED",
+            )
+        retried = replace(request, messages=agent.session.derive_messages())
+        result: AsyncIterator[StreamChunk] = await self._ctx.llm.stream(retried)
+        return result
+
+
+OVERFLOW_MARKERS = ("context_length_exceeded", "prompt is too long", "maximum context length", "context window")
+
+
+def is_overflow(error: BaseException) -> bool:
+    """A provider's "the request is too long" (OpenAI ``context_length_exceeded``, Anthropic "prompt is too
+    long", HTTP 413)."""
+    code = error_code(error)
+    if code in ("CONTEXT_WINDOW_EXCEEDED", "HTTP_413"):
+        return True
+    message = error_message(error).lower()
+    return any(marker in message for marker in OVERFLOW_MARKERS)
+
+
+def _is_overflow_finish(chunk: StreamChunk) -> bool:
+    if chunk["type"] != "finish":
+        return False
+    reason = chunk["reason"]
+    return reason["kind"] == "error" and (
+        reason.get("code") == "CONTEXT_WINDOW_EXCEEDED"
+        or any(marker in (reason.get("message") or "").lower() for marker in OVERFLOW_MARKERS)
+    )
+
+
+async def _aclose(stream: AsyncIterator[StreamChunk]) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        with anyio.CancelScope(shield=True):
+            await aclose()
+
+
+class _Resumed:
+    """A stream whose first chunk was already read: that chunk, then the stream itself (one plain call per chunk,
+    no generator frame on the chunk path)."""
+
+    __slots__ = ("_first", "_rest")
+
+    def __init__(self, first: StreamChunk, rest: AsyncIterator[StreamChunk]) -> None:
+        self._first: StreamChunk | None = first
+        self._rest = rest
+
+    def __aiter__(self) -> _Resumed:
+        return self
+
+    def __anext__(self) -> Awaitable[StreamChunk]:
+        first = self._first
+        if first is not None:
+            self._first = None
+            return _ready(first)
+        return self._rest.__anext__()
+
+    async def aclose(self) -> None:
+        await _aclose(self._rest)
+
+
+async def _ready(chunk: StreamChunk) -> StreamChunk:
+    return chunk
+
+
+async def _second_chance(stream: AsyncIterator[StreamChunk], model: str) -> AsyncIterator[StreamChunk]:
+    """The retried step's stream; a second overflow fails the turn with a message that says so."""
+    try:
+        async for chunk in stream:
+            if _is_overflow_finish(chunk):
+                raise DshError(
+                    f"the conversation still does not fit the context window of {model} after compacting it",
+                    "CONTEXT_WINDOW_EXCEEDED",
+                )
+            yield chunk
+    except LlmError as error:
+        if is_overflow(error):
+            raise DshError(
+                f"the conversation still does not fit the context window of {model} after compacting it "
+                f"({error_message(error)})",
+                "CONTEXT_WINDOW_EXCEEDED",
+            ) from error
+        raise
+    finally:
+        await _aclose(stream)
+
+
+@plugin("context", inject=("system_prompt", "agents", "llm", "sessions"), config=ContextConfig)
+def context_plugin(ctx: Context, config: ContextConfig) -> None:
+    service = ContextService(ctx, config)
+    ctx.on(ev.AGENT_CREATED, service.on_agent_created)
+    ctx.on(ev.AGENT_DISPOSED, service.on_agent_disposed)
+    ctx.on(ev.SESSION_EVENT, service.on_session_event)
+    ctx.on(ev.SYSTEM_PROMPT_ASSEMBLE, service.on_assemble, prepend=True)
+    ctx.on(ev.AGENT_REQUEST, service.on_request, prepend=True)
+    ctx.on(ev.LLM_STREAM, service.on_stream)
+    ctx.on(ev.AGENT_COMPACT, service.on_compact)
+    ctx.provide("context", service)

@@ -1,0 +1,192 @@
+"""What the model receives: the built-in system prompt sections, through the real daemon and a real HTTP server.
+
+The daemon (``dsh acp``) runs as a subprocess, driven by the official ACP SDK client; the model is
+``openai:test-model`` served by the loopback provider (tests/support/provider_server.py), so every assertion is on
+the JSON body the provider received.
+"""
+
+from __future__ import annotations
+
+import datetime
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from tests.support.durable import run_daemon
+from tests.support.env import sandbox_env
+from tests.support.provider_server import FakeProvider, Reply
+from tests.support.provider_wire import DONE, oa_chunk, oa_finish, oa_text_reply, oa_tool_delta, oa_usage
+
+SECTION_HEADS = ["You are dsh", "# Tools", "# Mode", "# Environment", "# Project instructions"]
+
+
+def provider_env(server: FakeProvider) -> dict[str, str]:
+    return {"OPENAI_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": "test"}
+
+
+def system_of(body: dict[str, Any]) -> str:
+    first = body["messages"][0]
+    assert first["role"] == "system", body["messages"][:1]
+    text: str = first["content"]
+    return text
+
+
+def make_repo(root: Path, branch: str = "feature/x") -> Path:
+    """A git repository without git: ``.git/HEAD`` names *branch*."""
+    (root / ".git").mkdir(parents=True)
+    (root / ".git" / "HEAD").write_text(f"ref: refs/heads/{branch}\n")
+    return root
+
+
+def write_config(workdir: Path, text: str) -> None:
+    config = workdir / "home" / ".config" / "dsh"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "config.yaml").write_text(text)
+
+
+def user_agents(workdir: Path, text: str) -> None:
+    config = workdir / "home" / ".config" / "dsh"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "AGENTS.md").write_text(text)
+
+
+async def test_sections_in_order_with_environment_and_instructions(server: FakeProvider, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    (repo / "AGENTS.md").write_text("ROOT RULE: run make check.")
+    nested = repo / "pkg" / "sub"
+    nested.mkdir(parents=True)
+    (repo / "pkg" / "CLAUDE.md").write_text("PKG CLAUDE RULE.")
+    (nested / "AGENTS.md").write_text("NESTED RULE: prefer anyio.")
+    (nested / "CLAUDE.md").write_text("IGNORED: an AGENTS.md stands beside me.")
+    (tmp_path / "AGENTS.md").write_text("OUTSIDE THE REPO: never used.")
+    (tmp_path / "home").mkdir()
+    user_agents(tmp_path, "USER RULE: answer in English.")
+    server.script(Reply(events=oa_text_reply("ok")))
+    today = datetime.date.today().isoformat()
+    async with run_daemon(tmp_path, tmp_path / "data", model="openai:test-model", env=provider_env(server)) as daemon:
+        with anyio.fail_after(20):
+            session = await daemon.start(cwd=nested)
+            await daemon.prompt(session, "hello")
+    system = system_of(server.requests[0].body)
+    positions = [system.find(head) for head in SECTION_HEADS]
+    assert -1 not in positions, system
+    assert positions == sorted(positions), system
+    assert f"Working directory: {nested}" in system
+    assert f"Today's date: {today}" in system
+    assert f"Git repository: yes, root {repo}, branch feature/x" in system
+    # instructions: the user's file, then repository root → cwd; CLAUDE.md only where no AGENTS.md beside it
+    order = [system.find(t) for t in ("USER RULE", "ROOT RULE", "PKG CLAUDE RULE", "NESTED RULE")]
+    assert -1 not in order and order == sorted(order), system
+    assert "IGNORED" not in system and "OUTSIDE THE REPO" not in system
+    # the tools section is generated from the tools the model is given
+    for tool in server.requests[0].body["tools"]:
+        assert f"- {tool['function']['name']}: " in system
+    # the files used are recorded in the session log
+    from tests.support.durable import read_session
+
+    _, events = read_session(tmp_path / "data", session)
+    recorded = [e["data"] for e in events if e["type"] == "context/instructions"]
+    assert recorded == [
+        {
+            "files": [
+                str(tmp_path / "home" / ".config" / "dsh" / "AGENTS.md"),
+                str(repo / "AGENTS.md"),
+                str(repo / "pkg" / "CLAUDE.md"),
+                str(nested / "AGENTS.md"),
+            ],
+            "truncated": [],
+        }
+    ]
+
+
+async def test_instruction_cap_truncates_visibly(server: FakeProvider, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", "main")
+    (repo / "AGENTS.md").write_text("A" * 40_000 + "TAIL")
+    server.script(Reply(events=oa_text_reply("ok")))
+    async with run_daemon(tmp_path, tmp_path / "data", model="openai:test-model", env=provider_env(server)) as daemon:
+        with anyio.fail_after(20):
+            session = await daemon.start(cwd=repo)
+            await daemon.prompt(session, "hello")
+    system = system_of(server.requests[0].body)
+    assert "A" * 32_000 in system and "A" * 32_001 not in system
+    assert "TAIL" not in system
+    assert (
+        "[truncated: 8004 of 40004 characters of this file left out; project instructions are capped at 32000" in system
+    )
+    assert "Git repository: yes" in system and "branch main" in system
+    del session
+
+
+async def test_step_two_sends_the_same_system_and_tools_bytes(server: FakeProvider, tmp_path: Path) -> None:
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "f.txt").write_text("content")
+    server.script(
+        Reply(
+            events=[
+                oa_chunk({"role": "assistant", "content": None}),
+                oa_tool_delta(0, "", "call_1", "read_file"),
+                oa_tool_delta(0, '{"path": "f.txt"}'),
+                oa_finish("tool_calls"),
+                oa_usage(50, 10),
+                DONE,
+            ]
+        ),
+        Reply(events=oa_text_reply("done")),
+    )
+    async with run_daemon(tmp_path, tmp_path / "data", model="openai:test-model", env=provider_env(server)) as daemon:
+        with anyio.fail_after(20):
+            session = await daemon.start(cwd=tmp_path / "proj")
+            await daemon.prompt(session, "read f.txt")
+    first, second = server.requests
+    assert system_of(first.body) == system_of(second.body)
+    assert first.body["tools"] == second.body["tools"]
+    assert "Git repository: no" in system_of(first.body)
+    assert second.body["messages"][1] == first.body["messages"][1]  # the prefix only grows
+
+
+async def test_mode_text_follows_set_mode_and_overrides_apply(server: FakeProvider, tmp_path: Path) -> None:
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "home").mkdir()
+    write_config(
+        tmp_path,
+        "system_prompt: EXTRA FROM CONFIG\n"
+        "system_prompt_sections:\n  identity: You are a test agent.\n  environment: false\n  house: HOUSE RULES.\n",
+    )
+    server.script(Reply(events=oa_text_reply("one")), Reply(events=oa_text_reply("two")))
+    async with run_daemon(tmp_path, tmp_path / "data", model="openai:test-model", env=provider_env(server)) as daemon:
+        with anyio.fail_after(20):
+            session = await daemon.start(cwd=tmp_path / "proj")
+            await daemon.prompt(session, "first")
+            await daemon.conn.set_session_mode(session_id=session, mode_id="plan")
+            await daemon.prompt(session, "second")
+    before, after = (system_of(r.body) for r in server.requests)
+    assert before.startswith("You are a test agent.\n\n# Tools")
+    assert "# Environment" not in before
+    assert before.endswith("HOUSE RULES.\n\nEXTRA FROM CONFIG")
+    assert "The session is in Default:" in before and "Plan:" not in before
+    assert "The session is in Plan: read-only." in after and "propose a concrete plan" in after
+    assert before.replace(before[before.index("# Mode") :].split("\n\n")[0], "") == after.replace(
+        after[after.index("# Mode") :].split("\n\n")[0], ""
+    )  # only the mode section changed
+
+
+def test_config_show_system_prompt_prints_what_a_session_sends(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", "trunk")
+    (repo / "AGENTS.md").write_text("SHOWN RULE.")
+    env = sandbox_env(tmp_path, "echo", extra={"DSH_SYSTEM_PROMPT": "EXTRA"})
+    result = subprocess.run(
+        [sys.executable, "-m", "dsh", "config", "show", "--system-prompt", "--cwd", str(repo)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.startswith("You are dsh")
+    assert f"Working directory: {repo}" in out and "branch trunk" in out and "SHOWN RULE." in out
+    assert out.endswith("\n\nEXTRA\n")
