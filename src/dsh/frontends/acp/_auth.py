@@ -20,9 +20,10 @@ Not here: storing keys (``dsh setup`` writes the configuration file), OAuth or a
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from dsh.frontends.acp._rpc import INVALID_PARAMS, RpcError
+if TYPE_CHECKING:  # imported where used: auth_methods runs at boot, before the JSON-RPC layer is imported
+    from dsh.frontends.acp._rpc import RpcError
 
 __all__ = ["AGENT_METHOD_ID", "AUTH_REQUIRED", "TERMINAL_METHOD_ID", "AuthState", "auth_methods"]
 
@@ -64,6 +65,8 @@ def auth_methods(client_capabilities: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def auth_required(model: str, missing: str) -> RpcError:
+    from dsh.frontends.acp._rpc import RpcError
+
     return RpcError(
         AUTH_REQUIRED,
         f"Authentication required: model {model} needs an API key: set {missing} "
@@ -91,6 +94,8 @@ class AuthState:
         return self._credentials.missing_credentials(model)
 
     def authenticate(self, method_id: str, model: str) -> dict[str, Any]:
+        from dsh.frontends.acp._rpc import INVALID_PARAMS, RpcError
+
         if method_id == TERMINAL_METHOD_ID:
             raise RpcError(
                 INVALID_PARAMS,
@@ -111,6 +116,8 @@ class AuthState:
     def check_prompt(self, model: str) -> None:
         """Raise the auth-required error when *model* needs a key that is missing (or this connection logged out
         and the model needs a key at all)."""
+        from dsh.frontends.acp._rpc import RpcError
+
         missing = self._missing(model)
         if missing is not None:
             raise auth_required(model, missing)

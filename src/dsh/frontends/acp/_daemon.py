@@ -3,8 +3,11 @@
 Order of operations, and why:
 
 1. Claim stdout before anything else runs, so nothing but frames can ever reach fd 1.
-2. Build the application (core plugins + the ACP front end) and start the single frame writer.
-3. Read stdin in a daemon thread, frame it, hand each frame to the connection (requests become tasks).
+2. Start the single frame writer and read stdin in a daemon thread. Answer the first frame when it is a plain
+   ``initialize`` (:mod:`._boot`: nothing but the standard library and anyio is imported by then), so the
+   editor's wait is start-up plus one round trip, not the application's imports.
+3. Build the application (core plugins + the ACP front end), then hand every frame, in arrival order, to the
+   connection (requests become tasks).
 4. On stdin EOF or SIGTERM/SIGINT: stop reading, cancel every turn, answer pending prompts ``cancelled``,
    dispose every agent (closing ``turn/end``\\ s are flushed), drain the writer, exit 0 — bounded so the whole
    shutdown takes well under 2 s.
@@ -12,9 +15,11 @@ Order of operations, and why:
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,6 +33,8 @@ from dsh.app import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     from dsh.config import DshConfig
+    from dsh.frontends.acp._framing import Oversized
+    from dsh.frontends.acp._stdio import FrameWriter, StdinReader
     from dsh.settings import Settings
 
 __all__ = ["DaemonOptions", "run"]
@@ -122,6 +129,26 @@ class DaemonOptions:
         return {"agents": specs}
 
 
+_AGENT_EVENTS_KEY = "dsh.dev/agentEvents"
+_MCP_TRANSPORTS = {"http": True, "sse": True}
+"""What the MCP plugin the daemon loads advertises (``dsh.mcp`` manager's ``transports``); checked against the
+front end's answer once built, like :func:`_announced`."""
+
+
+def _announced(options: DaemonOptions) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """What the daemon's own ``initialize`` hooks announce for a first ``initialize``, without importing them:
+    the agent events stream (:class:`dsh.agent_stream.AgentStream`) is on when forced or when the client asks.
+    The daemon checks this against the front end's own answer once it is built (an error is logged if they
+    differ), and a test compares both answers."""
+
+    def announce(client_capabilities: dict[str, Any]) -> dict[str, Any]:
+        meta = client_capabilities.get("_meta")
+        asked = isinstance(meta, dict) and meta.get(_AGENT_EVENTS_KEY) is True
+        return {_AGENT_EVENTS_KEY: True} if options.agent_events or asked else {}
+
+    return announce
+
+
 def run(options: DaemonOptions) -> int:
     """Run the daemon until the editor hangs up; return the process exit code."""
     from dsh.frontends.acp._stdio import claim_stdout
@@ -173,78 +200,152 @@ async def _watch_signals(stop: anyio.Event) -> None:
             return
 
 
+class _Frames:
+    """Frames from stdin, one chunk's worth at a time (cancel-safe: its state is in the framer and the reader)."""
+
+    def __init__(self, reader: StdinReader) -> None:
+        from dsh.frontends.acp._framing import LineFramer
+
+        self._reader = reader
+        self._framer = LineFramer()
+        self.ended = False
+
+    async def next(self) -> list[bytes | Oversized]:
+        """The frames completed by the next chunk of input (possibly none); at the end, the last frame if any,
+        and :attr:`ended` is set."""
+        try:
+            chunk = await self._reader.__anext__()
+        except StopAsyncIteration:
+            self.ended = True
+            return self._framer.close()
+        return self._framer.feed(chunk)
+
+
+async def _first_frames(frames: _Frames, stop: anyio.Event) -> list[bytes | Oversized]:
+    """Wait for the first frames (or the end of input, or a signal: then none)."""
+    batch: list[bytes | Oversized] = []
+    async with anyio.create_task_group() as group:
+
+        async def on_stop() -> None:
+            await stop.wait()
+            group.cancel_scope.cancel()
+
+        group.start_soon(on_stop)
+        while not batch and not frames.ended:
+            batch = await frames.next()
+        group.cancel_scope.cancel()
+    return batch
+
+
 async def _serve(protocol_fd: int, options: DaemonOptions, plugins: list[Any]) -> int:
-    from dsh.app import load_core
-    from dsh.context import context_from_file
-    from dsh.frontends.acp._framing import LineFramer
-    from dsh.frontends.acp._frontend import AcpFrontend, AcpOptions, acp_plugin
+    """Answer the first ``initialize`` (:mod:`._boot`, standard library only), then build the application and
+    serve everything else, in arrival order."""
+    from dsh.frontends.acp._auth import auth_methods
+    from dsh.frontends.acp._boot import fast_initialize
     from dsh.frontends.acp._stdio import FrameWriter, StdinReader
-    from dsh.kernel import App
 
     writer = FrameWriter(protocol_fd)
     stop = anyio.Event()
     async with anyio.create_task_group() as root:
         root.start_soon(writer.run, name="acp-writer")
-        async with App() as app:
-            ctx = app.ctx
-            from dsh.plugins.persistence import default_data_dir
-
-            loaded = options.loaded_config
-            load_core(
-                ctx,
-                data_dir=options.data_dir or default_data_dir(),
-                agent_loop=options.agent_loop_config(),
-                providers=loaded.providers if loaded is not None else None,
-                context=context_from_file(loaded),
-                secrets=loaded.secrets if loaded is not None else None,
+        root.start_soon(_watch_signals, stop, name="acp-signals")
+        reader = StdinReader(0)
+        reader.start()
+        frames = _Frames(reader)
+        early = await _first_frames(frames, stop)
+        initialized: dict[str, Any] | None = None
+        boot_answer: bytes | None = None
+        if early and isinstance(early[0], bytes) and not plugins:  # extra plugins' initialize hooks are unknown
+            answered = fast_initialize(  # the daemon always stores sessions and always loads the MCP plugin
+                early[0], durable=True, mcp=_MCP_TRANSPORTS, announce=_announced(options), auth=auth_methods
             )
-            _report_storage(ctx.get("session_persistence"))
-            from dsh.mcp import McpOptions, mcp_plugin
-
-            ctx.plugin(mcp_plugin, McpOptions(loaded.mcp_servers if loaded else {}, options.mcp_timeout))
-            for extra in plugins:
-                ctx.plugin(extra)
-            problem = ctx.llm.unserved(options.model)
-            if problem is not None:  # reported now, answered at session/new; the daemon keeps serving
-                sys.stderr.write(f"dsh: {options.model_origin}: {problem}; session/new will answer this error\n")
-                sys.stderr.flush()
-            acp_options = AcpOptions(
-                writer.send,
-                model=options.model,
-                system_prompt=options.system_prompt,
-                models=options.models or (options.model,),
-            )
-            ctx.plugin(acp_plugin, acp_options)
-            from dsh.agent_stream import agent_stream_plugin
-
-            ctx.plugin(agent_stream_plugin, {"forced": options.agent_events})
-            frontend: AcpFrontend = ctx.acp
-            connection = frontend.connection
-            reader = StdinReader(0)
-            reader.start()
-
-            async with anyio.create_task_group() as handlers:
-
-                async def read() -> None:
-                    framer = LineFramer()
-                    async for chunk in reader:
-                        for frame in framer.feed(chunk):
-                            await connection.receive(frame, handlers)
-                    for frame in framer.close():
-                        await connection.receive(frame, handlers)
-                    stop.set()
-
-                handlers.start_soon(read, name="acp-reader")
-                handlers.start_soon(_watch_signals, stop, name="acp-signals")
-                await stop.wait()
-                log.info("shutting down")
-                with anyio.move_on_after(SHUTDOWN_GRACE, shield=True):
-                    await frontend.shutdown()
-                handlers.cancel_scope.cancel()
-            connection.close()
+            if answered is not None:
+                boot_answer, initialized = answered
+                writer.send(boot_answer)
+                early = early[1:]
+        if not stop.is_set():
+            await _serve_app(writer, frames, early, (initialized, boot_answer), stop, options, plugins)
         writer.close()
         with anyio.move_on_after(WRITER_GRACE, shield=True):
             await writer.drained()
         root.cancel_scope.cancel()
     sys.stderr.flush()
     return 0
+
+
+async def _serve_app(
+    writer: FrameWriter,
+    frames: _Frames,
+    early: list[bytes | Oversized],
+    boot: tuple[dict[str, Any] | None, bytes | None],
+    stop: anyio.Event,
+    options: DaemonOptions,
+    plugins: list[Any],
+) -> None:
+    """Build the application, then serve *early* and every later frame until EOF or a signal; shut down."""
+    from dsh.app import load_core
+    from dsh.context import context_from_file
+    from dsh.frontends.acp._frontend import AcpFrontend, AcpOptions, acp_plugin
+    from dsh.frontends.acp._wire import InitializeParams
+    from dsh.kernel import App
+    from dsh.plugins.persistence import default_data_dir
+
+    async with App() as app:
+        ctx = app.ctx
+        loaded = options.loaded_config
+        load_core(
+            ctx,
+            data_dir=options.data_dir or default_data_dir(),
+            agent_loop=options.agent_loop_config(),
+            providers=loaded.providers if loaded is not None else None,
+            context=context_from_file(loaded),
+            secrets=loaded.secrets if loaded is not None else None,
+        )
+        _report_storage(ctx.get("session_persistence"))
+        from dsh.mcp import McpOptions, mcp_plugin
+
+        ctx.plugin(mcp_plugin, McpOptions(loaded.mcp_servers if loaded else {}, options.mcp_timeout))
+        for extra in plugins:
+            ctx.plugin(extra)
+        problem = ctx.llm.unserved(options.model)
+        if problem is not None:  # reported now, answered at session/new; the daemon keeps serving
+            sys.stderr.write(f"dsh: {options.model_origin}: {problem}; session/new will answer this error\n")
+            sys.stderr.flush()
+        acp_options = AcpOptions(
+            writer.send,
+            model=options.model,
+            system_prompt=options.system_prompt,
+            models=options.models or (options.model,),
+            flow=writer,
+        )
+        ctx.plugin(acp_plugin, acp_options)
+        from dsh.agent_stream import agent_stream_plugin
+
+        ctx.plugin(agent_stream_plugin, {"forced": options.agent_events})
+        frontend: AcpFrontend = ctx.acp
+        connection = frontend.connection
+        initialized, boot_answer = boot
+        if initialized is not None:  # answered at boot: the front end records what initialize records
+            result = await frontend.initialize(InitializeParams.model_validate(initialized))
+            if boot_answer is None or json.loads(boot_answer).get("result") != result:
+                log.error("the boot answer to initialize differs from the front end's", front_end=result)
+
+        async with anyio.create_task_group() as handlers:
+
+            async def read() -> None:
+                batch = early
+                while True:
+                    for frame in batch:
+                        await connection.receive(frame, handlers)
+                    if frames.ended:
+                        break
+                    batch = await frames.next()
+                stop.set()
+
+            handlers.start_soon(read, name="acp-reader")
+            await stop.wait()
+            log.info("shutting down")
+            with anyio.move_on_after(SHUTDOWN_GRACE, shield=True):
+                await frontend.shutdown()
+            handlers.cancel_scope.cancel()
+        connection.close()

@@ -33,13 +33,14 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.lowlevel
 
-from dsh import __version__
 from dsh import events as ev
 from dsh._log import get_logger
 from dsh.app import DEFAULT_MODEL
 from dsh.errors import error_code, error_message
 from dsh.events import TurnEndReason
 from dsh.frontends.acp._auth import AGENT_METHOD_ID, AuthState, auth_methods
+from dsh.frontends.acp._backpressure import FlowControl, stream_gate
+from dsh.frontends.acp._boot import initialize_result
 from dsh.frontends.acp._commands import CommandDesk, commands_hooks
 from dsh.frontends.acp._content import prompt_content
 from dsh.frontends.acp._delegation import EditorDelegation
@@ -81,7 +82,6 @@ if TYPE_CHECKING:
 __all__ = ["AUTH_METHOD_ID", "AcpFrontend", "AcpOptions", "acp_plugin"]
 
 AUTH_METHOD_ID = AGENT_METHOD_ID
-PROTOCOL_VERSION = 1
 CANCEL_WATCHDOG = 2.0
 LIST_PAGE = 50
 log = get_logger("dsh.acp")
@@ -100,6 +100,8 @@ class AcpOptions:
     system_prompt: str | None = None
     models: tuple[str, ...] = ()
     """Models offered in the editor's model picker (the default model is always offered)."""
+    flow: FlowControl | None = None
+    """The writer's back-pressure: with it, model streams wait while the client is not reading."""
 
 
 @dataclass(eq=False)
@@ -222,30 +224,22 @@ class AcpFrontend:
     # -- methods ----------------------------------------------------------------------------------------
 
     async def initialize(self, params: InitializeParams) -> dict[str, Any]:
+        """The answer is :func:`~dsh.frontends.acp._boot.initialize_result`, which the daemon also answers the
+        first ``initialize`` with before this front end exists (then it calls this with the same params once it
+        is built, so what is recorded here is recorded either way)."""
         self.client_capabilities = params.client_capabilities
         session_caps = params.client_capabilities.get("session")
         # the client shows compaction_update (TypeScript SDK 2.4 schema): it gets those instead of a tool card
         self._native_compaction = isinstance(session_caps, dict) and bool(session_caps.get("compaction"))
-        durable = self._persistence() is not None
-        capabilities: dict[str, Any] = {
-            "loadSession": durable,
-            "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
-            "mcpCapabilities": mcp_capabilities(self),
-            "sessionCapabilities": ({"list": {}, "resume": {}, "close": {}, "delete": {}} if durable else {})
-            | {"additionalDirectories": {}},
-            "auth": {"logout": {}},
-        }
         meta = {
             key: value for hook in self._capability_hooks for key, value in hook(params.client_capabilities).items()
         }
-        if meta:
-            capabilities["_meta"] = meta
-        return {
-            "protocolVersion": PROTOCOL_VERSION,  # the only version we speak, whatever was asked (spec rule)
-            "agentCapabilities": capabilities,
-            "authMethods": auth_methods(self.client_capabilities),
-            "agentInfo": {"name": "dsh", "title": "dsh", "version": __version__},
-        }
+        return initialize_result(
+            durable=self._persistence() is not None,
+            mcp=mcp_capabilities(self),
+            meta=meta,
+            auth_methods=auth_methods(self.client_capabilities),
+        )
 
     async def authenticate(self, params: AuthenticateParams) -> dict[str, Any]:
         return self.auth.authenticate(params.method_id, self._options.model)
@@ -740,6 +734,8 @@ def acp_plugin(ctx: Context, options: AcpOptions) -> None:
     ctx.on(ev.SESSION_EVENT, frontend.on_session_event)
     ctx.on(ev.AGENT_STATUS, frontend.on_agent_status)
     ctx.on(ev.AGENT_REQUEST, frontend.route_request)
+    if options.flow is not None:
+        ctx.on(ev.LLM_STREAM, stream_gate(options.flow))
     ctx.on(ev.TOOLS_EXECUTE, PermissionGate(frontend, ctx.tools).check, prepend=True)
     delegation = EditorDelegation(frontend)
     ctx.on(ev.WORKSPACE_READ, delegation.read)

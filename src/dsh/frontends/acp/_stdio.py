@@ -9,15 +9,17 @@ Guarantees:
   the process exit) and hands chunks to the event loop through a bounded stream: when the daemon is slow to
   consume, the thread blocks and the editor's writes block in the kernel pipe (back-pressure, no unbounded
   buffering). End of input is an empty chunk.
-* :class:`FrameWriter` is the only writer of the protocol fd. Frames are queued without awaiting (so the
-  synchronous chunk path can enqueue), written in order, each ending with one newline, batched, and written
-  from a worker thread so a slow reader on the other end never blocks the event loop. A write is never cut
-  in half by cancellation.
+* :class:`FrameWriter` is the only writer of the protocol fd. Frames are sent without awaiting (so the
+  synchronous chunk path can send), written in order, each ending with one newline, from the event loop with
+  no thread hop (non-blocking writes; the loop's writability wait when the pipe is full), so a slow reader on
+  the other end never blocks the event loop. :meth:`FrameWriter.ready` is the back-pressure a producer that
+  can wait (the model stream) awaits: at most :data:`BACKLOG_LIMIT` frames are ever held for it.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import threading
 from collections import deque
@@ -26,10 +28,9 @@ import anyio
 import anyio.abc
 import anyio.from_thread
 import anyio.lowlevel
-import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-__all__ = ["FrameWriter", "StdinReader", "claim_stdout"]
+__all__ = ["BACKLOG_LIMIT", "FrameWriter", "StdinReader", "claim_stdout"]
 
 _CHUNK = 1 << 16
 
@@ -84,58 +85,178 @@ class StdinReader:
             raise StopAsyncIteration from None
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+BACKLOG_LIMIT = 256
+"""Frames the writer may hold before :meth:`FrameWriter.ready` makes producers wait (the model stream's
+back-pressure): with a client that stops reading, dsh's memory stays flat at about this many frames."""
+
+
+def _can_block(fd: int) -> bool:
+    """Whether writes to *fd* can block for as long as the reader likes (a pipe or a socket): only those are
+    made non-blocking. A tty or a regular file is written as it is (setting ``O_NONBLOCK`` on a terminal
+    would leak into the shell that shares it)."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 class FrameWriter:
-    """The single owner of the protocol fd: ``send`` queues a frame, :meth:`run` writes them out."""
+    """The single owner of the protocol fd: :meth:`send` is the one ordered send path, :meth:`run` finishes
+    writes the kernel could not take at once.
 
-    def __init__(self, fd: int) -> None:
+    Frames are written from the event loop, with no thread hop: the first frame after an idle moment is
+    written by :meth:`send` itself (the lowest latency there is), later ones are batched and written by
+    :meth:`run` on its next turn. On a pipe or socket the fd is non-blocking, so a full pipe (a client that
+    does not read) never blocks the loop: the rest waits in memory and :meth:`run` waits for writability.
+    :meth:`ready` lets a producer that can wait (the model stream) wait while :data:`BACKLOG_LIMIT` frames are
+    held, so that memory stays bounded; frames from :meth:`send` are never refused, dropped or reordered.
+
+    Cancelling :meth:`run` stops writing at once (shutdown with a client that does not read must not wait for
+    it); whatever was not handed to the kernel is dropped, and the fd's blocking mode is restored.
+    """
+
+    def __init__(self, fd: int, *, limit: int = BACKLOG_LIMIT) -> None:
         self._fd = fd
+        self._limit = limit
         self._queue: deque[bytes] = deque()
+        self._batch: memoryview | None = None  # a joined batch the kernel has only partly taken
+        self._batch_frames = 0
         self._wakeup = anyio.Event()
+        self._sleeping = False
+        self._space: anyio.Event | None = None
         self._closed = False
         self._drained = anyio.Event()
+        self._running = False
+        self._restore_blocking: bool | None = None
         self.broken = False
 
+    @property
+    def backlog(self) -> int:
+        """Frames accepted by :meth:`send` and not yet handed (whole) to the kernel."""
+        return len(self._queue) + self._batch_frames
+
     def send(self, frame: bytes) -> None:
-        """Queue one frame (without its newline). Never blocks; dropped once the writer is closed."""
+        """Queue one frame (without its newline), in order. Never blocks; dropped once the writer is closed or
+        the client has gone."""
         if self._closed or self.broken:
             return
+        if self._running and self._sleeping and not self._queue and self._batch is None:
+            self._write_now(frame + b"\n")
+            return
         self._queue.append(frame)
-        self._wakeup.set()
+        if self._sleeping:
+            self._sleeping = False
+            self._wakeup.set()
+
+    def congested(self) -> bool:
+        """Whether the writer holds its limit of frames: a producer that can wait should :meth:`ready`."""
+        return len(self._queue) + self._batch_frames >= self._limit
+
+    async def ready(self) -> None:
+        """Return once fewer than the limit's frames are held (at once when they are, or when the writer is
+        closed or broken). Cancellable."""
+        while self.backlog >= self._limit and not (self._closed or self.broken):
+            if self._space is None:
+                self._space = anyio.Event()
+            await self._space.wait()
 
     def close(self) -> None:
         """No more frames: :meth:`run` returns once what was queued is written."""
         self._closed = True
-        self._wakeup.set()
+        self._wake()
+        self._notify_space()
 
     async def drained(self) -> None:
         await self._drained.wait()
 
-    async def run(self) -> None:
+    def _wake(self) -> None:
+        if self._sleeping:
+            self._sleeping = False
+            self._wakeup.set()
+
+    def _notify_space(self) -> None:
+        if self._space is not None and (self.backlog < self._limit or self._closed or self.broken):
+            self._space.set()
+            self._space = None
+
+    def _fail(self) -> None:
+        """The client closed its end: nothing we write can arrive."""
+        self.broken = True
+        self._queue.clear()
+        self._batch = None
+        self._batch_frames = 0
+        self._notify_space()
+        self._wake()
+
+    def _write_now(self, data: bytes) -> None:
+        """One write from :meth:`send`; what the kernel does not take becomes the pending batch."""
         try:
-            while True:
+            written = os.write(self._fd, data)
+        except BlockingIOError:
+            written = 0
+        except OSError:
+            self._fail()
+            return
+        if written < len(data):
+            self._batch = memoryview(data)[written:]
+            self._batch_frames = 1
+            self._wake()
+
+    def _flush(self) -> bool:
+        """Write as much as the kernel takes without blocking; True when nothing is left."""
+        while True:
+            if self._batch is None:
                 if not self._queue:
-                    if self._closed:
-                        return
-                    await self._wakeup.wait()
-                    self._wakeup = anyio.Event()
-                    continue
-                frames = list(self._queue)
-                self._queue.clear()
+                    return True
+                frames = self._queue
+                self._batch_frames = len(frames)
                 frames.append(b"")
                 data = b"\n".join(frames)
-                with anyio.CancelScope(shield=True):
+                frames.clear()
+                self._batch = memoryview(data)
+            try:
+                written = os.write(self._fd, self._batch)
+            except BlockingIOError:
+                return False
+            except OSError:
+                self._fail()
+                return True
+            if written < len(self._batch):
+                self._batch = self._batch[written:]
+                return False
+            self._batch = None
+            self._batch_frames = 0
+            self._notify_space()
+
+    async def run(self) -> None:
+        if _can_block(self._fd):
+            blocking = os.get_blocking(self._fd)
+            if blocking:
+                os.set_blocking(self._fd, False)
+                self._restore_blocking = True
+        self._running = True
+        try:
+            while True:
+                if self._flush():
+                    if self.broken or (self._closed and not self._queue):
+                        return
+                    self._sleeping = True
+                    await self._wakeup.wait()
+                    self._wakeup = anyio.Event()
+                else:
                     try:
-                        await anyio.to_thread.run_sync(_write_all, self._fd, data)
-                    except OSError:  # the client closed its end: nothing we write can arrive
-                        self.broken = True
-                        self._queue.clear()
+                        await anyio.wait_writable(self._fd)
+                    except OSError:  # the fd cannot be waited on: nothing more can be written
+                        self._fail()
                         return
         finally:
+            self._running = False
+            self._sleeping = False
+            if self._restore_blocking:
+                try:
+                    os.set_blocking(self._fd, True)
+                except OSError:
+                    pass
             self._drained.set()
+            self._notify_space()
