@@ -6,6 +6,7 @@ picker could not change: ``/model`` and ``/mode`` switch through the front end's
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dsh.commands._registry import CommandResult, Invocation
@@ -55,36 +56,36 @@ async def _status(invocation: Invocation) -> CommandResult:
     return CommandResult(text="\n".join(lines + _plan_lines(invocation)))
 
 
-async def _model(invocation: Invocation) -> CommandResult:
-    controls = invocation.controls
-    if not invocation.args.strip():
-        lines = ["Models (switch with /model <id>):"]
-        for model, name in controls.models():
-            mark = " (current)" if model == controls.model else ""
-            lines.append(f"- {model} — {name}{mark}" if name != model else f"- {model}{mark}")
-        return CommandResult(text="\n".join(lines))
+async def _pick(
+    invocation: Invocation,
+    what: str,
+    listing: list[tuple[str, str]],
+    current: str,
+    switch: Callable[[str], None],
+) -> CommandResult:
+    """``/model`` and ``/mode``: list *listing* (``(id, label)``) marking *current*, or switch to the argument."""
     wanted = invocation.args.strip()
+    if not wanted:
+        lines = [f"{what.capitalize()}s (switch with /{what} <id>):"]
+        lines += [f"- {label}{' (current)' if key == current else ''}" for key, label in listing]
+        return CommandResult(text="\n".join(lines))
     try:
-        controls.switch_model(wanted)
+        switch(wanted)
     except ValueError as exc:
         return CommandResult(text=str(exc))
-    return CommandResult(text=f"Model switched to {wanted}.")
+    return CommandResult(text=f"{what.capitalize()} switched to {wanted}.")
+
+
+async def _model(invocation: Invocation) -> CommandResult:
+    controls = invocation.controls
+    listing = [(model, model if name == model else f"{model} — {name}") for model, name in controls.models()]
+    return await _pick(invocation, "model", listing, controls.model, controls.switch_model)
 
 
 async def _mode(invocation: Invocation) -> CommandResult:
     controls = invocation.controls
-    if not invocation.args.strip():
-        lines = ["Modes (switch with /mode <id>):"]
-        for mode, name, description in controls.modes():
-            mark = " (current)" if mode == controls.mode else ""
-            lines.append(f"- {mode} — {name}: {description}{mark}")
-        return CommandResult(text="\n".join(lines))
-    wanted = invocation.args.strip()
-    try:
-        controls.switch_mode(wanted)
-    except ValueError as exc:
-        return CommandResult(text=str(exc))
-    return CommandResult(text=f"Mode switched to {wanted}.")
+    listing = [(mode, f"{mode} — {name}: {text}") for mode, name, text in controls.modes()]
+    return await _pick(invocation, "mode", listing, controls.mode, controls.switch_mode)
 
 
 async def _clear(invocation: Invocation) -> CommandResult:

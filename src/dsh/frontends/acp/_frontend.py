@@ -420,7 +420,7 @@ class AcpFrontend:
         """Resume a stored session and replay its whole log as updates, then answer."""
         record = await self._open_stored(params)
         open_mcp(self, record)
-        flow = getattr(self._options, "flow", None)  # the writer's back-pressure (RFC 0008), where it exists
+        flow = self._options.flow  # the writer's back-pressure (RFC 0008), where the daemon has one
         for produced, event in enumerate(record.handle.agent.session.events, start=1):
             if type(event) is ChunkEvent:  # nearly all of a big session: straight to bytes
                 self._update_bytes(record.id, encode_chunk_update(event))
