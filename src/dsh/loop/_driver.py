@@ -363,7 +363,7 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
 
     assembler = BlockAssembler()
     feed = assembler.feed
-    append = session.append
+    append, append_chunk = session.append, session.append_chunk
     emit = ctx.app.bus.emit
     chunk_event = ev.AGENT_STREAM_CHUNK.name
     stream = None
@@ -375,7 +375,11 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
             async for chunk in stream:
                 if signal.aborted:
                     break
-                append("assistant/chunk", {"turn": turn_number, "step": step, "chunk": chunk})
+                kind, text = chunk["type"], chunk.get("text")
+                if (kind == "text-delta" or kind == "reasoning-delta") and type(text) is str and len(chunk) == 2:
+                    append_chunk(turn_number, step, kind, text)
+                else:
+                    append("assistant/chunk", {"turn": turn_number, "step": step, "chunk": chunk})
                 emit(chunk_event, agent, turn_number, step, chunk)
                 feed(chunk)
                 count += 1

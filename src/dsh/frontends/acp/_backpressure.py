@@ -17,7 +17,7 @@ Guarantees:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -54,9 +54,13 @@ class _Gated:
     def __aiter__(self) -> _Gated:
         return self
 
-    async def __anext__(self) -> StreamChunk:
+    def __anext__(self) -> Awaitable[StreamChunk]:
         if self._congested():
-            await self._flow.ready()
+            return self._after_ready()
+        return self._next()  # the inner stream's own awaitable: no frame of ours on the chunk path
+
+    async def _after_ready(self) -> StreamChunk:
+        await self._flow.ready()
         return await self._next()
 
     async def aclose(self) -> None:

@@ -52,7 +52,15 @@ from dsh.frontends.acp._permissions import (
     rules_from_log,
 )
 from dsh.frontends.acp._pickers import Pickers
-from dsh.frontends.acp._projection import Presenter, encode_chunk_update, encode_update, failed_update, project
+from dsh.frontends.acp._projection import (
+    Presenter,
+    encode_chunk_frame,
+    encode_chunk_update,
+    encode_update,
+    failed_update,
+    project,
+    update_frame_prefix,
+)
 from dsh.frontends.acp._questions import QuestionDesk, exit_plan_mode_tool
 from dsh.frontends.acp._roots import add_session_roots
 from dsh.frontends.acp._rpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, Connection, RpcError, arrival
@@ -141,6 +149,11 @@ class _AcpSession:
     roots: list[str] = field(default_factory=list)
     """The session's ``additionalDirectories`` (roots besides the cwd, :mod:`._roots`)."""
     remove_roots: Callable[[], None] = lambda: None
+    frame_prefix: bytes = b""
+    """The constant start of this session's ``session/update`` frames (the chunk path's template)."""
+
+    def __post_init__(self) -> None:
+        self.frame_prefix = update_frame_prefix(self.id)
 
 
 def _stop_reason(reason: TurnEndReason) -> dict[str, Any] | RpcError:
@@ -566,6 +579,9 @@ class AcpFrontend:
         record = self._sessions.get(session.id)
         if record is None:
             return
+        if type(event) is ChunkEvent:  # nearly every event of a turn: straight to the frame's bytes
+            self._send(encode_chunk_frame(record.frame_prefix, event))
+            return
         for update in project(event, present=record.present, compaction_updates=self._native_compaction):
             self._update(record.id, update)
         kind = event.type
@@ -704,8 +720,7 @@ class AcpFrontend:
     def _update_bytes(self, session_id: str, update: bytes) -> None:
         prefix = self._prefixes.get(session_id)
         if prefix is None:
-            prefix = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
-            prefix = self._prefixes[session_id] = prefix + json.dumps(session_id).encode() + b',"update":'
+            prefix = self._prefixes[session_id] = update_frame_prefix(session_id)
         self._send(prefix + update + b"}}")
 
     def _check_open(self) -> None:

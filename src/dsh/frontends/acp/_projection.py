@@ -38,7 +38,17 @@ from dsh.services.sessions import ChunkEvent, SessionEvent, dumps_json, parse_js
 if TYPE_CHECKING:
     from dsh.services.tools import ToolCard
 
-__all__ = ["Presenter", "card_fields", "encode_chunk_update", "encode_update", "failed_update", "project", "tool_kind"]
+__all__ = [
+    "Presenter",
+    "card_fields",
+    "encode_chunk_frame",
+    "encode_chunk_update",
+    "encode_update",
+    "failed_update",
+    "project",
+    "tool_kind",
+    "update_frame_prefix",
+]
 
 _KINDS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("read", "cat", "view", "open"), "read"),
@@ -285,9 +295,22 @@ _CHUNK_FRAMES = {
 def encode_chunk_update(event: ChunkEvent) -> bytes:
     """``encode_update(project(event)[0])`` for a loaded text chunk, byte for byte, without building the
     update: a replay of a million chunks makes one bytes object per chunk and nothing else."""
-    turn, step, kind, text = event.text_chunk
+    turn, step, kind = event.where
     head, middle = _CHUNK_FRAMES[kind]
-    return b"".join((head, _json_text(text), middle, b'%d.%d"}' % (turn, step)))
+    return b'%s%s%s%d.%d"}' % (head, event.text_json, middle, turn, step)
+
+
+def encode_chunk_frame(prefix: bytes, event: ChunkEvent) -> bytes:
+    """The whole ``session/update`` frame of a text chunk: *prefix* (the frame up to ``"update":``, see
+    :func:`update_frame_prefix`), :func:`encode_chunk_update`'s bytes, and the closing braces, in one step."""
+    turn, step, kind = event.where
+    head, middle = _CHUNK_FRAMES[kind]
+    return b'%s%s%s%s%d.%d"}}}' % (prefix, head, event.text_json, middle, turn, step)
+
+
+def update_frame_prefix(session_id: str) -> bytes:
+    """The constant start of every ``session/update`` frame of *session_id*, up to its ``"update":`` value."""
+    return b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%s,"update":' % dumps_json(session_id)
 
 
 def encode_update(update: dict[str, Any]) -> bytes:

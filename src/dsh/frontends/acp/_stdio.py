@@ -143,6 +143,7 @@ class FrameWriter:
             return
         if self._running and self._sleeping and not self._queue and self._batch is None:
             self._write_now(frame + b"\n")
+            self._wake()  # frames sent before the loop's next turn are batched by run(), not written one by one
             return
         self._queue.append(frame)
         if self._sleeping:

@@ -200,6 +200,7 @@ class JsonlPersistence:
         self._writers: dict[str, _Writer] = {}
         self._loaded: dict[str, _Writer] = {}
         self._wakeup = anyio.Event()
+        self._woken = False
         self.unavailable: str | None = None
         """Why the data directory cannot hold sessions (set by :meth:`check_root`); None: it can."""
 
@@ -278,7 +279,9 @@ class JsonlPersistence:
         writer.pending_seq = event.seq + 1
         if event.type == "assistant/message" or event.type == "step/end":
             writer.release_mark = event.seq + 1
-        self._wakeup.set()
+        if not self._woken:  # one wake-up per batch, not one per chunk
+            self._woken = True
+            self._wakeup.set()
 
     async def on_flush(self, session: Session) -> None:
         """Write what is queued and ``fsync``: on return everything appended so far is durable.
@@ -331,6 +334,7 @@ class JsonlPersistence:
         while True:
             await self._wakeup.wait()
             self._wakeup = anyio.Event()
+            self._woken = False
             for writer in list(self._writers.values()):
                 if writer.pending and writer.failure is None and writer.broken is None:
                     try:

@@ -8,6 +8,7 @@ from dsh.services.sessions._json import (
     copy_json,
     dumps_json,
     freeze_json,
+    json_string,
     parse_json,
 )
 from dsh.services.sessions._persistence import LoadedSession, SessionInfo, SessionPersistence
@@ -42,6 +43,7 @@ __all__ = [
     "copy_json",
     "dumps_json",
     "freeze_json",
+    "json_string",
     "parse_json",
     "sessions_plugin",
     "summary_message",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+from json.encoder import encode_basestring_ascii as _encode_ascii
 from typing import Any, NoReturn
 
 import orjson
@@ -176,6 +177,18 @@ def dumps_json(value: Any) -> bytes:
     if b"null" in out:
         _locate(value, "$")
     return out
+
+
+def json_string(text: str) -> bytes:
+    """The JSON string literal of *text*, quotes included: what :func:`dumps_json` writes for it.
+
+    One encoding of a streamed chunk's text serves both the session file's line and the ``session/update``
+    frame (the chunk path). A lone surrogate, which orjson refuses, is spelt with the standard encoder's ASCII
+    escapes, exactly."""
+    try:
+        return orjson.dumps(text)
+    except TypeError:
+        return _encode_ascii(text).encode()
 
 
 def _reject_constant(name: str) -> Any:

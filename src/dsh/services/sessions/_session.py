@@ -32,9 +32,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+import orjson
+
 from dsh.services.llm._tokens import MessageList, text_tokens
 from dsh.services.llm._types import ContentBlock, Message
-from dsh.services.sessions._json import FrozenDict, copy_json, freeze_json
+from dsh.services.sessions._json import FrozenDict, copy_json, freeze_json, json_string, parse_json
 
 __all__ = [
     "COMPACTION_EVENT",
@@ -86,35 +88,47 @@ class SessionEvent:
 
 
 class ChunkEvent(SessionEvent):
-    """An ``assistant/chunk`` event held compactly: a loaded session of a million chunks keeps a few pointers
-    per chunk instead of two dicts (issue #12). ``data`` is built on each access, equal to the data the event
-    was stored with (``{"turn", "step", "chunk": {"type", "text"}}``), and the caller's to keep; everything
-    else behaves as a :class:`SessionEvent` with that data (equality included)."""
+    """An ``assistant/chunk`` event of text held compactly: the chunk path's event (issue #12). The loop appends
+    one per streamed text or reasoning delta (:meth:`Session.append_chunk`) and a loaded session holds one per
+    stored chunk: two pointers each instead of two dicts. ``data`` is built on each access, equal to the data
+    the event stands for (``{"turn", "step", "chunk": {"type", "text"}}``), and the caller's to keep;
+    everything else behaves as a :class:`SessionEvent` with that data (equality included).
 
-    __slots__ = ("_kind", "_step", "_text", "_turn")
-    _turn: int
-    _step: int
-    _kind: str
-    _text: str
+    The text is held as its JSON string literal (:attr:`text_json`), encoded once and copied as it is by every
+    consumer that writes JSON (the session file's line, the ``session/update`` frame); :attr:`text` decodes it.
+    Read-only like every event."""
 
-    def __init__(self, seq: int, time: float, turn: int, step: int, kind: str, text: str) -> None:
+    __slots__ = ("text_json", "where")
+    type = "assistant/chunk"  # a class constant shadowing the slot: one store less per chunk
+    where: tuple[int, int, str]
+    """``(turn, step, chunk type)``: one tuple shared by every chunk of a step."""
+    text_json: bytes
+    """The text as a JSON string literal (quotes included), as :func:`dumps_json` writes it."""
+
+    def __init__(
+        self, seq: int, time: float, turn: int, step: int, kind: str, text: str, text_json: bytes | None = None
+    ) -> None:
         setattr_ = object.__setattr__
-        setattr_(self, "type", "assistant/chunk")
         setattr_(self, "seq", seq)
         setattr_(self, "time", time)
-        setattr_(self, "_turn", turn)
-        setattr_(self, "_step", step)
-        setattr_(self, "_kind", kind)
-        setattr_(self, "_text", text)
+        setattr_(self, "where", chunk_where(turn, step, kind))
+        setattr_(self, "text_json", text_json if text_json is not None else json_string(text))
+
+    @property
+    def text(self) -> str:
+        text: str = _loads_text(self.text_json)
+        return text
 
     @property
     def data(self) -> dict[str, Any]:
-        return {"turn": self._turn, "step": self._step, "chunk": {"type": self._kind, "text": self._text}}
+        turn, step, kind = self.where
+        return {"turn": turn, "step": step, "chunk": {"type": kind, "text": self.text}}
 
     @property
     def text_chunk(self) -> tuple[int, int, str, str]:
-        """``(turn, step, chunk type, text)`` without building ``data`` (the replay's fast path)."""
-        return self._turn, self._step, self._kind, self._text
+        """``(turn, step, chunk type, text)`` without building ``data``."""
+        turn, step, kind = self.where
+        return turn, step, kind, self.text
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SessionEvent):
@@ -127,7 +141,32 @@ class ChunkEvent(SessionEvent):
         return f"ChunkEvent(seq={self.seq!r}, time={self.time!r}, data={self.data!r})"
 
     def __reduce__(self) -> Any:
-        return (ChunkEvent, (self.seq, self.time, self._turn, self._step, self._kind, self._text))
+        return (ChunkEvent, (self.seq, self.time, *self.where, "", self.text_json))
+
+
+_WHERE: dict[tuple[int, int, str], tuple[int, int, str]] = {}
+
+
+def chunk_where(turn: int, step: int, kind: str) -> tuple[int, int, str]:
+    """The shared ``(turn, step, kind)`` tuple of :attr:`ChunkEvent.where` (one per step, not one per chunk)."""
+    key = (turn, step, kind)
+    where = _WHERE.get(key)
+    if where is None:
+        if len(_WHERE) >= 4096:  # steps of long-gone turns: sharing is only worth it within a step
+            _WHERE.clear()
+        where = _WHERE[key] = key
+    return where
+
+
+def _loads_text(text_json: bytes) -> Any:
+    try:
+        return orjson.loads(text_json)
+    except orjson.JSONDecodeError:  # a lone surrogate's escape, which orjson refuses to decode
+        return parse_json(text_json)
+
+
+_new_event = object.__new__
+_set = object.__setattr__
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +218,7 @@ class Session:
         "_release_from",
         "_summary",
         "header",
+        "id",
     )
 
     def __init__(self, header: SessionHeader, seed: Sequence[SessionEvent] = (), *, seed_owned: bool = False) -> None:
@@ -192,6 +232,8 @@ class Session:
         else:
             events = [SessionEvent(e.type, e.seq, e.time, copy_json(e.data, f"{e.type}#{e.seq}")) for e in seed]
         self.header = header
+        self.id: str = header.id
+        """The session's id (= ``header.id``; a plain attribute: read on every event's path)."""
         self._events = events
         self._hook: AppendHook | None = None
         self._derived: list[DerivedMessage] = []
@@ -202,10 +244,6 @@ class Session:
         self._next_seq = len(events)
         self._release_from = 0
         """Index in ``_events`` before which no releasable chunk is left."""
-
-    @property
-    def id(self) -> str:
-        return self.header.id
 
     @property
     def events(self) -> Sequence[SessionEvent]:
@@ -228,6 +266,22 @@ class Session:
         """Validate and copy *data*, push the event, then notify (``session/event``) synchronously."""
         copied = _copy_text_chunk(data) if type == "assistant/chunk" else None
         event = SessionEvent(type, self._next_seq, time.time(), copied or copy_json(data, type))
+        self._events.append(event)
+        self._next_seq += 1
+        hook = self._hook
+        if hook is not None:
+            hook(self, event)
+        return event
+
+    def append_chunk(self, turn: int, step: int, kind: str, text: str) -> ChunkEvent:
+        """Append a text chunk (``kind`` is ``text-delta`` or ``reasoning-delta``) as ``append("assistant/chunk",
+        {"turn", "step", "chunk": {"type": kind, "text": text}})`` would, without building or copying dicts:
+        nearly every event of a turn is one (the chunk path). The text is JSON-encoded once, here."""
+        event: ChunkEvent = _new_event(ChunkEvent)
+        _set(event, "seq", self._next_seq)
+        _set(event, "time", time.time())
+        _set(event, "where", chunk_where(turn, step, kind))
+        _set(event, "text_json", json_string(text))
         self._events.append(event)
         self._next_seq += 1
         hook = self._hook
@@ -259,7 +313,7 @@ class Session:
             kind = event.type
             if kind == "assistant/chunk":
                 if type(event) is ChunkEvent:
-                    key: tuple[Any, Any] = (event._turn, event._step)
+                    key: tuple[Any, Any] = event.where[:2]
                 else:
                     data = event.data
                     key = (data.get("turn"), data.get("step"))
