@@ -26,16 +26,14 @@ class AbortedError(Exception):
 
 
 class CancelToken:
-    __slots__ = ("_callbacks", "_event", "_reason")
+    __slots__ = ("_callbacks", "_event", "_reason", "aborted")
 
     def __init__(self) -> None:
+        self.aborted = False
+        """Whether :meth:`abort` was called (an attribute, not a property: the loop reads it per chunk)."""
         self._reason: str | None = None
         self._callbacks: list[Callable[[str], object]] = []
         self._event: anyio.Event | None = None
-
-    @property
-    def aborted(self) -> bool:
-        return self._reason is not None
 
     @property
     def reason(self) -> str | None:
@@ -45,6 +43,7 @@ class CancelToken:
         if self._reason is not None:
             return
         self._reason = reason
+        self.aborted = True
         if self._event is not None:
             self._event.set()
         callbacks, self._callbacks = self._callbacks, []

@@ -20,7 +20,7 @@ Guarantees:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, Generic, ParamSpec, Protocol, TypeVar
 
 import anyio
@@ -136,6 +136,13 @@ class EventBus:
 
     def listeners(self, name: str) -> tuple[Callable[..., Any], ...]:
         return self._listeners.get(name, ())
+
+    @property
+    def table(self) -> Mapping[str, tuple[Callable[..., Any], ...]]:
+        """The live listener table (name → listeners in dispatch order), for a dispatcher on a hot path that
+        looks its listeners up per call without a method call: entries are replaced, never mutated, so a tuple
+        read from it stays what it was while it is iterated."""
+        return self._listeners
 
     def emit(self, name: str, *args: Any) -> None:
         for listener in self._listeners.get(name, ()):

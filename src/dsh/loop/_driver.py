@@ -364,7 +364,7 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
     assembler = BlockAssembler()
     feed = assembler.feed
     append, append_chunk = session.append, session.append_chunk
-    emit = ctx.app.bus.emit
+    listeners_of = ctx.app.bus.table.get
     chunk_event = ev.AGENT_STREAM_CHUNK.name
     stream = None
     with anyio.CancelScope() as stream_scope:
@@ -380,7 +380,8 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
                     append_chunk(turn_number, step, kind, text)
                 else:
                     append("assistant/chunk", {"turn": turn_number, "step": step, "chunk": chunk})
-                emit(chunk_event, agent, turn_number, step, chunk)
+                for listener in listeners_of(chunk_event, ()):  # bus.emit, without its frame per chunk
+                    listener(agent, turn_number, step, chunk)
                 feed(chunk)
                 count += 1
                 if not count % _FAIRNESS:

@@ -89,14 +89,14 @@ class SessionStore:
         if session.id in self._live:
             raise ValueError(f"session {session.id!r} already exists")
         self._live[session.id] = session
-        bus = self._ctx.app.bus
+        listeners_of = self._ctx.app.bus.table.get
         name = ev.SESSION_EVENT.name
 
         def notify(s: Session, event: SessionEvent) -> None:
             # Every listener sees every event, even when one before it raises (a throwing plugin must not hide
             # the turn from the front end or from persistence); the first exception then reaches the appender.
             failure: Exception | None = None
-            for listener in bus.listeners(name):
+            for listener in listeners_of(name, ()):
                 try:
                     listener(s, event)
                 except Exception as error:
