@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dsh.kernel import CancelToken, Context
+from dsh.providers._words import WORD_BLOCK, word_blocks, words
 from dsh.providers.echo import echo_stream
 from dsh.services.agents import AgentOptions
 from dsh.services.llm import GenerateRequest, Message, StreamChunk
@@ -170,3 +171,22 @@ async def test_echo_deltas_reassemble_the_text_and_each_is_one_word_with_its_tra
 @given(text=st.text())
 async def test_echo_is_deterministic_for_arbitrary_text(text: str) -> None:
     assert await collect_direct(text) == await collect_direct(text)
+
+
+@given(text=st.one_of(st.text(), _WHITESPACE_HEAVY), block=st.integers(min_value=1, max_value=12))
+def test_word_blocks_give_the_same_pieces_as_one_split(text: str, block: int) -> None:
+    """The echo model splits a long prompt a block at a time (no list of millions of pieces before its first
+    chunk); the pieces, their order and their whitespace are those of splitting the whole text at once."""
+    blocks = list(word_blocks(text, block))
+
+    assert [piece for pieces in blocks for piece in pieces] == words(text)
+    assert all(blocks), "no empty block"
+
+
+def test_a_long_prompt_is_split_in_blocks() -> None:
+    text = "word " * 40_000  # 200,000 characters
+
+    blocks = list(word_blocks(text))
+
+    assert len(blocks) >= 3
+    assert max(len(pieces) for pieces in blocks) <= WORD_BLOCK // 5 + 1

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from dsh.kernel import plugin
-from dsh.providers._words import message_text, rough_tokens, words
+from dsh.providers._words import message_text, rough_tokens, word_blocks
 from dsh.services.llm import GenerateRequest, StreamChunk
 
 if TYPE_CHECKING:
@@ -26,18 +26,20 @@ async def echo_stream(request: GenerateRequest) -> AsyncIterator[StreamChunk]:
         if message["role"] == "user":
             text = message_text(message)
             break
-    pieces = words(text)
     signal = request.signal
-    for piece in pieces:
-        if signal is not None and signal.aborted:
-            break
-        yield {"type": "text-delta", "text": piece}
+    count = 0
+    for pieces in word_blocks(text):
+        for piece in pieces:
+            if signal is not None and signal.aborted:
+                break
+            yield {"type": "text-delta", "text": piece}
+        count += len(pieces)
     if signal is not None and signal.aborted:
         yield {"type": "finish", "reason": {"kind": "aborted"}}
         return
     yield {
         "type": "usage",
-        "usage": {"input_tokens": rough_tokens(request.messages, request.system), "output_tokens": len(pieces)},
+        "usage": {"input_tokens": rough_tokens(request.messages, request.system), "output_tokens": count},
     }
     yield {"type": "finish", "reason": {"kind": "stop"}}
 
