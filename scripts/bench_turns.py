@@ -61,6 +61,12 @@ def main() -> None:
     parser.add_argument("--only", choices=sorted(AGENTS))
     parser.add_argument("--before", type=Path, help="also measure the dsh of this source tree ('dsh before')")
     parser.add_argument("--quick", action="store_true", help="500 turns, windows of 20")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        help="where the session files go (default: a temporary directory; every turn ends with an fsync, so a "
+        "disk another process is writing to adds its waits to every turn: /dev/shm measures dsh alone)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.turns, args.window = 500, 20
@@ -69,7 +75,7 @@ def main() -> None:
     began = time.perf_counter()
     marks = sorted({m for m in (50, 500, 1000, args.turns) if m <= args.turns})
     results: dict[str, list[float]] = {}
-    with tempfile.TemporaryDirectory(prefix="dsh-bench-turns-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-turns-", dir=args.data_dir) as scratch:
         for name, command in agents.items():
             results[name] = run_turns(name, command, args.turns, scratch)
     print(
