@@ -117,6 +117,8 @@ class ContextService:
         """A resumed session's figures: its log walked once, at open (never on the per-step path)."""
         price = self.price(state.model) if state.model else None
         for event in session.events:
+            if event.type == "assistant/chunk":  # as live (on_session_event): nearly all of a big session
+                continue
             self._account(state, event, price)
             if event.type == INSTRUCTIONS_EVENT:
                 state.recorded_files = list(event.data.get("files") or [])

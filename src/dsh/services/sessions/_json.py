@@ -184,9 +184,14 @@ def json_string(text: str) -> bytes:
 
     One encoding of a streamed chunk's text serves both the session file's line and the ``session/update``
     frame (the chunk path). A lone surrogate, which orjson refuses, is spelt with the standard encoder's ASCII
-    escapes, exactly."""
+    escapes, exactly.
+
+    The result is a right-sized copy of orjson's: the object ``orjson.dumps`` returns keeps the whole buffer it
+    was written in (about 4 KiB, whatever its length), so holding one per chunk (a live session's unreleased
+    chunks, a loaded session's million) would cost 4 KiB each instead of ~40 bytes (measured: 393 MB RSS for
+    100k small texts, 3 MB for the copies; ``tests/test_sessions.py``)."""
     try:
-        return orjson.dumps(text)
+        return b"%s" % orjson.dumps(text)
     except TypeError:
         return _encode_ascii(text).encode()
 
