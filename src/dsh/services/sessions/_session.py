@@ -289,7 +289,7 @@ class Session:
         if where[0] != turn or where[1] != step or where[2] != kind:
             where = self._where = chunk_where(turn, step, kind)
         try:
-            text_json = _dumps(text)
+            text_json = b"%s" % _dumps(text)  # right-sized: orjson's object keeps its ~4 KiB buffer (json_string)
         except TypeError:  # a lone surrogate
             text_json = json_string(text)
         event: ChunkEvent = _new_event(ChunkEvent)
