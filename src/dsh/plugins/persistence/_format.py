@@ -306,10 +306,9 @@ def _text_chunks(
         return False
     if not _CHUNK_KINDS.keys() >= used_kinds:
         return False
-    turn_set, step_set = set(turns), set(steps)
-    if set(map(type, texts)) != _STR or set(map(type, turn_set)) != _INT or set(map(type, step_set)) != _INT:
-        return False
-    if len(turn_set) == len(step_set) == len(used_kinds) == 1:  # one step's text: one shared place
+    if set(map(type, texts)) != _STR or set(map(type, turns)) != _INT or set(map(type, steps)) != _INT:
+        return False  # (types of the lists, not of their sets: True == 1 would hide in a set)
+    if len(set(turns)) == len(set(steps)) == len(used_kinds) == 1:  # one step's text: one shared place
         wheres: Any = repeat(chunk_where(turns[0], steps[0], chunk_kinds[0]), high - low)
     else:
         wheres = map(chunk_where, turns, steps, chunk_kinds)
@@ -332,7 +331,8 @@ def _one_event(kind: str, seq: int, stamp: float, data: dict[str, Any]) -> Sessi
     if kind == _CHUNK and len(data) == 3:
         chunk, turn, step = data.get("chunk"), data.get("turn"), data.get("step")
         if type(chunk) is dict and len(chunk) == 2 and type(turn) is int and type(step) is int:
-            chunk_kind, text = _CHUNK_KINDS.get(chunk.get("type")), chunk.get("text")  # type: ignore[arg-type]
+            kind_name, text = chunk.get("type"), chunk.get("text")
+            chunk_kind = _CHUNK_KINDS.get(kind_name) if type(kind_name) is str else None  # (a list: unhashable)
             if chunk_kind is not None and type(text) is str:
                 return ChunkEvent(seq, stamp, turn, step, chunk_kind, text)
     shared = _TYPES.get(kind)
