@@ -12,6 +12,8 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dsh import events as ev
 from dsh.kernel import App, Context, plugin
@@ -583,6 +585,47 @@ async def test_a_throwing_listener_does_not_hide_the_event_from_later_listeners(
         session.append("x", {"a": 1})
     assert seen == ["x"]
     assert [e.type for e in session.events] == ["x"]
+
+
+# -- the chunk path (issue #12) ------------------------------------------------------------------------------
+
+
+@given(
+    kind=st.sampled_from(["text-delta", "reasoning-delta"]),
+    texts=st.lists(st.text(), min_size=1, max_size=5),
+    turn=st.integers(0, 10**6),
+    step=st.integers(0, 10**6),
+)
+def test_append_chunk_is_append_of_the_text_chunk_without_the_dicts(
+    kind: str, texts: list[str], turn: int, step: int
+) -> None:
+    """``append_chunk`` is the loop's path for every text delta: the event it logs and notifies equals what
+    ``append("assistant/chunk", ...)`` would give, its file line and its ``session/update`` frame are the very
+    bytes the general encoders give for that event, and it holds no dict of the caller's."""
+    from dsh.frontends.acp._projection import encode_chunk_frame, encode_update, project, update_frame_prefix
+    from dsh.plugins.persistence._format import encode_event
+    from dsh.services.sessions import ChunkEvent
+
+    fast = Session(SessionHeader(id="s", created_at=0.0))
+    general = Session(SessionHeader(id="s", created_at=0.0))
+    seen: list[SessionEvent] = []
+    fast._hook = lambda session, event: seen.append(event)
+    for text in texts:
+        event = fast.append_chunk(turn, step, kind, text)
+        plain = general.append("assistant/chunk", {"turn": turn, "step": step, "chunk": {"type": kind, "text": text}})
+        assert type(event) is ChunkEvent
+        assert event.text == text and event.where == (turn, step, kind)
+        assert SessionEvent(event.type, event.seq, event.time, event.data) == event
+        assert event.to_json() == {**plain.to_json(), "time": event.time}
+        same_time = SessionEvent(plain.type, plain.seq, event.time, plain.data)
+        assert encode_event(event) == encode_event(same_time)
+        (update,) = project(same_time)
+        assert encode_chunk_frame(update_frame_prefix("s"), event) == (
+            update_frame_prefix("s") + encode_update(update) + b"}}"
+        )
+    assert seen == list(fast.events)
+    assert len({id(e.where) for e in fast.events}) == 1, "one where tuple per step"
+    assert [e.seq for e in fast.events] == list(range(len(texts)))
 
 
 def test_held_chunks_cost_their_size_not_an_encoder_buffer() -> None:

@@ -73,6 +73,37 @@ async def test_the_first_frame_after_idle_is_in_the_pipe_when_send_returns(pipe:
             await writer.drained()
 
 
+async def test_frames_sent_before_the_loops_next_turn_go_out_in_one_write(
+    pipe: tuple[int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #12 item 2: a streaming reply costs one system call per batch, not one per frame. The first frame
+    after an idle moment is written at once; the frames sent after it, before the loop's next turn (a model
+    stream that does not await between chunks), are joined into one write."""
+    read_fd, write_fd = pipe
+    writes: list[int] = []
+    real_write = os.write
+
+    def counting_write(fd: int, data: bytes | memoryview) -> int:
+        if fd == write_fd:
+            writes.append(len(data))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", counting_write)
+    writer = FrameWriter(write_fd)
+    frames = [b'{"n":%d}' % n for n in range(100)]
+    with anyio.fail_after(WAIT):
+        async with anyio.create_task_group() as group:
+            group.start_soon(writer.run)
+            await wait_all_tasks_blocked()
+            for frame in frames:
+                writer.send(frame)
+            await wait_all_tasks_blocked()
+            assert drain(read_fd) == b"".join(frame + b"\n" for frame in frames)
+            assert len(writes) == 2, writes  # the first frame at once, the other 99 in one batch
+            writer.close()
+            await writer.drained()
+
+
 async def test_frames_arrive_whole_and_in_order_through_a_slow_reader(pipe: tuple[int, int]) -> None:
     read_fd, write_fd = pipe
     writer = FrameWriter(write_fd)

@@ -21,18 +21,15 @@ Built on :mod:`tests.support.sdk` (its stdout tee, corkable stdin, environment a
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import anyio
-from acp import Client, RequestError, connect_to_agent, text_block
+from acp import RequestError, text_block
 from acp.client.connection import ClientSideConnection
 from acp.schema import (
     AcceptElicitationResponse,
@@ -78,13 +75,10 @@ from pydantic import BaseModel, ValidationError
 from tests.support.env import sandbox_env
 from tests.support.sdk import (
     EXIT_DEADLINE,
-    READER_LIMIT,
-    CorkableWriter,
     DshProcess,
     RecordingClient,
-    _pump,
-    _StdinProtocol,
     check_frames,
+    connected_daemon,
     write_script,
 )
 
@@ -443,42 +437,20 @@ async def run_editor(
     *tmp_path* sees the first one's sessions), connect *client*, ``initialize`` with fs / terminal
     capabilities as asked, and yield the :class:`Editor` (see the module docstring for the checks on exit).
     *env* overrides entries of the daemon's environment."""
-    loop = asyncio.get_running_loop()
     project = project or tmp_path / "project"
     project.mkdir(exist_ok=True)
-    stderr_path = tmp_path / f"{name}.stderr.log"
-    read_fd, write_fd = os.pipe()
-    try:
-        with stderr_path.open("wb") as stderr:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "dsh",
-                "acp",
-                stdin=read_fd,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=stderr,
-                env={**sandbox_env(tmp_path, model), **(env or {})},
-                cwd=str(tmp_path),
-            )
-    except BaseException:
-        os.close(write_fd)
-        raise
-    finally:
-        os.close(read_fd)
-    transport, protocol = await loop.connect_write_pipe(_StdinProtocol, os.fdopen(write_fd, "wb", buffering=0))
-    stdin = CorkableWriter(transport, protocol, None, loop)
-    assert process.stdout is not None
-    sdk_reader = asyncio.StreamReader(limit=READER_LIMIT)
-    dsh = DshProcess(process, None, client, stdin, stderr_path, project)  # type: ignore[arg-type]
-    pump = asyncio.create_task(_pump(process.stdout, dsh.stdout, sdk_reader), name="dsh-stdout-tee")
-    dsh.conn = connect_to_agent(
-        cast("Client", client), stdin, sdk_reader, observers=[dsh._observe], use_unstable_protocol=elicitation
-    )
     caps = capabilities(fs=fs, terminal=terminal, elicitation=elicitation)
-    editor = Editor(dsh, client, project, _enabled(caps))
     body_ok = False
-    try:
+    async with connected_daemon(
+        {**sandbox_env(tmp_path, model), **(env or {})},
+        client,
+        tmp_path,
+        tmp_path / f"{name}.stderr.log",
+        project=project,
+        unstable_protocol=elicitation,
+        before_close=client.release_held,
+    ) as dsh:
+        editor = Editor(dsh, client, project, _enabled(caps))
         with anyio.fail_after(DEADLINE):
             await dsh.conn.initialize(
                 protocol_version=1,
@@ -487,23 +459,7 @@ async def run_editor(
             )
         yield editor
         body_ok = True
-    finally:
-        exit_code: int | None = None
-        with anyio.CancelScope(shield=True):
-            client.release_held()
-            try:
-                stdin.close()
-                await protocol.closed
-                with anyio.move_on_after(EXIT_DEADLINE):
-                    exit_code = await process.wait()
-            finally:
-                if process.returncode is None:
-                    process.kill()
-                    await process.wait()
-                try:
-                    await pump
-                finally:
-                    await dsh.conn.close()
+    exit_code = dsh.exit_code
     if body_ok:
         tail = dsh.stderr()[-3000:]
         assert exit_code is not None, f"the daemon did not exit within {EXIT_DEADLINE} s of stdin EOF; stderr:\n{tail}"

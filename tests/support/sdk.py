@@ -202,6 +202,8 @@ class DshProcess:
     agent_events: bool = False
     """``initialize`` asks for the ``_dsh/agent/*`` stream."""
     stdout: bytearray = field(default_factory=bytearray)
+    exit_code: int | None = None
+    """Set once the daemon was closed: its exit code, or None when it did not exit in time and was killed."""
     sent: list[dict[str, Any]] = field(default_factory=list)
     _sent_waiters: list[_Waiter] = field(default_factory=list)
 
@@ -439,6 +441,79 @@ async def _pump(source: asyncio.StreamReader, record: bytearray, sink: asyncio.S
 
 
 @asynccontextmanager
+async def connected_daemon(
+    environment: Mapping[str, str],
+    client: Any,
+    cwd: Path,
+    stderr_path: Path,
+    *,
+    args: Sequence[str] = (),
+    project: Path | None = None,
+    agent_events: bool = False,
+    unstable_protocol: bool = False,
+    before_close: Callable[[], None] = lambda: None,
+) -> AsyncIterator[DshProcess]:
+    """Spawn ``python -m dsh acp [ARGS]`` in *cwd* with *environment* (stderr to *stderr_path*), connect the
+    SDK with *client* through a tee that records every byte of stdout, and yield the :class:`DshProcess`
+    (``cwd`` is *project* when given). The one spawn path of the ACP tests (:func:`run_dsh` and
+    ``tests.support.editor.run_editor`` add their own checks).
+
+    On exit, whatever happened in the block: *before_close* runs, stdin is closed (how an editor says goodbye),
+    the process is given :data:`EXIT_DEADLINE` to exit and then killed, both pipes are drained, and the exit
+    code is left in :attr:`DshProcess.exit_code` (None when it had to be killed)."""
+    loop = asyncio.get_running_loop()
+    read_fd, write_fd = os.pipe()
+    try:
+        with stderr_path.open("wb") as stderr:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "dsh",
+                "acp",
+                *args,
+                stdin=read_fd,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=stderr,
+                env=dict(environment),
+                cwd=str(cwd),
+            )
+    except BaseException:
+        os.close(write_fd)
+        raise
+    finally:
+        os.close(read_fd)
+    transport, protocol = await loop.connect_write_pipe(_StdinProtocol, os.fdopen(write_fd, "wb", buffering=0))
+    stdin = CorkableWriter(transport, protocol, None, loop)
+    assert process.stdout is not None
+    sdk_reader = asyncio.StreamReader(limit=READER_LIMIT)
+    # ``conn`` is filled in below: the connection's observer is a method of the DshProcess.
+    daemon = DshProcess(process, None, client, stdin, stderr_path, project or cwd, agent_events)  # type: ignore[arg-type]
+    pump = asyncio.create_task(_pump(process.stdout, daemon.stdout, sdk_reader), name="dsh-stdout-tee")
+    # The SDK routes each client method it finds; the ones the client lacks answer "method not found".
+    daemon.conn = connect_to_agent(
+        cast("Client", client), stdin, sdk_reader, observers=[daemon._observe], use_unstable_protocol=unstable_protocol
+    )
+    try:
+        yield daemon
+    finally:
+        with anyio.CancelScope(shield=True):
+            try:
+                before_close()
+                stdin.close()
+                await protocol.closed
+                with anyio.move_on_after(EXIT_DEADLINE):
+                    daemon.exit_code = await process.wait()
+            finally:
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+                try:
+                    await pump
+                finally:
+                    await daemon.conn.close()
+
+
+@asynccontextmanager
 async def run_dsh(
     tmp_path: Path,
     model: str = "echo",
@@ -459,60 +534,14 @@ async def run_dsh(
             environment.pop(key, None)
         else:
             environment[key] = value
-    loop = asyncio.get_running_loop()
-    stderr_path = tmp_path / f"{name}.stderr.log"
-    read_fd, write_fd = os.pipe()
-    try:
-        with stderr_path.open("wb") as stderr:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "dsh",
-                "acp",
-                *args,
-                stdin=read_fd,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=stderr,
-                env=environment,
-                cwd=str(tmp_path),
-            )
-    except BaseException:
-        os.close(write_fd)
-        raise
-    finally:
-        os.close(read_fd)
-    transport, protocol = await loop.connect_write_pipe(_StdinProtocol, os.fdopen(write_fd, "wb", buffering=0))
-    stdin = CorkableWriter(transport, protocol, None, loop)
-    assert process.stdout is not None
-    sdk_reader = asyncio.StreamReader(limit=READER_LIMIT)
     client = RecordingClient()
-    # ``conn`` is filled in below: the connection's observer is a method of the DshProcess.
-    daemon = DshProcess(process, None, client, stdin, stderr_path, tmp_path, agent_events)  # type: ignore[arg-type]
-    pump = asyncio.create_task(_pump(process.stdout, daemon.stdout, sdk_reader), name="dsh-stdout-tee")
-    # The SDK routes each client method it finds; the ones RecordingClient lacks answer "method not found".
-    daemon.conn = connect_to_agent(cast("Client", client), stdin, sdk_reader, observers=[daemon._observe])
     body_ok = False
-    try:
+    async with connected_daemon(
+        environment, client, tmp_path, tmp_path / f"{name}.stderr.log", args=args, agent_events=agent_events
+    ) as daemon:
         yield daemon
         body_ok = True
-    finally:
-        # stdin EOF is how an editor says goodbye; the daemon must then exit 0 promptly. Whatever happened in the
-        # block, the process is reaped and both pipes are drained, so no transport outlives the test.
-        exit_code: int | None = None
-        with anyio.CancelScope(shield=True):
-            try:
-                stdin.close()
-                await protocol.closed
-                with anyio.move_on_after(EXIT_DEADLINE):
-                    exit_code = await process.wait()
-            finally:
-                if process.returncode is None:
-                    process.kill()
-                    await process.wait()
-                try:
-                    await pump
-                finally:
-                    await daemon.conn.close()
+    exit_code = daemon.exit_code
     if body_ok:
         tail = daemon.stderr()[-3000:]
         assert exit_code is not None, f"the daemon did not exit within {EXIT_DEADLINE} s of stdin EOF; stderr:\n{tail}"

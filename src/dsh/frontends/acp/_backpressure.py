@@ -31,6 +31,14 @@ __all__ = ["FlowControl", "stream_gate"]
 class FlowControl(Protocol):
     """What the writer offers producers that can wait (:class:`~dsh.frontends.acp._stdio.FrameWriter`)."""
 
+    held: int
+    """Frames the writer holds now (an attribute: the gate reads it per chunk)."""
+
+    @property
+    def limit(self) -> int:
+        """The number of held frames at which a producer that can wait should."""
+        ...
+
     def congested(self) -> bool:
         """Whether the writer holds its limit of frames (a producer that can wait should)."""
         ...
@@ -43,11 +51,11 @@ class FlowControl(Protocol):
 class _Gated:
     """A chunk stream that waits for the writer before each pull."""
 
-    __slots__ = ("_congested", "_flow", "_inner", "_next")
+    __slots__ = ("_flow", "_inner", "_limit", "_next")
 
     def __init__(self, inner: AsyncIterator[StreamChunk], flow: FlowControl) -> None:
         self._next = inner.__anext__
-        self._congested = flow.congested
+        self._limit = flow.limit
         self._flow = flow
         self._inner = inner
 
@@ -55,7 +63,7 @@ class _Gated:
         return self
 
     def __anext__(self) -> Awaitable[StreamChunk]:
-        if self._congested():
+        if self._flow.held >= self._limit:
             return self._after_ready()
         return self._next()  # the inner stream's own awaitable: no frame of ours on the chunk path
 

@@ -130,11 +130,19 @@ class FrameWriter:
         self._running = False
         self._restore_blocking: bool | None = None
         self.broken = False
+        self.held = 0
+        """Frames accepted by :meth:`send` and not yet handed (whole) to the kernel: the queue and the batch
+        in progress (an attribute kept current, so a producer checks it per chunk without a call)."""
+
+    @property
+    def limit(self) -> int:
+        """How many frames :meth:`ready` lets be held before a producer that can wait waits."""
+        return self._limit
 
     @property
     def backlog(self) -> int:
-        """Frames accepted by :meth:`send` and not yet handed (whole) to the kernel."""
-        return len(self._queue) + self._batch_frames
+        """Frames accepted by :meth:`send` and not yet handed (whole) to the kernel (= :attr:`held`)."""
+        return self.held
 
     def send(self, frame: bytes) -> None:
         """Queue one frame (without its newline), in order. Never blocks; dropped once the writer is closed or
@@ -146,13 +154,14 @@ class FrameWriter:
             self._wake()  # frames sent before the loop's next turn are batched by run(), not written one by one
             return
         self._queue.append(frame)
+        self.held += 1
         if self._sleeping:
             self._sleeping = False
             self._wakeup.set()
 
     def congested(self) -> bool:
         """Whether the writer holds its limit of frames: a producer that can wait should :meth:`ready`."""
-        return len(self._queue) + self._batch_frames >= self._limit
+        return self.held >= self._limit
 
     async def ready(self) -> None:
         """Return once fewer than the limit's frames are held (at once when they are, or when the writer is
@@ -187,6 +196,7 @@ class FrameWriter:
         self._queue.clear()
         self._batch = None
         self._batch_frames = 0
+        self.held = 0
         self._notify_space()
         self._wake()
 
@@ -202,6 +212,7 @@ class FrameWriter:
         if written < len(data):
             self._batch = memoryview(data)[written:]
             self._batch_frames = 1
+            self.held = 1
             self._wake()
 
     def _flush(self) -> bool:
@@ -226,6 +237,7 @@ class FrameWriter:
             if written < len(self._batch):
                 self._batch = self._batch[written:]
                 return False
+            self.held -= self._batch_frames
             self._batch = None
             self._batch_frames = 0
             self._notify_space()
