@@ -593,3 +593,57 @@ def test_the_fast_and_the_careful_path_load_the_same_session(monkeypatch: pytest
     careful_session = Session(header("s1"), careful.events, seed_owned=True)
     assert fast_session.derive_messages() == careful_session.derive_messages()
     assert len(fast_session.derive_messages()) == 4
+
+
+def _stream_cases() -> dict[str, bytes]:
+    head = header("s1")
+    clean = file_bytes(head, events_of(*closed_turn(1), *[_chunk(1, 1, "text-delta", f"w{i} ") for i in range(500)]))
+    lines = clean.split(b"\n")
+    corrupt = b"\n".join([*lines[:200], b'{"type":"assistant/chunk","seq":', *lines[201:]])
+    return {
+        "clean": clean,
+        "torn-tail": clean + b'{"type":"turn/start","se',
+        "open-turn": file_bytes(head, events_of(*open_turn(1))),
+        "corrupt-middle": corrupt,
+        "huge-integer": file_bytes(head, events_of(*closed_turn(1)[:2], ("custom", {"n": 2**70}), *closed_turn(1)[2:])),
+        "header-only": encode_header(head),
+        "header-cut": encode_header(head)[:20],
+        "empty": b"",
+        "bad-header": b'{"type":"nope"}\n' + clean.split(b"\n", 1)[1],
+    }
+
+
+@pytest.mark.parametrize("piece", [1, 7, 300, 1 << 16])
+@pytest.mark.parametrize("case", sorted(_stream_cases()))
+def test_scanning_a_stream_is_scanning_the_whole_file(case: str, piece: int) -> None:
+    """``scan_stream`` (the load's path: the file read a piece at a time) gives what ``scan`` of the whole file
+    gives, repair and errors included, however the file is cut into pieces."""
+    from dsh.plugins.persistence._format import scan_stream
+
+    content = _stream_cases()[case]
+    pieces = [content[i : i + piece] for i in range(0, len(content), piece)]
+    try:
+        expected: ScanResult | str = scan(content, WHERE)
+    except CorruptSessionError as exc:
+        expected = str(exc)
+    reread: list[int] = []
+
+    def whole() -> bytes:
+        reread.append(1)
+        return content
+
+    try:
+        got: ScanResult | str = scan_stream(iter(pieces), WHERE, whole)
+    except CorruptSessionError as exc:
+        got = str(exc)
+    if case in ("clean", "torn-tail", "open-turn", "header-only"):
+        assert not reread, "a sound file was read twice: the fast path did not take it"
+    if isinstance(expected, ScanResult) and isinstance(got, ScanResult):
+        assert (
+            got.events[: len(got.events) - len(got.closers)]
+            == expected.events[: len(expected.events) - len(expected.closers)]
+        )
+        assert [e.type for e in got.closers] == [e.type for e in expected.closers]
+        assert (got.header, got.keep_bytes) == (expected.header, expected.keep_bytes)
+    else:
+        assert got == expected

@@ -497,10 +497,11 @@ class AcpFrontend:
         record = self._record(session_id, params.cwd, handle, list(params.mcp_servers))
         record.remove_roots = remove_roots
         record.roots = list(params.additional_directories)
-        record.policy.rules = rules_from_log(session.events)
-        self.pickers.restore(record, session.events)
-        record.titled = session.last("user/message") is not None
-        last = session.last("turn/start")
+        recorded = session.events_without_chunks()  # a big session is nearly all chunks: walk the rest only
+        record.policy.rules = rules_from_log(recorded)
+        self.pickers.restore(record, recorded)
+        record.titled = any(event.type == "user/message" for event in recorded)
+        last = next((event for event in reversed(recorded) if event.type == "turn/start"), None)
         record.current_turn = int(last.data["turn"]) if last is not None else None
         return record
 

@@ -35,6 +35,7 @@ import errno
 import fcntl
 import gc
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,7 +45,7 @@ import anyio.to_thread
 
 from dsh._log import get_logger
 from dsh.errors import DshError
-from dsh.plugins.persistence._format import CorruptSessionError, encode_event, encode_header, scan
+from dsh.plugins.persistence._format import CorruptSessionError, encode_event, encode_header, scan_stream
 from dsh.services.sessions import (
     LoadedSession,
     Session,
@@ -447,12 +448,13 @@ class JsonlPersistence:
             raise SessionNotFoundError(f"no stored session {session_id!r}") from None
         try:
             _lock(fd, path)
-            content = await anyio.to_thread.run_sync(_read_all, fd)
-            length = len(content)
+            length = os.fstat(fd).st_size
             collecting = gc.isenabled()
             gc.disable()
             try:
-                result = scan(content, str(path))
+                # Read a piece at a time and parsed as it comes: the file's bytes and its events are never all
+                # in memory together (the careful path, for a file the fast one does not accept, reads it whole).
+                result = scan_stream(_pieces(fd), str(path), lambda: _read_all(fd))
                 # A loaded history lives as long as its session and holds no cycles: moved out of the
                 # collector's generations before any collection runs, a million events are never scanned by
                 # one (a full collection right after the load cost ~0.5 s; issue #12).
@@ -460,7 +462,6 @@ class JsonlPersistence:
             finally:
                 if collecting:
                     gc.enable()
-            del content  # the file's bytes go before the replay makes frames
             if result.header.id != session_id:
                 raise CorruptSessionError(f"{path}:1: the header names session {result.header.id!r}")
             if result.keep_bytes < length:
@@ -540,6 +541,13 @@ class JsonlPersistence:
         loaded, resumed and deleted."""
         self._require_root()
         return await anyio.to_thread.run_sync(self._infos)
+
+
+def _pieces(fd: int) -> Iterator[bytes]:
+    """The file from its start, 1 MiB at a time."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    while piece := os.read(fd, 1 << 20):
+        yield piece
 
 
 def _read_all(fd: int) -> bytes:
