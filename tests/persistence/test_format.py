@@ -647,3 +647,19 @@ def test_scanning_a_stream_is_scanning_the_whole_file(case: str, piece: int) -> 
         assert (got.header, got.keep_bytes) == (expected.header, expected.keep_bytes)
     else:
         assert got == expected
+
+
+@pytest.mark.parametrize("field", ["turn", "step"])
+@pytest.mark.parametrize("value", [2**64 + 1, -(2**63) - 1])
+def test_an_integer_beyond_64_bits_in_a_run_of_text_chunks_loads_exactly(field: str, value: int) -> None:
+    """orjson reads it as a float: a block of text chunks only is not searched for long digit runs, so the
+    columns' int checks must send it to the exact path, where it loads as the integer it is."""
+    specs = [_chunk(1, 1, "text-delta", f"w{i} ") for i in range(200)]
+    odd = {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "text": "odd"}}
+    odd[field] = value
+    specs[100] = ("assistant/chunk", odd)
+    events = events_of(*specs)
+    result = scan(file_bytes(header("s1"), events), WHERE)
+    assert result.events == events
+    loaded = result.events[100].data[field]
+    assert loaded == value and type(loaded) is int
