@@ -671,3 +671,19 @@ def test_held_chunks_cost_their_size_not_an_encoder_buffer() -> None:
             del held
     finally:
         tracemalloc.stop()
+
+
+def test_events_without_chunks_is_the_log_without_assistant_chunks() -> None:
+    """The filtered walk resumed sessions use (context figures, rules, choices, title, current turn)."""
+    session = Session(SessionHeader(id="s", created_at=0.0))
+    session.append("turn/start", {"turn": 1})
+    session.append_chunk(1, 1, "text-delta", "a")
+    session.append("assistant/chunk", {"turn": 1, "step": 1, "chunk": {"type": "usage", "usage": {}}})
+    session.append("user/message", {"content": []})
+    session.append_chunk(1, 1, "reasoning-delta", "b")
+    session.append("turn/end", {"turn": 1})
+    kept = session.events_without_chunks()
+    assert [event.type for event in kept] == ["turn/start", "user/message", "turn/end"]
+    assert kept == [event for event in session.events if event.type != "assistant/chunk"]
+    with pytest.raises(ValueError, match="seeded event 1 has seq 2"):
+        Session(SessionHeader(id="t", created_at=0.0), [session.events[0], session.events[2]])

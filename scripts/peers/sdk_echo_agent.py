@@ -6,14 +6,23 @@ kept, the same pieces dsh's echo model yields) and ``session/cancel`` (the runni
 piece and answers ``cancelled``). Everything runs through the SDK's own connection, router and writer, so
 the numbers measure the SDK's stack.
 
+With ``SDK_PEER_DATA_DIR`` set it also keeps sessions, as minimally as an agent can: every update it sends is
+appended to ``<dir>/<sessionId>.jsonl`` (one JSON line each, the update as sent), and ``session/load``
+replays a stored session's lines as ``session/update`` notifications (each parsed back into the SDK's model),
+then answers. No crash repair, no locking, no history for a model: the floor of a durable agent on the SDK,
+for ``scripts/bench_persistence.py``'s load figure.
+
 Run: ``.venv/bin/python scripts/peers/sdk_echo_agent.py`` (speaks ACP on stdin/stdout).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import re
 import uuid
+from pathlib import Path
 from typing import Any, cast
 
 from acp.core import RequestError, run_agent
@@ -22,8 +31,10 @@ from acp.interfaces import Agent, Client
 from acp.meta import PROTOCOL_VERSION
 from acp.schema import (
     AgentCapabilities,
+    AgentMessageChunk,
     Implementation,
     InitializeResponse,
+    LoadSessionResponse,
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
@@ -38,6 +49,8 @@ class EchoAgent:
     def __init__(self) -> None:
         self._client: Client | None = None
         self._cancelled: dict[str, asyncio.Event] = {}
+        data_dir = os.environ.get("SDK_PEER_DATA_DIR")
+        self._data_dir = Path(data_dir) if data_dir else None
 
     def on_connect(self, conn: Client) -> None:
         self._client = conn
@@ -47,7 +60,9 @@ class EchoAgent:
     ) -> InitializeResponse:
         return InitializeResponse(
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
-            agent_capabilities=AgentCapabilities(prompt_capabilities=PromptCapabilities()),
+            agent_capabilities=AgentCapabilities(
+                prompt_capabilities=PromptCapabilities(), load_session=self._data_dir is not None
+            ),
             agent_info=Implementation(name="sdk-echo", title="SDK echo peer", version="0.1.0"),
         )
 
@@ -61,16 +76,46 @@ class EchoAgent:
             raise RequestError.invalid_params({"sessionId": session_id})
         cancelled = self._cancelled[session_id] = asyncio.Event()  # a fresh flag per turn
         text = "".join(block.text for block in prompt if getattr(block, "type", None) == "text")
-        for piece in _PIECE.findall(text):
-            if cancelled.is_set():
-                return PromptResponse(stop_reason="cancelled")
-            await self._client.session_update(session_id, update_agent_message_text(piece))
+        store = self._data_dir / f"{session_id}.jsonl" if self._data_dir is not None else None
+        with store.open("a", encoding="utf-8") if store is not None else _NoFile() as log:
+            for piece in _PIECE.findall(text):
+                if cancelled.is_set():
+                    return PromptResponse(stop_reason="cancelled")
+                update = update_agent_message_text(piece)
+                log.write(update.model_dump_json(by_alias=True, exclude_none=True) + "\n")
+                await self._client.session_update(session_id, update)
         return PromptResponse(stop_reason="cancelled" if cancelled.is_set() else "end_turn")
+
+    async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any) -> Any:
+        if self._client is None or self._data_dir is None or "/" in session_id:
+            raise RequestError.invalid_params({"sessionId": session_id})
+        try:
+            lines = (self._data_dir / f"{session_id}.jsonl").open(encoding="utf-8")
+        except FileNotFoundError:
+            raise RequestError.invalid_params({"sessionId": session_id}) from None
+        with lines:
+            for line in lines:
+                await self._client.session_update(session_id, AgentMessageChunk.model_validate(json.loads(line)))
+        self._cancelled[session_id] = asyncio.Event()
+        return LoadSessionResponse()
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         flag = self._cancelled.get(session_id)
         if flag is not None:
             flag.set()
+
+
+class _NoFile:
+    """Where updates go when the peer keeps no sessions."""
+
+    def __enter__(self) -> _NoFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def write(self, line: str) -> None:
+        return None
 
 
 def main() -> None:

@@ -504,3 +504,162 @@ def test_values_orjson_would_read_differently_load_exactly(value: Any) -> None:
     loaded = result.events[2].data["value"]
     assert loaded == value
     assert type(loaded) is type(value)
+
+
+ODD_CHUNKS: dict[str, tuple[str, dict[str, Any]]] = {
+    "usage-chunk": ("assistant/chunk", {"turn": 1, "step": 1, "chunk": {"type": "usage", "usage": {"x": 1}}}),
+    "extra-data-key": ("assistant/chunk", {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "text": "a"}, "x": 0}),
+    "extra-chunk-key": (
+        "assistant/chunk",
+        {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "text": "a", "x": 0}},
+    ),
+    "text-not-str": ("assistant/chunk", {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "text": 5}}),
+    "turn-bool": ("assistant/chunk", {"turn": True, "step": 1, "chunk": {"type": "text-delta", "text": "a"}}),
+    "kind-list": ("assistant/chunk", {"turn": 1, "step": 1, "chunk": {"type": ["text-delta"], "text": "a"}}),
+    "chunk-not-dict": ("assistant/chunk", {"turn": 1, "step": 1, "chunk": "text-delta"}),
+    "other-step": _chunk(1, 2, "text-delta", "other step"),
+    "reasoning": _chunk(1, 1, "reasoning-delta", "hmm"),
+    "not-a-chunk": ("custom", {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "text": "a"}}),
+}
+
+
+@pytest.mark.parametrize("odd", sorted(ODD_CHUNKS))
+@pytest.mark.parametrize("where", [0, 1, 700, 1499])
+def test_a_run_of_chunks_with_one_odd_event_loads_exactly(odd: str, where: int) -> None:
+    """The fast path checks a block's text chunks a column at a time and halves a run around anything else: an
+    odd event anywhere in a long run loads exactly as written (a plain event, compact only if it is a plain
+    text chunk), and every chunk around it is compact and equal to what was written."""
+    from dsh.plugins.persistence import _format
+    from dsh.services.sessions import ChunkEvent
+
+    specs = [_chunk(1, 1, "text-delta", f"w{i} ") for i in range(1500)]
+    specs[where] = ODD_CHUNKS[odd]
+    events = events_of(*specs)
+    content = file_bytes(header("s1"), events)
+    original, _format._BLOCK = _format._BLOCK, 1 << 14  # several blocks, each a long run
+    try:
+        result = scan(content, WHERE)
+    finally:
+        _format._BLOCK = original
+    assert result.events == events
+    assert [e.to_json() for e in result.events] == [e.to_json() for e in events]
+    compact = [type(e) is ChunkEvent for e in result.events]
+    plain_text = odd in ("other-step", "reasoning")
+    assert compact == [plain_text or index != where for index in range(len(events))]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [b'"seq":true', b'"seq":"7"', b'"seq":99999', b'"seq":7.0'],
+    ids=["bool-seq", "string-seq", "wrong-seq", "float-seq"],
+)
+def test_a_corrupt_chunk_in_a_long_run_is_named(bad: bytes) -> None:
+    """A chunk line in the middle of a long run whose seq is not the next integer is a named error (the fast
+    path's column checks refuse the block, the careful path names the line), and nothing else is accepted."""
+    events = events_of(*[_chunk(1, 1, "text-delta", f"w{i} ") for i in range(3000)])
+    lines = file_bytes(header("s1"), events).split(b"\n")
+    index = 1 + 1500
+    lines[index] = lines[index].replace(b'"seq":1500', bad, 1)
+    with pytest.raises(CorruptSessionError) as caught:
+        scan(b"\n".join(lines), WHERE)
+    assert f"{WHERE}:{index + 1}:" in str(caught.value)
+
+
+def test_the_fast_and_the_careful_path_load_the_same_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same file through the fast path and through the line-by-line path: equal events, and sessions seeded
+    with them derive the same messages (what a resumed session sends the model)."""
+    from dsh.plugins.persistence import _format
+    from dsh.services.sessions import Session
+
+    specs = [
+        *closed_turn(1),
+        ("turn/start", {"turn": 2, "trigger": {"kind": "message", "source": {"kind": "user"}}}),
+        ("user/message", {"content": text("again"), "source": {"kind": "user"}}),
+        ("step/start", {"turn": 2, "step": 1}),
+        *[_chunk(2, 1, "reasoning-delta", f"r{i} ") for i in range(300)],
+        *[_chunk(2, 1, "text-delta", f"w{i} ") for i in range(700)],
+        ("assistant/message", {"turn": 2, "step": 1, "content": text("".join(f"w{i} " for i in range(700)))}),
+        ("step/end", {"turn": 2, "step": 1}),
+        ("turn/end", {"turn": 2, "reason": {"kind": "completed"}}),
+    ]
+    events = events_of(*specs)
+    content = file_bytes(header("s1"), events)
+    fast = scan(content, WHERE)
+    monkeypatch.setattr(_format, "_parse_all", lambda *_: None)
+    careful = scan(content, WHERE)
+    assert fast == careful
+    assert fast.events == events
+    fast_session = Session(header("s1"), fast.events, seed_owned=True)
+    careful_session = Session(header("s1"), careful.events, seed_owned=True)
+    assert fast_session.derive_messages() == careful_session.derive_messages()
+    assert len(fast_session.derive_messages()) == 4
+
+
+def _stream_cases() -> dict[str, bytes]:
+    head = header("s1")
+    clean = file_bytes(head, events_of(*closed_turn(1), *[_chunk(1, 1, "text-delta", f"w{i} ") for i in range(500)]))
+    lines = clean.split(b"\n")
+    corrupt = b"\n".join([*lines[:200], b'{"type":"assistant/chunk","seq":', *lines[201:]])
+    return {
+        "clean": clean,
+        "torn-tail": clean + b'{"type":"turn/start","se',
+        "open-turn": file_bytes(head, events_of(*open_turn(1))),
+        "corrupt-middle": corrupt,
+        "huge-integer": file_bytes(head, events_of(*closed_turn(1)[:2], ("custom", {"n": 2**70}), *closed_turn(1)[2:])),
+        "header-only": encode_header(head),
+        "header-cut": encode_header(head)[:20],
+        "empty": b"",
+        "bad-header": b'{"type":"nope"}\n' + clean.split(b"\n", 1)[1],
+    }
+
+
+@pytest.mark.parametrize("piece", [1, 7, 300, 1 << 16])
+@pytest.mark.parametrize("case", sorted(_stream_cases()))
+def test_scanning_a_stream_is_scanning_the_whole_file(case: str, piece: int) -> None:
+    """``scan_stream`` (the load's path: the file read a piece at a time) gives what ``scan`` of the whole file
+    gives, repair and errors included, however the file is cut into pieces."""
+    from dsh.plugins.persistence._format import scan_stream
+
+    content = _stream_cases()[case]
+    pieces = [content[i : i + piece] for i in range(0, len(content), piece)]
+    try:
+        expected: ScanResult | str = scan(content, WHERE)
+    except CorruptSessionError as exc:
+        expected = str(exc)
+    reread: list[int] = []
+
+    def whole() -> bytes:
+        reread.append(1)
+        return content
+
+    try:
+        got: ScanResult | str = scan_stream(iter(pieces), WHERE, whole)
+    except CorruptSessionError as exc:
+        got = str(exc)
+    if case in ("clean", "torn-tail", "open-turn", "header-only"):
+        assert not reread, "a sound file was read twice: the fast path did not take it"
+    if isinstance(expected, ScanResult) and isinstance(got, ScanResult):
+        assert (
+            got.events[: len(got.events) - len(got.closers)]
+            == expected.events[: len(expected.events) - len(expected.closers)]
+        )
+        assert [e.type for e in got.closers] == [e.type for e in expected.closers]
+        assert (got.header, got.keep_bytes) == (expected.header, expected.keep_bytes)
+    else:
+        assert got == expected
+
+
+@pytest.mark.parametrize("field", ["turn", "step"])
+@pytest.mark.parametrize("value", [2**64 + 1, -(2**63) - 1])
+def test_an_integer_beyond_64_bits_in_a_run_of_text_chunks_loads_exactly(field: str, value: int) -> None:
+    """orjson reads it as a float: a block of text chunks only is not searched for long digit runs, so the
+    columns' int checks must send it to the exact path, where it loads as the integer it is."""
+    specs = [_chunk(1, 1, "text-delta", f"w{i} ") for i in range(200)]
+    odd = {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "text": "odd"}}
+    odd[field] = value
+    specs[100] = ("assistant/chunk", odd)
+    events = events_of(*specs)
+    result = scan(file_bytes(header("s1"), events), WHERE)
+    assert result.events == events
+    loaded = result.events[100].data[field]
+    assert loaded == value and type(loaded) is int

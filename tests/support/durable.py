@@ -333,3 +333,35 @@ def assert_contiguous(events: list[dict[str, Any]]) -> None:
 
 def turn_starts(events: list[dict[str, Any]]) -> list[int]:
     return [event["data"]["turn"] for event in events if event["type"] == "turn/start"]
+
+
+def write_long_session(data_dir: Path, session_id: str, cwd: Path, words: int, *, reasoning: int = 0) -> list[str]:
+    """Write a closed one-turn session whose answer streamed *words* text chunks (after *reasoning* reasoning
+    chunks), in dsh's own file format (its encoders), without running a model: a big session in a fraction of the
+    time the loop takes. Returns the chunks' texts in order (reasoning first)."""
+    from dsh.plugins.persistence._format import encode_event, encode_header
+    from dsh.services.sessions import SessionEvent, SessionHeader
+
+    thoughts = [f"t{i} " for i in range(reasoning)]
+    texts = [f"w{i} " for i in range(words)]
+    specs: list[tuple[str, dict[str, Any]]] = [
+        ("turn/start", {"turn": 1, "trigger": {"kind": "message", "source": {"kind": "user"}}}),
+        ("user/message", {"content": [{"type": "text", "text": "go"}], "source": {"kind": "user"}}),
+        ("step/start", {"turn": 1, "step": 1}),
+    ]
+    specs += [
+        ("assistant/chunk", {"turn": 1, "step": 1, "chunk": {"type": "reasoning-delta", "text": t}}) for t in thoughts
+    ]
+    specs += [("assistant/chunk", {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "text": t}}) for t in texts]
+    specs += [
+        ("assistant/chunk", {"turn": 1, "step": 1, "chunk": {"type": "finish", "reason": "stop"}}),
+        ("assistant/message", {"turn": 1, "step": 1, "content": [{"type": "text", "text": "".join(texts)}]}),
+        ("step/end", {"turn": 1, "step": 1}),
+        ("turn/end", {"turn": 1, "reason": {"kind": "completed"}}),
+    ]
+    head = SessionHeader(id=session_id, created_at=1.0, cwd=str(cwd))
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with session_path(data_dir, session_id).open("wb") as file:
+        file.write(encode_header(head))
+        file.writelines(encode_event(SessionEvent(kind, seq, 2.5, data)) for seq, (kind, data) in enumerate(specs))
+    return thoughts + texts

@@ -116,7 +116,7 @@ class ContextService:
     def _replay(self, state: SessionContext, session: Session) -> None:
         """A resumed session's figures: its log walked once, at open (never on the per-step path)."""
         price = self.price(state.model) if state.model else None
-        for event in session.events:
+        for event in session.events_without_chunks():  # as live (on_session_event): chunks count for nothing
             self._account(state, event, price)
             if event.type == INSTRUCTIONS_EVENT:
                 state.recorded_files = list(event.data.get("files") or [])

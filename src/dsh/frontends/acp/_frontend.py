@@ -55,13 +55,13 @@ from dsh.frontends.acp._pickers import Pickers
 from dsh.frontends.acp._projection import (
     Presenter,
     encode_chunk_frame,
-    encode_chunk_update,
     encode_update,
     failed_update,
     project,
     update_frame_prefix,
 )
 from dsh.frontends.acp._questions import QuestionDesk, exit_plan_mode_tool
+from dsh.frontends.acp._replay import replay_frames
 from dsh.frontends.acp._roots import add_session_roots
 from dsh.frontends.acp._rpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, Connection, RpcError, arrival
 from dsh.frontends.acp._wire import (
@@ -434,19 +434,21 @@ class AcpFrontend:
         record = await self._open_stored(params)
         open_mcp(self, record)
         flow = self._options.flow  # the writer's back-pressure (RFC 0008), where the daemon has one
-        for produced, event in enumerate(record.handle.agent.session.events, start=1):
-            if type(event) is ChunkEvent:  # nearly all of a big session: straight to bytes
-                self._update_bytes(record.id, encode_chunk_update(event))
+        prefix, send = record.frame_prefix, self._send
+
+        def frames_of(event: SessionEvent) -> list[bytes]:
+            updates = project(event, replay=True, present=record.present, compaction_updates=self._native_compaction)
+            return [prefix + encode_update(update) + b"}}" for update in updates]
+
+        for frames in replay_frames(record.handle.agent.session.events, prefix, frames_of, _REPLAY_BATCH):
+            for frame in frames:
+                send(frame)
+            # Let the writer take what is queued (frames go out as they are made); a client that does not read
+            # makes the replay wait here, so at most the writer's limit plus one batch of frames is held.
+            if flow is not None and flow.congested():
+                await flow.ready()
             else:
-                for update in project(
-                    event, replay=True, present=record.present, compaction_updates=self._native_compaction
-                ):
-                    self._update(record.id, update)
-            if not produced % _REPLAY_BATCH:  # let the writer take what is queued: frames go out as they are made
-                if flow is not None and flow.congested():
-                    await flow.ready()
-                else:
-                    await anyio.lowlevel.checkpoint()
+                await anyio.lowlevel.checkpoint()
         self._sessions[record.id] = record
         self.desk.opened(record)
         return self.pickers.session_state(record)
@@ -495,10 +497,11 @@ class AcpFrontend:
         record = self._record(session_id, params.cwd, handle, list(params.mcp_servers))
         record.remove_roots = remove_roots
         record.roots = list(params.additional_directories)
-        record.policy.rules = rules_from_log(session.events)
-        self.pickers.restore(record, session.events)
-        record.titled = session.last("user/message") is not None
-        last = session.last("turn/start")
+        recorded = session.events_without_chunks()  # a big session is nearly all chunks: walk the rest only
+        record.policy.rules = rules_from_log(recorded)
+        self.pickers.restore(record, recorded)
+        record.titled = any(event.type == "user/message" for event in recorded)
+        last = next((event for event in reversed(recorded) if event.type == "turn/start"), None)
         record.current_turn = int(last.data["turn"]) if last is not None else None
         return record
 

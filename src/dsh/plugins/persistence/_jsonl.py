@@ -35,6 +35,7 @@ import errno
 import fcntl
 import gc
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,7 +45,7 @@ import anyio.to_thread
 
 from dsh._log import get_logger
 from dsh.errors import DshError
-from dsh.plugins.persistence._format import CorruptSessionError, encode_event, encode_header, scan
+from dsh.plugins.persistence._format import CorruptSessionError, encode_event, encode_header, scan_stream
 from dsh.services.sessions import (
     LoadedSession,
     Session,
@@ -447,18 +448,30 @@ class JsonlPersistence:
             raise SessionNotFoundError(f"no stored session {session_id!r}") from None
         try:
             _lock(fd, path)
-            content = await anyio.to_thread.run_sync(_read_all, fd)
-            result = scan(content, str(path))
+            length = os.fstat(fd).st_size
+            collecting = gc.isenabled()
+            gc.disable()
+            try:
+                # Read a piece at a time and parsed as it comes: the file's bytes and its events are never all
+                # in memory together (the careful path, for a file the fast one does not accept, reads it whole).
+                result = scan_stream(_pieces(fd), str(path), lambda: _read_all(fd))
+                # A loaded history lives as long as its session and holds no cycles: moved out of the
+                # collector's generations before any collection runs, a million events are never scanned by
+                # one (a full collection right after the load cost ~0.5 s; issue #12).
+                gc.freeze()
+            finally:
+                if collecting:
+                    gc.enable()
             if result.header.id != session_id:
                 raise CorruptSessionError(f"{path}:1: the header names session {result.header.id!r}")
-            if result.keep_bytes < len(content):
+            if result.keep_bytes < length:
                 os.ftruncate(fd, result.keep_bytes)
-                log.warning("cut a torn final line", session_id=session_id, bytes=len(content) - result.keep_bytes)
+                log.warning("cut a torn final line", session_id=session_id, bytes=length - result.keep_bytes)
             closers = [encode_event(e) for e in result.closers]
             if closers:
                 _write_all(fd, b"".join(closers))
                 log.warning("closed an interrupted turn", session_id=session_id, events=len(result.closers))
-            if result.keep_bytes < len(content) or result.closers:
+            if result.keep_bytes < length or result.closers:
                 os.fsync(fd)
         except BaseException:
             os.close(fd)
@@ -476,10 +489,6 @@ class JsonlPersistence:
             synced_seq=count,
             release_mark=count,  # the seed's chunks may go after the first durable flush (after any replay)
         )
-        del content
-        # A loaded history lives as long as its session and holds no cycles: moved out of the collector's
-        # generations, a million events are never rescanned by later collections (issue #12).
-        gc.freeze()
         return LoadedSession(result.header, result.events, owned=True)
 
     def release(self, session_id: str) -> None:
@@ -534,14 +543,21 @@ class JsonlPersistence:
         return await anyio.to_thread.run_sync(self._infos)
 
 
-def _read_all(fd: int) -> bytes:
+def _pieces(fd: int) -> Iterator[bytes]:
+    """The file from its start, 1 MiB at a time."""
     os.lseek(fd, 0, os.SEEK_SET)
-    chunks: list[bytes] = []
-    while True:
-        chunk = os.read(fd, 1 << 20)
-        if not chunk:
-            return b"".join(chunks)
+    while piece := os.read(fd, 1 << 20):
+        yield piece
+
+
+def _read_all(fd: int) -> bytes:
+    """The whole file, read into one object of its size: joining blocks would hold the file twice for a moment
+    (a 156 MB session peaked at 2x its size before being parsed)."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks = [os.read(fd, max(os.fstat(fd).st_size, 1 << 16))]
+    while chunk := os.read(fd, 1 << 20):  # the file grew since fstat (it is locked: only in theory)
         chunks.append(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 _TITLE_SCAN_LINES = 64

@@ -19,6 +19,7 @@ from dsh.services.sessions._session import (
     Session,
     SessionEvent,
     SessionHeader,
+    chunk_where,
     summary_message,
     title_from_content,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "SessionInfo",
     "SessionStore",
     "check_session_id",
+    "chunk_where",
     "copy_json",
     "dumps_json",
     "freeze_json",
