@@ -11,7 +11,10 @@
   loaded by a freshly spawned ``python -m dsh acp`` over raw pipes: spawn → ``initialize`` and ``session/load``
   written → the load's answer read (after every replayed ``session/update``), and the daemon's peak RSS
   (``VmHWM``) then. Median of ``--spawns``; issue #12 target for 1M events (``--load-events 1000000``):
-  ≤ 2 s and ≤ 3x the file's size.
+  ≤ 2 s and ≤ 3x the file's size. The SDK peer (``scripts/peers/sdk_echo_agent.py`` with ``SDK_PEER_DATA_DIR``)
+  loads the same reply from its own JSONL file in the same run (``--no-peer`` skips it: at 1M updates it takes
+  about a minute per spawn), and ``--before DIR`` adds the dsh of another source tree; the agents' spawns are
+  interleaved. The client reads in bulk and counts update frames by their prefix, so it is not the bottleneck.
 
 Files go to a temporary directory (``--data-dir`` to pick the disk: fsync on tmpfs is nearly free). Not a test:
 it prints numbers and never fails on them. Run: ``.venv/bin/python scripts/bench_persistence.py``.
