@@ -687,3 +687,39 @@ def test_events_without_chunks_is_the_log_without_assistant_chunks() -> None:
     assert kept == [event for event in session.events if event.type != "assistant/chunk"]
     with pytest.raises(ValueError, match="seeded event 1 has seq 2"):
         Session(SessionHeader(id="t", created_at=0.0), [session.events[0], session.events[2]])
+
+
+async def test_a_listener_that_ignores_text_chunks_gets_every_other_event_in_order(
+    store: SessionStore, ctx: Context
+) -> None:
+    """``ignores_text_chunks`` (issue #12): the session skips a marked ``session/event`` listener for streamed
+    text chunks only; every listener still sees every other event in registration order, and a listener added
+    or removed later is honoured at once (the skip list follows the bus)."""
+    from dsh.services.sessions import ignores_text_chunks
+
+    seen: list[tuple[str, str]] = []
+
+    class Plugin:
+        @ignores_text_chunks
+        def marked(self, session: Session, event: SessionEvent) -> None:
+            seen.append(("marked", event.type))
+
+    ctx.on(ev.SESSION_EVENT, Plugin().marked)
+    ctx.on(ev.SESSION_EVENT, lambda session, event: seen.append(("plain", event.type)))
+    session = store.create()
+    session.append("turn/start", {"turn": 1})
+    session.append_chunk(1, 1, "text-delta", "a ")
+    session.append("assistant/chunk", {"turn": 1, "step": 1, "chunk": {"type": "usage", "usage": {}}})
+    assert seen == [
+        ("marked", "turn/start"),
+        ("plain", "turn/start"),
+        ("plain", "assistant/chunk"),
+        ("marked", "assistant/chunk"),  # not a text chunk: every listener
+        ("plain", "assistant/chunk"),
+    ]
+    seen.clear()
+    remove = ctx.app.bus.add(ev.SESSION_EVENT.name, lambda session, event: seen.append(("late", event.type)))
+    session.append_chunk(1, 1, "text-delta", "b ")
+    remove()
+    session.append_chunk(1, 1, "text-delta", "c ")
+    assert seen == [("plain", "assistant/chunk"), ("late", "assistant/chunk"), ("plain", "assistant/chunk")]

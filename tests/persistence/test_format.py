@@ -663,3 +663,30 @@ def test_an_integer_beyond_64_bits_in_a_run_of_text_chunks_loads_exactly(field: 
     assert result.events == events
     loaded = result.events[100].data[field]
     assert loaded == value and type(loaded) is int
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.sampled_from(["text-delta", "reasoning-delta"]), st.text(max_size=8)),
+            st.just(("step/end", "")),
+        ),
+        max_size=12,
+    )
+)
+def test_queued_text_chunks_are_written_as_encode_event_writes_them(items: list[tuple[str, str]]) -> None:
+    """The persistence listener queues text chunks as events and ``join_lines`` encodes them with the batch
+    (issue #12): the bytes are those of encoding every event on its own, other lines kept as they are."""
+    from dsh.plugins.persistence._format import join_lines
+    from dsh.services.sessions import Session
+
+    session = Session(SessionHeader(id="s", created_at=0.0))
+    queued: list[Any] = []
+    for kind, chunk_text in items:
+        if kind == "step/end":
+            event = session.append("step/end", {"turn": 1, "step": 2})
+            queued.append(encode_event(event))
+        else:
+            event = session.append_chunk(1, 2, kind, chunk_text)
+            queued.append(event)
+    assert join_lines(queued) == b"".join(encode_event(event) for event in session.events)

@@ -30,7 +30,7 @@ from dsh.context._models import builtin_price, builtin_window
 from dsh.context._sections import IDENTITY, ORDER, mode_text, tools_text
 from dsh.errors import DshError, LlmError, error_code, error_message
 from dsh.kernel import AbortedError, Disposer, Next, current_scope, plugin
-from dsh.services.sessions import COMPACTION_EVENT, summary_message
+from dsh.services.sessions import COMPACTION_EVENT, ignores_text_chunks, summary_message
 from dsh.services.system_prompt import PromptAssembly, PromptSection
 
 if TYPE_CHECKING:
@@ -144,6 +144,7 @@ class ContextService:
         else:
             state.accounting.on_event(event)
 
+    @ignores_text_chunks
     def on_session_event(self, session: Session, event: SessionEvent) -> None:
         """``session/event``: keep the session's figures current (O(size of the event))."""
         if event.type == "assistant/chunk":

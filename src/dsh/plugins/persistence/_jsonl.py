@@ -45,8 +45,9 @@ import anyio.to_thread
 
 from dsh._log import get_logger
 from dsh.errors import DshError
-from dsh.plugins.persistence._format import CorruptSessionError, encode_event, encode_header, scan_stream
+from dsh.plugins.persistence._format import CorruptSessionError, encode_event, encode_header, join_lines, scan_stream
 from dsh.services.sessions import (
+    ChunkEvent,
     LoadedSession,
     Session,
     SessionEvent,
@@ -123,7 +124,8 @@ class SessionWriteError(_StorageError, OSError):
 @dataclass(eq=False)
 class _Writer:
     """One session file's write state. The file always holds ``synced_size`` bytes known durable, then
-    ``written`` (written since the last ``fsync``); ``pending`` lines are not written yet."""
+    ``written`` (written since the last ``fsync``); ``pending`` lines are not written yet. Both hold encoded
+    lines, or text chunks as events (a :class:`ChunkEvent` always encodes; :func:`join_lines` writes it)."""
 
     id: str
     header: SessionHeader
@@ -131,10 +133,10 @@ class _Writer:
     fd: int | None = None
     session: Session | None = None
     """The live session (to release its streamed chunks once they are durable)."""
-    pending: list[bytes] = field(default_factory=list)
+    pending: list[bytes | ChunkEvent] = field(default_factory=list)
     pending_seq: int = 0
     """The seq after the last queued line (``pending`` ends there)."""
-    written: list[bytes] = field(default_factory=list)
+    written: list[bytes | ChunkEvent] = field(default_factory=list)
     written_seq: int = 0
     """The seq after the last written line."""
     size: int = 0
@@ -270,16 +272,20 @@ class JsonlPersistence:
         writer = self._writers.get(session.id)
         if writer is None or writer.broken is not None:
             return
-        try:
-            line = encode_event(event)
-        except Exception as exc:  # never a hole: this line and every later one stay out of the file
-            writer.broken = f"event {event.seq} ({event.type}) cannot be stored: {type(exc).__name__}"
-            log.warning("session event cannot be encoded", session_id=session.id, seq=event.seq, type=event.type)
-            return
-        writer.pending.append(line)
-        writer.pending_seq = event.seq + 1
-        if event.type == "assistant/message" or event.type == "step/end":
-            writer.release_mark = event.seq + 1
+        if type(event) is ChunkEvent:  # the chunk path: queued as it is, encoded with its batch (join_lines)
+            writer.pending.append(event)
+            writer.pending_seq = event.seq + 1
+        else:
+            try:
+                line = encode_event(event)
+            except Exception as exc:  # never a hole: this line and every later one stay out of the file
+                writer.broken = f"event {event.seq} ({event.type}) cannot be stored: {type(exc).__name__}"
+                log.warning("session event cannot be encoded", session_id=session.id, seq=event.seq, type=event.type)
+                return
+            writer.pending.append(line)
+            writer.pending_seq = event.seq + 1
+            if event.type == "assistant/message" or event.type == "step/end":
+                writer.release_mark = event.seq + 1
         if not self._woken:  # one wake-up per batch, not one per chunk
             self._woken = True
             self._wakeup.set()
@@ -361,7 +367,7 @@ class JsonlPersistence:
         if os.fstat(fd).st_size != writer.size:  # a failed write left part of a line: never build on it
             os.ftruncate(fd, writer.size)
         count = len(writer.pending)
-        data = b"".join(writer.pending)
+        data = join_lines(writer.pending)
         try:
             _write_all(fd, data)
         except OSError:

@@ -23,7 +23,7 @@ from dsh.services.sessions._session import (
     summary_message,
     title_from_content,
 )
-from dsh.services.sessions._store import SessionStore, check_session_id, sessions_plugin
+from dsh.services.sessions._store import SessionStore, check_session_id, ignores_text_chunks, sessions_plugin
 
 __all__ = [
     "COMPACTION_EVENT",
@@ -45,6 +45,7 @@ __all__ = [
     "copy_json",
     "dumps_json",
     "freeze_json",
+    "ignores_text_chunks",
     "json_string",
     "parse_json",
     "sessions_plugin",

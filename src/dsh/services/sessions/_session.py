@@ -337,15 +337,25 @@ class Session:
         open_chunk = -1  # index in kept (reversed) of the earliest chunk kept
         dropped_before_derived = 0
         derived_upto = self._derived_upto
+        last_where: tuple[int, int, str] | None = None  # chunks of a step share one where: decide once per run
+        last_closed = False
         for index in range(end - 1, start - 1, -1):
             event = events[index]
+            if type(event) is ChunkEvent:  # nearly every event: one identity test, no tuple made
+                where = event.where
+                if where is not last_where:
+                    last_where, last_closed = where, where[:2] in closed
+                if last_closed:
+                    if index < derived_upto:
+                        dropped_before_derived += 1
+                    continue
+                open_chunk = len(kept)
+                kept.append(event)
+                continue
             kind = event.type
             if kind == "assistant/chunk":
-                if type(event) is ChunkEvent:
-                    key: tuple[Any, Any] = event.where[:2]
-                else:
-                    data = event.data
-                    key = (data.get("turn"), data.get("step"))
+                data = event.data
+                key: tuple[Any, Any] = (data.get("turn"), data.get("step"))
                 if key in closed:
                     if index < derived_upto:
                         dropped_before_derived += 1
