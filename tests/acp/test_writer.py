@@ -20,7 +20,7 @@ import anyio
 import pytest
 from anyio import wait_all_tasks_blocked
 
-from dsh.frontends.acp._stdio import FrameWriter
+from dsh.frontends.acp._stdio import BACKLOG_LIMIT, FrameWriter
 from tests.support.stall import StallingDaemon, spawn_stalling
 
 WAIT = 20.0
@@ -269,7 +269,7 @@ async def test_a_client_that_stops_reading_leaves_memory_flat_and_cancel_works_o
         # Bounded: what reached the client after it stopped is the pipe's content plus the writer's limit (and a
         # chunk or two in flight), not everything the model could have produced in 2 s.
         pipe_frames = daemon.capacity // len('{"jsonrpc":"2.0","method":"session/update","params":{}}')
-        assert len(texts) - 1000 <= pipe_frames + LIMIT + 64, f"{len(texts)} chunks: the queue was not bounded"
+        assert len(texts) - 1000 <= pipe_frames + BACKLOG_LIMIT + 64, f"{len(texts)} chunks: the queue was not bounded"
         assert len(texts) < words
 
 

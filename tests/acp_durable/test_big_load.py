@@ -19,7 +19,7 @@ from tests.support.stall import spawn_stalling
 
 WAIT = 30.0
 WORDS = 100_000
-"""About 19 MB of replay frames: far more than the pipe and the writer's limit of 256 frames hold."""
+"""About 19 MB of replay frames: far more than the pipe and the writer's limit of frames hold."""
 
 
 async def test_a_replay_waits_for_a_client_that_does_not_read_and_loses_nothing(tmp_path: Path) -> None:

@@ -53,7 +53,7 @@ _FAIRNESS = 128
 """Yield to the event loop at least every this many chunks: an adapter that never awaits (echo, a replay)
 must not starve the rest of the process (the protocol reader that brings ``session/cancel``, the writer).
 128 chunks is well under a millisecond of work, and the writers then make one system call per 128 frames
-and lines (32 cost 9 % more instructions per chunk, 256 filled the protocol writer's 256-frame bound every
+and lines (32 cost 9 % more instructions per chunk, 256 filled the protocol writer's frame bound every
 turn of the loop; RFC 0007)."""
 
 

@@ -85,9 +85,12 @@ class StdinReader:
             raise StopAsyncIteration from None
 
 
-BACKLOG_LIMIT = 256
+BACKLOG_LIMIT = 128
 """Frames the writer may hold before :meth:`FrameWriter.ready` makes producers wait (the model stream's
-back-pressure): with a client that stops reading, dsh's memory stays flat at about this many frames."""
+back-pressure): with a client that stops reading, dsh's memory stays flat at about this many frames. It also
+bounds what a ``session/cancel``'s answer queues behind (with the pipe's own 64 KiB): 128 rather than 256 took
+the p99 of a cancel during a 2M-word reply from 9.6-10.2 ms to 6.8 ms at no measurable cost in throughput
+(RFC 0008)."""
 
 
 def _can_block(fd: int) -> bool:
