@@ -237,11 +237,22 @@ def measure_cancel(command: list[str], words: int, repeats: int, results: Result
         agent.close()
 
 
+def source_dir(tree: Path | str) -> Path:
+    """The directory to put first on ``PYTHONPATH`` for the dsh of *tree*: a checkout (its ``src``) or a ``src``
+    directory itself, whichever was given. A path that holds neither is an error: a wrong ``--before`` would
+    otherwise measure the installed dsh twice, silently."""
+    path = Path(tree).resolve()
+    for candidate in (path / "src", path):
+        if (candidate / "dsh" / "__init__.py").is_file():
+            return candidate
+    raise SystemExit(f"--before {tree}: neither it nor its src/ holds a dsh package")
+
+
 def add_before(tree: Path | None) -> None:
-    """Add ``dsh before``: the daemon of another source tree (its ``src`` first on the path), measured in the
-    same run as this one, so before/after figures share the machine's load."""
+    """Add ``dsh before``: the daemon of another source tree (a checkout or its ``src``, first on the path),
+    measured in the same run as this one, so before/after figures share the machine's load."""
     if tree is not None:
-        AGENTS["dsh before"] = ["env", f"PYTHONPATH={tree.resolve() / 'src'}", *AGENTS["dsh"]]
+        AGENTS["dsh before"] = ["env", f"PYTHONPATH={source_dir(tree)}", *AGENTS["dsh"]]
 
 
 def median(values: list[float]) -> float:

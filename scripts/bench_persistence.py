@@ -42,6 +42,9 @@ from dsh.app import load_core
 from dsh.kernel import App, Context
 from dsh.services.agents import Agent, AgentOptions
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_acp import source_dir  # a sibling script, not a package
+
 LOAD_TARGET_S = 2.0
 """Issue #12: a 1M-event session loads in ≤ 2 s (spawn → load answered, every update read)."""
 LOAD_RSS_TARGET = 3
@@ -284,7 +287,7 @@ def main() -> None:
         dsh = [sys.executable, "-m", "dsh", "acp"]
         agents = [_Agent("dsh (this tree)", dsh, _daemon_env(load_dir), size)]
         if args.before is not None:
-            before_env = _daemon_env(load_dir) | {"PYTHONPATH": str(args.before.resolve() / "src")}
+            before_env = _daemon_env(load_dir) | {"PYTHONPATH": str(source_dir(args.before))}
             agents.append(_Agent(f"dsh before ({args.before})", dsh, before_env, size))
         if not args.no_peer:
             agents.append(_peer_agent(base / "peer", session_id, args.load_events))

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_acp import AGENTS, CHUNK_MARK, ROOT, UPDATE_PREFIX, AgentProcess, prompt_params
+from bench_acp import AGENTS, CHUNK_MARK, ROOT, UPDATE_PREFIX, AgentProcess, prompt_params, source_dir
 
 NO_PERSISTENCE = [
     sys.executable,
@@ -347,10 +347,10 @@ def main() -> None:
         args.spawns, args.firsts, args.cancel_words, args.cancels = 3, 5, 200_000, 3
     data = Path(os.environ.get("TMPDIR", "/tmp")) / f"dsh-bench-writer-{os.getpid()}"
     base = {"DSH_DATA_DIR": str(data), "XDG_CONFIG_HOME": str(data / "config")}
-    env = {**base, "PYTHONPATH": str(Path(args.src).resolve())} if args.src else dict(base)
+    env = {**base, "PYTHONPATH": str(source_dir(args.src))} if args.src else dict(base)
     commands: dict[str, Spec] = {"dsh": (AGENTS["dsh"], env)}
     if args.before:
-        commands["dsh before"] = (AGENTS["dsh"], {**base, "PYTHONPATH": str(Path(args.before).resolve())})
+        commands["dsh before"] = (AGENTS["dsh"], {**base, "PYTHONPATH": str(source_dir(args.before))})
     if not args.no_peer:
         commands["sdk peer"] = (AGENTS["sdk peer"], None)
     print(
