@@ -426,15 +426,18 @@ def test_tool_running_is_the_cards_in_progress_update() -> None:
 
 
 @given(st.sampled_from(["text-delta", "reasoning-delta"]), st.text(), st.integers(0, 10**6), st.integers(0, 10**6))
-def test_encode_chunk_update_of_a_loaded_chunk_equals_the_general_path(
+def test_encode_chunk_frame_of_a_loaded_chunk_equals_the_general_path(
     chunk_type: str, text: str, turn: int, step: int
 ) -> None:
-    """The replay's fast path for loaded chunks (issue #12) gives the very bytes of project + encode_update."""
-    from dsh.frontends.acp._projection import encode_chunk_update, encode_update
+    """The frame of a loaded chunk (issue #12: live chunks and replays use it) is the very bytes of project +
+    encode_update around the session's prefix."""
+    from dsh.frontends.acp._projection import encode_chunk_frame, encode_update, update_frame_prefix
     from dsh.services.sessions import ChunkEvent
 
     loaded = ChunkEvent(0, 0.0, turn, step, chunk_type, text)
     plain = SessionEvent("assistant/chunk", 0, 0.0, loaded.data)
     (update,) = project(plain, replay=True)
     assert project(loaded, replay=True) == [update]
-    assert encode_chunk_update(loaded) == encode_update(update) == _compact_utf8(update)
+    prefix = update_frame_prefix("session-1")
+    assert encode_chunk_frame(prefix, loaded) == prefix + encode_update(update) + b"}}"
+    assert encode_update(update) == _compact_utf8(update)

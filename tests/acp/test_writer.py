@@ -153,15 +153,15 @@ async def test_a_full_pipe_makes_ready_wait_until_the_client_reads(pipe: tuple[i
             group.start_soon(wait_ready)
             await wait_all_tasks_blocked()
             assert not ready.is_set()
-            assert writer.backlog >= LIMIT
-            sent = writer.backlog
+            assert writer.held >= LIMIT
+            sent = writer.held
             received = 0
             while not ready.is_set():
                 await anyio.wait_readable(read_fd)
                 received += drain(read_fd).count(b"\n")
                 await wait_all_tasks_blocked()
             writer.close()
-            while writer.backlog:
+            while writer.held:
                 await anyio.wait_readable(read_fd)
                 received += drain(read_fd).count(b"\n")
                 await wait_all_tasks_blocked()

@@ -205,7 +205,6 @@ class AcpFrontend:
         self._closing = False
         self._opening: set[str] = set()
         self._closing_ids: set[str] = set()
-        self._prefixes: dict[str, bytes] = {}
         self.client_capabilities: dict[str, Any] = {}
         self._native_compaction = False
         self.auth = AuthState(ctx.llm)
@@ -716,15 +715,11 @@ class AcpFrontend:
             self._update(session_id, update)
 
     def _update(self, session_id: str, update: dict[str, Any]) -> None:
-        """Send one ``session/update``. This is on the chunk path: the constant part of the frame is encoded
-        once per session, so each update costs one small ``json.dumps``."""
-        self._update_bytes(session_id, encode_update(update))
-
-    def _update_bytes(self, session_id: str, update: bytes) -> None:
-        prefix = self._prefixes.get(session_id)
-        if prefix is None:
-            prefix = self._prefixes[session_id] = update_frame_prefix(session_id)
-        self._send(prefix + update + b"}}")
+        """Send one ``session/update`` (text chunks take :func:`encode_chunk_frame` instead): the session's
+        cached frame prefix, or one made for a session without a record yet."""
+        record = self._sessions.get(session_id)
+        prefix = record.frame_prefix if record is not None else update_frame_prefix(session_id)
+        self._send(prefix + encode_update(update) + b"}}")
 
     def _check_open(self) -> None:
         if self._closing:

@@ -42,7 +42,6 @@ __all__ = [
     "Presenter",
     "card_fields",
     "encode_chunk_frame",
-    "encode_chunk_update",
     "encode_update",
     "failed_update",
     "project",
@@ -292,17 +291,10 @@ _CHUNK_FRAMES = {
 }
 
 
-def encode_chunk_update(event: ChunkEvent) -> bytes:
-    """``encode_update(project(event)[0])`` for a loaded text chunk, byte for byte, without building the
-    update: a replay of a million chunks makes one bytes object per chunk and nothing else."""
-    turn, step, kind = event.where
-    head, middle = _CHUNK_FRAMES[kind]
-    return b'%s%s%s%d.%d"}' % (head, event.text_json, middle, turn, step)
-
-
 def encode_chunk_frame(prefix: bytes, event: ChunkEvent) -> bytes:
-    """The whole ``session/update`` frame of a text chunk: *prefix* (the frame up to ``"update":``, see
-    :func:`update_frame_prefix`), :func:`encode_chunk_update`'s bytes, and the closing braces, in one step."""
+    """The whole ``session/update`` frame of a text chunk, byte for byte ``prefix + encode_update(update) +
+    b"}}"`` for its projected update, without building the update: *prefix* (the frame up to ``"update":``,
+    see :func:`update_frame_prefix`), the step's constant parts and the chunk's stored JSON text, in one step."""
     turn, step, kind = event.where
     head, middle = _CHUNK_FRAMES[kind]
     return b'%s%s%s%s%d.%d"}}}' % (prefix, head, event.text_json, middle, turn, step)

@@ -142,11 +142,6 @@ class FrameWriter:
         """How many frames :meth:`ready` lets be held before a producer that can wait waits."""
         return self._limit
 
-    @property
-    def backlog(self) -> int:
-        """Frames accepted by :meth:`send` and not yet handed (whole) to the kernel (= :attr:`held`)."""
-        return self.held
-
     def send(self, frame: bytes) -> None:
         """Queue one frame (without its newline), in order. Never blocks; dropped once the writer is closed or
         the client has gone."""
@@ -169,7 +164,7 @@ class FrameWriter:
     async def ready(self) -> None:
         """Return once fewer than the limit's frames are held (at once when they are, or when the writer is
         closed or broken). Cancellable."""
-        while self.backlog >= self._limit and not (self._closed or self.broken):
+        while self.held >= self._limit and not (self._closed or self.broken):
             if self._space is None:
                 self._space = anyio.Event()
             await self._space.wait()
@@ -189,7 +184,7 @@ class FrameWriter:
             self._wakeup.set()
 
     def _notify_space(self) -> None:
-        if self._space is not None and (self.backlog < self._limit or self._closed or self.broken):
+        if self._space is not None and (self.held < self._limit or self._closed or self.broken):
             self._space.set()
             self._space = None
 

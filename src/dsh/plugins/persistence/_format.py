@@ -20,7 +20,7 @@ import gc
 import operator
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any, cast
@@ -152,8 +152,11 @@ def _event(raw: Any, expected_seq: int) -> SessionEvent:
         raise ValueError("time is out of range") from None
 
 
-def scan(content: bytes, where: str) -> ScanResult:
-    """Parse a whole session file; decide what repair it needs. Raises :class:`CorruptSessionError`."""
+def scan(content: bytes, where: str, *, fast: bool = True) -> ScanResult:
+    """Parse a whole session file; decide what repair it needs. Raises :class:`CorruptSessionError`.
+
+    *fast*: try the block parser first (False: the line-by-line path only, for a caller whose block parser
+    already refused this content; it would refuse it again at the same block)."""
     first_newline = content.find(b"\n")
     if first_newline < 0:
         if content:
@@ -161,10 +164,10 @@ def scan(content: bytes, where: str) -> ScanResult:
         raise CorruptSessionError(f"{where}: the file is empty")
     header = _parse_header(content[:first_newline], where)
     body_start, body_end = first_newline + 1, content.rfind(b"\n") + 1
-    fast = _parse_all(content, body_start, body_end)  # no copy of the body, no list of lines
-    if fast is not None:
-        fast.extend(closers := _closers(fast))
-        return ScanResult(header, fast, body_end, closers)
+    parsed = _parse_all(content, body_start, body_end) if fast else None  # no copy of the body, no list of lines
+    if parsed is not None:
+        parsed.extend(closers := _closers(parsed))
+        return ScanResult(header, parsed, body_end, closers)
     lines = content.split(b"\n")
     # After the split, the last element is what follows the final newline: b"" for a clean file.
     complete, tail = lines[:-1], lines[-1]
@@ -214,18 +217,25 @@ def _parse_all(content: bytes, start: int, end: int) -> list[SessionEvent] | Non
     gc.disable()
     try:
         events: list[SessionEvent] = []
-        position = start
-        while position < end:
-            stop = content.rfind(b"\n", position, min(end, position + _BLOCK))
-            if stop < position:  # one line longer than a block
-                stop = content.find(b"\n", position, end)
+        for position, stop in _blocks(content, start, end):
             if not _parse_block(content[position:stop], events):
                 return None
-            position = stop + 1
         return events
     finally:
         if gc_was_enabled:
             gc.enable()
+
+
+def _blocks(data: bytes, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """``(start, stop)`` of each block of ``data[start:end]`` (whole lines, ``end`` just after a newline): at
+    most :data:`_BLOCK` bytes of lines, or one line longer than that, *stop* at its last newline."""
+    position = start
+    while position < end:
+        stop = data.rfind(b"\n", position, min(end, position + _BLOCK))
+        if stop < position:  # one line longer than a block
+            stop = data.find(b"\n", position, end)
+        yield position, stop
+        position = stop + 1
 
 
 def scan_stream(chunks: Iterable[bytes], where: str, whole: Callable[[], bytes]) -> ScanResult:
@@ -256,15 +266,10 @@ def scan_stream(chunks: Iterable[bytes], where: str, whole: Callable[[], bytes])
                     return scan(whole(), where)
                 keep = first + 1
                 data = data[first + 1 :]
-            position = 0
-            while position < len(data):  # blocks of at most _BLOCK bytes of whole lines
-                stop = data.rfind(b"\n", position, position + _BLOCK)
-                if stop < position:
-                    stop = data.find(b"\n", position)
+            for position, stop in _blocks(data, 0, len(data)):
                 if not _parse_block(data[position:stop], events):
                     events.clear()
-                    return scan(whole(), where)
-                position = stop + 1
+                    return scan(whole(), where, fast=False)
             keep += len(data)
     finally:
         if gc_was_enabled:
