@@ -154,6 +154,30 @@ def acp(
 
 
 @app.command()
+def chat(
+    agent: Annotated[
+        str | None,
+        typer.Option("--agent", metavar="COMMAND", help="Talk to this ACP agent instead of `dsh acp`."),
+    ] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Pick a stored session and load it.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Without a terminal: allow every permission request.")] = False,
+    trace: Annotated[
+        str | None, typer.Option("--trace", metavar="FILE", help="Append every ACP frame to FILE.")
+    ] = None,
+    model: ModelOption = None,
+    data_dir: DataDirOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Chat with dsh (or any ACP agent) in the terminal; piped input runs one prompt per line."""
+    from dsh.chat import ChatOptions, main
+
+    options = ChatOptions(
+        agent=agent, resume=resume, yes=yes, trace=trace, model=model, data_dir=data_dir, config=config
+    )
+    raise typer.Exit(main(options))
+
+
+@app.command()
 def version() -> None:
     """Print the version."""
     from dsh import __version__
