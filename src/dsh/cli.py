@@ -153,28 +153,15 @@ def acp(
     raise typer.Exit(run(options))
 
 
-@app.command()
-def chat(
-    agent: Annotated[
-        str | None,
-        typer.Option("--agent", metavar="COMMAND", help="Talk to this ACP agent instead of `dsh acp`."),
-    ] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Pick a stored session and load it.")] = False,
-    yes: Annotated[bool, typer.Option("--yes", help="Without a terminal: allow every permission request.")] = False,
-    trace: Annotated[
-        str | None, typer.Option("--trace", metavar="FILE", help="Append every ACP frame to FILE.")
-    ] = None,
-    model: ModelOption = None,
-    data_dir: DataDirOption = None,
-    config: ConfigOption = None,
-) -> None:
-    """Chat with dsh (or any ACP agent) in the terminal; piped input runs one prompt per line."""
-    from dsh.chat import ChatOptions, main
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+    add_help_option=False,
+)
+def chat(ctx: typer.Context) -> None:
+    """Chat with dsh (or any ACP agent) in the terminal; piped input runs one prompt per line (`dsh chat --help`)."""
+    from dsh.chat import main as chat_main
 
-    options = ChatOptions(
-        agent=agent, resume=resume, yes=yes, trace=trace, model=model, data_dir=data_dir, config=config
-    )
-    raise typer.Exit(main(options))
+    raise typer.Exit(chat_main(list(ctx.args)))
 
 
 @app.command()

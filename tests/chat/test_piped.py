@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.support.chat import SDK_ECHO_AGENT, read_trace, run_piped
+from tests.support.chat import SDK_ECHO_AGENT, check_chat_frames, read_trace, run_piped
 from tests.support.env import sandbox_env, write_script
 
 ANSI = re.compile(r"\x1b\[")
@@ -57,6 +57,7 @@ def test_piped_yes_allows_and_the_chat_serves_the_file_writes(tmp_path: Path) ->
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "f.txt").read_text() == "bye world\n"
     frames = read_trace(trace)
+    assert check_chat_frames(frames) == []
     asked = [frame["method"] for direction, frame in frames if direction == "<" and "method" in frame and "id" in frame]
     assert asked.count("fs/write_text_file") == 1
     assert "terminal/create" in asked and "terminal/release" in asked

@@ -23,7 +23,16 @@ import orjson
 
 from tests.support.env import ROOT
 
-__all__ = ["CHAT", "SDK_ECHO_AGENT", "Tmux", "read_trace", "run_piped", "tmux_available", "tmux_chat"]
+__all__ = [
+    "CHAT",
+    "SDK_ECHO_AGENT",
+    "Tmux",
+    "check_chat_frames",
+    "read_trace",
+    "run_piped",
+    "tmux_available",
+    "tmux_chat",
+]
 
 CHAT = [sys.executable, "-m", "dsh", "chat"]
 SDK_ECHO_AGENT = f"{shlex.quote(sys.executable)} {shlex.quote(str(ROOT / 'scripts' / 'peers' / 'sdk_echo_agent.py'))}"
@@ -92,6 +101,20 @@ class Tmux:
         out = self._run("list-panes", "-t", "chat", "-F", "#{pane_dead}")
         return out.strip() == "0"
 
+    async def exit_status(self, *, within: float = 5) -> int:
+        """Wait for the chat to exit; its exit status."""
+        status = ""
+        with anyio.fail_after(within):
+            while True:
+                dead, _, status = (
+                    self._run("list-panes", "-t", "chat", "-F", "#{pane_dead} #{pane_dead_status}")
+                    .strip()
+                    .partition(" ")
+                )
+                if dead == "1" and status.isdigit():  # tmux may mark the pane dead before it has the status
+                    return int(status)
+                await anyio.sleep(0.05)  # polling: tmux offers no exit event
+
 
 @contextmanager
 def tmux_chat(
@@ -131,3 +154,65 @@ def tmux_chat(
         yield tmux
     finally:
         subprocess.run(["tmux", "-S", str(socket), "kill-server"], capture_output=True, timeout=10)
+
+
+def check_chat_frames(frames: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """Every frame the chat sent validates against the official ACP SDK's schema models: its requests and
+    notifications by method, its answers by the method of the agent's request they answer; and every request of
+    the agent got exactly one answer. The problems found (empty: all good)."""
+    from acp import schema
+    from pydantic import BaseModel, ValidationError
+
+    sent_models: dict[str, type[BaseModel]] = {
+        "initialize": schema.InitializeRequest,
+        "session/new": schema.NewSessionRequest,
+        "session/load": schema.LoadSessionRequest,
+        "session/list": schema.ListSessionsRequest,
+        "session/prompt": schema.PromptRequest,
+        "session/cancel": schema.CancelNotification,
+        "session/set_config_option": schema.SetSessionConfigOptionSelectRequest,
+        "session/set_mode": schema.SetSessionModeRequest,
+    }
+    answer_models: dict[str, type[BaseModel]] = {
+        "session/request_permission": schema.RequestPermissionResponse,
+        "fs/read_text_file": schema.ReadTextFileResponse,
+        "fs/write_text_file": schema.WriteTextFileResponse,
+        "terminal/create": schema.CreateTerminalResponse,
+        "terminal/output": schema.TerminalOutputResponse,
+        "terminal/wait_for_exit": schema.WaitForTerminalExitResponse,
+        "terminal/kill": schema.KillTerminalResponse,
+        "terminal/release": schema.ReleaseTerminalResponse,
+    }
+    problems: list[str] = []
+    asked: dict[Any, str] = {}
+    answered: dict[Any, int] = {}
+    for direction, frame in frames:
+        if direction == "<" and "method" in frame and "id" in frame:
+            asked[frame["id"]] = frame["method"]
+    for direction, frame in frames:
+        if direction != ">":
+            continue
+        if frame.get("jsonrpc") != "2.0":
+            problems.append(f"not JSON-RPC 2.0: {frame}")
+        try:
+            if "method" in frame:
+                model = sent_models.get(frame["method"])
+                if model is None:
+                    problems.append(f"unexpected method {frame['method']}")
+                else:
+                    model.model_validate(frame.get("params"))
+            elif "result" in frame:
+                answered[frame["id"]] = answered.get(frame["id"], 0) + 1
+                method = asked.get(frame["id"], "?")
+                answer_models[method].model_validate(frame["result"])
+            else:
+                answered[frame["id"]] = answered.get(frame["id"], 0) + 1
+                assert isinstance(frame["error"]["code"], int) and isinstance(frame["error"]["message"], str)
+        except (ValidationError, KeyError, AssertionError) as error:
+            problems.append(f"{frame}: {error}")
+    problems += [
+        f"agent request {i} ({m}) answered {answered.get(i, 0)} times"
+        for i, m in asked.items()
+        if answered.get(i, 0) != 1
+    ]
+    return problems

@@ -7,12 +7,13 @@ runs); without one it reads one prompt per line and prints plain text. See ``REA
 
 from __future__ import annotations
 
+from dsh.chat._cli import main
 from dsh.chat._options import ChatOptions
 
-__all__ = ["ChatOptions", "main"]
+__all__ = ["ChatOptions", "main", "run"]
 
 
-def main(options: ChatOptions, *, interactive: bool | None = None) -> int:
+def run(options: ChatOptions, *, interactive: bool | None = None) -> int:
     """Run the chat to its end; the exit status."""
     import anyio
 

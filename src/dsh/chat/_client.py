@@ -54,6 +54,9 @@ class AcpClient:
         self.terminals = Terminals(task_group, cwd)
         self.terminals.changed.append(lambda terminal: self.view.on_terminal(terminal))
         self._asking: set[anyio.CancelScope] = set()
+        self._early: list[dict[str, Any]] | None = None
+        """Updates for a session being opened: the reader can see them before ``session/new``'s caller resumes
+        (the ``available_commands_update`` right after the answer), so they wait here for :meth:`_begin`."""
         assert agent.process.stdin is not None and agent.process.stdout is not None
         self.connection = Connection(
             agent.process.stdin,
@@ -92,8 +95,12 @@ class AcpClient:
         return value is True or isinstance(value, dict)
 
     async def new_session(self) -> None:
-        result = await self.connection.request("session/new", {"cwd": self.cwd, "mcpServers": []})
-        self._begin(result, result.get("sessionId") if isinstance(result, dict) else None)
+        self._early = []
+        try:
+            result = await self.connection.request("session/new", {"cwd": self.cwd, "mcpServers": []})
+            self._begin(result, result.get("sessionId") if isinstance(result, dict) else None)
+        finally:
+            self._early = None
 
     async def load_session(self, session_id: str) -> None:
         """Load a stored session; its replay reaches the view as updates before this returns."""
@@ -108,6 +115,9 @@ class AcpClient:
             raise RpcError(-32603, "the agent answered without a session id")
         self.state = SessionState(session_id=session_id)
         self.state.apply_setup(result)
+        early, self._early = self._early or [], None
+        for params in early:
+            self._on_notification("session/update", params)
 
     async def list_sessions(self) -> list[dict[str, Any]]:
         sessions: list[dict[str, Any]] = []
@@ -163,7 +173,11 @@ class AcpClient:
         if method != "session/update" or not isinstance(params, dict):
             return
         update = params.get("update")
-        if not isinstance(update, dict) or params.get("sessionId") != self.state.session_id:
+        if not isinstance(update, dict):
+            return
+        if params.get("sessionId") != self.state.session_id:
+            if self._early is not None:
+                self._early.append(params)
             return
         self.state.apply(update)
         self.view.on_update(update)
