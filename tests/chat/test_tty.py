@@ -49,7 +49,7 @@ async def submit(tmux: Tmux, text: str) -> None:
 async def test_a_streamed_reply_and_an_edit_approved_with_y(tmp_path: Path) -> None:
     (tmp_path / "f.txt").write_text("hello world\n")
     steps = [
-        {"text": "Streaming " + WORDS, "delay": 0.03},
+        {"reasoning": "I should stream it slowly", "text": "Streaming " + WORDS, "delay": 0.03},
         {"text": "I will edit it.", "tool_calls": [EDIT]},
         {"text": "Edited."},
     ]
@@ -61,7 +61,11 @@ async def test_a_streamed_reply_and_an_edit_approved_with_y(tmp_path: Path) -> N
         # part of the reply is on the screen while the turn still runs: it streams
         partial = await tmux.wait_for(lambda s: "Streaming word1" in s and "Ctrl+C cancels" in s)
         assert "word40" not in partial
-        await tmux.wait_for(lambda s: "word40" in s and prompt_ready(s))
+        streamed = await tmux.wait_for(lambda s: "word40" in s and prompt_ready(s))
+        assert "✻ Thought (5 words; /thoughts shows them)" in streamed  # collapsed to one line
+        assert "stream it slowly" not in streamed
+        await submit(tmux, "/thoughts")
+        await tmux.wait_for(lambda s: "Thoughts are shown." in s and "I should stream it slowly" in s)
         await submit(tmux, "edit the file")
         asking = await tmux.wait_for(lambda s: "Allow?" in s)
         assert "Edit f.txt" in asking
@@ -161,3 +165,43 @@ async def test_the_terminal_view_talks_to_the_sdk_example_agent(tmp_path: Path) 
         await tmux.wait_for(lambda s: PROMPT.strip() in s and s.splitlines()[-1].strip() == "SDK echo peer")
         await submit(tmux, "hello sdk agent")
         await tmux.wait_for(lambda s: s.splitlines().count("hello sdk agent") == 1)
+
+
+async def test_mode_picker_multi_line_input_plan_and_command_output(tmp_path: Path) -> None:
+    plan = [{"content": "Look around", "status": "in_progress"}, {"content": "Run the check", "status": "pending"}]
+    done = [{**entry, "status": "completed"} for entry in plan]
+    steps = [
+        {"tool_calls": [{"name": "update_plan", "arguments": {"entries": plan}}]},
+        {"tool_calls": [{"name": "run_command", "arguments": {"command": "printf 'alpha\\nbeta\\n'"}}]},
+        {"text": "All done.", "tool_calls": [{"name": "update_plan", "arguments": {"entries": done}}]},
+        {"text": "Bye."},
+    ]
+    model = write_script(tmp_path / "s.json", steps)
+    trace = tmp_path / "trace"
+    with tmux_chat(tmp_path, ["--trace", str(trace)], sandbox_env(tmp_path, model), tmp_path) as tmux:
+        await tmux.wait_for(prompt_ready)
+        await submit(tmux, "/mode")
+        picker = await tmux.wait_for(lambda s: "Pick the mode:" in s and "Bypass permissions" in s)
+        assert "Accept edits" in picker
+        tmux.keys("Down", "Down", "Down")
+        await tmux.wait_for(
+            lambda s: any(line.lstrip().startswith("> ") and "Bypass" in line for line in s.splitlines())
+        )
+        tmux.keys("Enter")
+        await tmux.wait_for(lambda s: "Bypass permissions" in s.splitlines()[-1] and prompt_ready(s))
+        tmux.type("first line")
+        tmux.keys("M-Enter")
+        tmux.type("second line")
+        await tmux.wait_for(lambda s: "  second line" in s)  # the continuation line, not sent yet
+        tmux.keys("Enter")
+        screen = await tmux.wait_for(lambda s: "Bye." in s and prompt_ready(s))
+        assert "$ printf 'alpha\\nbeta\\n'" in screen
+        assert "  beta" in screen  # the command's output, in its card
+        assert "✔ Look around" in screen and "✔ Run the check" in screen  # the plan, as it ended
+    frames = read_trace(trace)
+    assert check_chat_frames(frames) == []
+    sent = [f for d, f in frames if d == ">" and f.get("method") in ("session/prompt", "session/set_config_option")]
+    assert sent[0]["params"]["configId"] == "mode" and sent[0]["params"]["value"] == "bypass"
+    assert sent[1]["params"]["prompt"] == [{"type": "text", "text": "first line\nsecond line"}]
+    asked = [f["method"] for d, f in frames if d == "<" and f.get("method", "").startswith("terminal/")]
+    assert asked[0] == "terminal/create" and "terminal/release" in asked  # the command ran in the chat
