@@ -274,3 +274,20 @@ def test_import_dsh_chat_loads_no_terminal_library() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"PYTHONPATH": str(SRC)}
     )
     assert out.stdout.strip() == "[]"
+
+
+async def test_terminals_follow_the_config_files_secrets_section(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("secrets:\n  remove: ['MY_*']\n")
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "held-back")
+    monkeypatch.setenv("OTHER_SETTING", "passes")
+    async with anyio.create_task_group() as task_group:
+        terminals = Terminals(task_group, str(tmp_path), str(config))
+        script = "import os; print(os.environ.get('MY_SERVICE_TOKEN', 'absent'), os.environ.get('OTHER_SETTING'))"
+        created = await terminals.handle("terminal/create", {"command": sys.executable, "args": ["-c", script]})
+        ids = {"terminalId": created["terminalId"]}
+        with anyio.fail_after(10):
+            await terminals.handle("terminal/wait_for_exit", ids)
+        assert (await terminals.handle("terminal/output", ids))["output"] == "absent passes\n"

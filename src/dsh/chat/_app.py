@@ -51,7 +51,7 @@ async def run_chat(options: ChatOptions, *, interactive: bool) -> int:
 
                 view = PipedView(allow=options.yes)
             async with anyio.create_task_group() as task_group:
-                client = AcpClient(agent, task_group, cwd, view, trace)
+                client = AcpClient(agent, task_group, cwd, view, trace, options.config)
                 try:
                     code = await view.run(client, options.resume)
                 except ConnectionError:

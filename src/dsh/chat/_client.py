@@ -45,13 +45,21 @@ class ChatView(Protocol):
 
 
 class AcpClient:
-    def __init__(self, agent: AgentProcess, task_group: TaskGroup, cwd: str, view: ChatView, trace: Any = None):
+    def __init__(
+        self,
+        agent: AgentProcess,
+        task_group: TaskGroup,
+        cwd: str,
+        view: ChatView,
+        trace: Any = None,
+        config: str | None = None,
+    ):
         self.cwd = cwd
         self.view = view
         self.state = SessionState()
         self.agent_info: dict[str, Any] = {}
         self.capabilities: dict[str, Any] = {}
-        self.terminals = Terminals(task_group, cwd)
+        self.terminals = Terminals(task_group, cwd, config)
         self.terminals.changed.append(lambda terminal: self.view.on_terminal(terminal))
         self._asking: set[anyio.CancelScope] = set()
         self._early: list[dict[str, Any]] | None = None

@@ -3,9 +3,9 @@ tree, and their output is what the chat shows in the tool card.
 
 Guarantees:
 
-* A command gets the chat's environment minus the provider keys and other secrets
-  (:func:`dsh.secrets.child_environment`), plus the ``env`` the agent asked for; no stdin; stdout and stderr
-  merged, never the chat's own terminal.
+* A command gets the chat's environment minus the provider keys and other secrets, as when dsh runs it
+  (:func:`dsh.chat._secrets.command_environment`), plus the ``env`` the agent asked for; no stdin; stdout and
+  stderr merged, never the chat's own terminal.
 * Output is kept up to ``outputByteLimit`` bytes (default 1 MiB), truncated from the start at a character
   boundary, as ACP says; ``truncated`` says when that happened.
 * ``terminal/kill`` and ``terminal/release`` end the command's whole process group; :meth:`Terminals.aclose`
@@ -65,9 +65,10 @@ class Terminal:
 
 
 class Terminals:
-    def __init__(self, task_group: TaskGroup, cwd: str) -> None:
+    def __init__(self, task_group: TaskGroup, cwd: str, config: str | None = None) -> None:
         self._task_group = task_group
         self._cwd = cwd
+        self._config = config
         self._ids = itertools.count(1)
         self.terminals: dict[str, Terminal] = {}
         self.changed: list[Any] = []
@@ -100,13 +101,13 @@ class Terminals:
         raise RpcError(-32601, "Method not found", {"method": method})
 
     async def _create(self, params: dict[str, Any]) -> dict[str, Any]:
-        from dsh.secrets import child_environment
+        from dsh.chat._secrets import command_environment
 
         command = params.get("command")
         args = params.get("args") or []
         if not isinstance(command, str) or not isinstance(args, list) or not all(isinstance(a, str) for a in args):
             raise RpcError(-32602, "Invalid params", {"command": "a string, and args a list of strings"})
-        env = child_environment()
+        env = command_environment(self._config)
         for entry in params.get("env") or []:
             if isinstance(entry, dict) and isinstance(entry.get("name"), str):
                 env[entry["name"]] = str(entry.get("value", ""))
