@@ -3,6 +3,7 @@ the screen (``capture-pane``), against ``dsh acp`` on the scripted and echo mode
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -205,3 +206,12 @@ async def test_mode_picker_multi_line_input_plan_and_command_output(tmp_path: Pa
     assert sent[1]["params"]["prompt"] == [{"type": "text", "text": "first line\nsecond line"}]
     asked = [f["method"] for d, f in frames if d == "<" and f.get("method", "").startswith("terminal/")]
     assert asked[0] == "terminal/create" and "terminal/release" in asked  # the command ran in the chat
+
+
+async def test_an_agent_that_exits_ends_the_chat_with_its_stderr_and_status_1(tmp_path: Path) -> None:
+    agent = f"{sys.executable} -c \"import sys; sys.stderr.write('no key for you' + chr(10))\""
+    with tmux_chat(tmp_path, ["--agent", agent], sandbox_env(tmp_path, "echo"), tmp_path) as tmux:
+        assert await tmux.exit_status(within=10) == 1
+        screen = tmux.screen()
+        assert "dsh chat: the agent exited" in screen and "no key for you" in screen
+        assert "Traceback" not in screen

@@ -94,21 +94,30 @@ class TtyView:
                 ("  Enter sends · Alt+Enter new line · / commands · @ files · Ctrl+D exits", "dim"),
             )
         )
+        failure: ConnectionError | RpcError | None = None
+        code = 0
         async with anyio.create_task_group() as task_group:
             self._task_group = task_group
             task_group.start_soon(self._watch_agent)
             if resume:
-                await client.initialize()
-                if not await self._resume():
+                try:
+                    resumed = await self._resume()
+                except (ConnectionError, RpcError) as error:
+                    failure, resumed = error, False
+                if not resumed:
                     task_group.cancel_scope.cancel()
-                    return 0
-                self._ready.set()
             else:
                 task_group.start_soon(self._start)
+                resumed = True
             try:
-                code = await self._loop()
+                if resumed:
+                    code = await self._loop()
+            except (ConnectionError, RpcError) as error:
+                failure = error
             finally:
                 task_group.cancel_scope.cancel()
+        if failure is not None:
+            raise failure  # outside the task group: run_chat sees it as it is, not in an exception group
         return code
 
     async def _start(self) -> None:
@@ -126,13 +135,19 @@ class TtyView:
         self._fail(ConnectionError("the agent exited"))
 
     def _fail(self, error: BaseException) -> None:
+        """The first failure wins; it ends a running turn or prompt, and :meth:`run` raises it."""
+        if self._failure is not None:
+            return
         self._failure = error
         self._ready.set()
         if self._turn_scope is not None:
             self._turn_scope.cancel()
         session = self._session
         if session is not None and session.app.is_running:
-            session.app.exit(exception=error)
+            try:
+                session.app.exit(exception=error)
+            except Exception:  # prompt_toolkit refuses a second exit: the prompt is already ending
+                pass
 
     async def _session_ready(self) -> None:
         await self._ready.wait()
@@ -272,18 +287,21 @@ class TtyView:
             return None
 
     async def _resume(self) -> bool:
-        """Pick a stored session and load it (its replay drawn like a turn); False when there is none to pick or
-        the user backs out."""
+        """Pick a stored session and load it (its replay drawn like a turn), or start a new one when there is none;
+        False when the agent cannot list and load sessions or the user backs out of the picker."""
         from prompt_toolkit.shortcuts.choice_input import ChoiceInput
 
         client = self.client
+        await client.initialize()
         if not client.can("loadSession") or not client.can("sessionCapabilities", "list"):
             self.console.print(Text("This agent cannot list and load sessions.", style="red"))
             return False
         sessions = await client.list_sessions()
         if not sessions:
-            self.console.print(Text(f"No stored sessions for {client.cwd}.", style="yellow"))
-            return False
+            self.console.print(Text(f"No stored sessions for {client.cwd}; starting a new one.", style="yellow"))
+            await client.new_session()
+            self._ready.set()
+            return True
         options = [(str(s["sessionId"]), _session_label(s)) for s in sessions]
         try:
             chosen = await ChoiceInput(message="Resume which session?", options=options).prompt_async()
@@ -295,6 +313,7 @@ class TtyView:
             titles = {str(s["sessionId"]): s.get("title") for s in sessions}
             client.state.title = titles.get(chosen) if isinstance(titles.get(chosen), str) else None
         self.console.print(Text(f"Resumed {client.state.title or chosen}.", style="dim"))
+        self._ready.set()
         return True
 
     # -- a turn -----------------------------------------------------------------------------------------------
