@@ -2,14 +2,17 @@
 
 Guarantees: the agent's stdin and stdout are pipes owned by the chat; its stderr goes to an anonymous temporary
 file (never to the terminal the chat draws on, never to a pipe that could fill up), whose tail
-:meth:`AgentProcess.stderr_tail` reports when the agent fails. On exit the agent's stdin is closed first (ACP's
-shutdown), then it is terminated after 2 s and killed after 2 s more: the chat never leaves it behind.
+:meth:`AgentProcess.stderr_tail` reports when the agent fails. The agent leads its own process group (a Ctrl+C
+in the terminal is the chat's to turn into ``session/cancel``, never a signal to the agent). On exit its stdin
+is closed first (ACP's shutdown), then its group gets SIGTERM after 2 s and SIGKILL after 2 s more: the chat
+never leaves it, or a process it started, behind.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -90,12 +93,12 @@ async def _stop(process: Process) -> None:
             await process.stdin.aclose()
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass
-    for step in (process.terminate, process.kill):
+    for sig in (signal.SIGTERM, signal.SIGKILL):
         with anyio.move_on_after(EXIT_GRACE):
             await process.wait()
             return
         try:
-            step()
-        except ProcessLookupError:
+            os.killpg(process.pid, sig)  # the agent's whole group: `npx agent` leaves node behind otherwise
+        except (ProcessLookupError, PermissionError):
             return
     await process.wait()
