@@ -63,6 +63,10 @@ async def test_a_streamed_reply_and_an_edit_approved_with_y(tmp_path: Path) -> N
         partial = await tmux.wait_for(lambda s: "Streaming word1" in s and "Ctrl+C cancels" in s)
         assert "word40" not in partial
         streamed = await tmux.wait_for(lambda s: "word40" in s and prompt_ready(s))
+        history = tmux.history()
+        assert (
+            history.count("word40") == 1 and history.count("Streaming word1 ") == 1
+        )  # printed once, never redrawn into the scrollback
         assert "✻ Thought (5 words; /thoughts shows them)" in streamed  # collapsed to one line
         assert "stream it slowly" not in streamed
         await submit(tmux, "/thoughts")
