@@ -53,6 +53,12 @@ async def test_a_streamed_reply_and_an_edit_approved_with_y(tmp_path: Path) -> N
         {"reasoning": "I should stream it slowly", "text": "Streaming " + WORDS, "delay": 0.03},
         {"text": "I will edit it.", "tool_calls": [EDIT]},
         {"text": "Edited."},
+        {
+            "tool_calls": [
+                {"name": "edit_file", "arguments": {"path": "f.txt", "old_string": "bye", "new_string": "ciao"}}
+            ]
+        },
+        {"text": "Left it."},
     ]
     model = write_script(tmp_path / "s.json", steps)
     trace = tmp_path / "trace"
@@ -80,6 +86,12 @@ async def test_a_streamed_reply_and_an_edit_approved_with_y(tmp_path: Path) -> N
         tmux.keys("y")
         done = await tmux.wait_for(lambda s: "Edited." in s and prompt_ready(s))
         assert "✔ Edit f.txt" in done
+        assert (tmp_path / "f.txt").read_text() == "bye world\n"
+        await submit(tmux, "edit it again")
+        await tmux.wait_for(lambda s: "+ciao" in s and "Allow?" in s)
+        tmux.keys("n")
+        refused = await tmux.wait_for(lambda s: "Left it." in s and prompt_ready(s))
+        assert "→ Reject" in refused and "✘ Edit f.txt" in refused
         assert (tmp_path / "f.txt").read_text() == "bye world\n"
         tmux.keys("C-d")
         assert await tmux.exit_status() == 0
