@@ -77,3 +77,12 @@ def test_an_agent_that_cannot_start_is_one_line_and_status_1(tmp_path: Path) -> 
     assert result.returncode == 1
     assert result.stderr.startswith("dsh chat: cannot start the agent")
     assert "Traceback" not in result.stderr
+
+
+def test_a_prompt_answered_with_an_error_says_why_and_the_next_line_still_runs(tmp_path: Path) -> None:
+    env = {k: v for k, v in sandbox_env(tmp_path, "openai:gpt-4.1").items() if k != "OPENAI_API_KEY"}
+    result = run_piped([], "hello\n/status\n", env, tmp_path)
+    assert result.returncode == 1
+    assert "[error] Authentication required" in result.stderr and "OPENAI_API_KEY" in result.stderr
+    assert "Model: openai:gpt-4.1" in result.stdout.splitlines()  # the session went on
+    assert "Traceback" not in result.stderr

@@ -231,3 +231,14 @@ async def test_an_agent_that_exits_ends_the_chat_with_its_stderr_and_status_1(tm
         screen = tmux.screen()
         assert "dsh chat: the agent exited" in screen and "no key for you" in screen
         assert "Traceback" not in screen
+
+
+async def test_a_turn_answered_with_an_error_is_shown_and_the_chat_goes_on(tmp_path: Path) -> None:
+    env = {k: v for k, v in sandbox_env(tmp_path, "openai:gpt-4.1").items() if k != "OPENAI_API_KEY"}
+    with tmux_chat(tmp_path, [], env, tmp_path) as tmux:
+        await tmux.wait_for(prompt_ready)
+        await submit(tmux, "hi")
+        screen = await tmux.wait_for(lambda s: "Error: Authentication required" in s and prompt_ready(s))
+        assert "OPENAI_API_KEY" in screen
+        await submit(tmux, "/status")
+        await tmux.wait_for(lambda s: "Model: openai:gpt-4.1" in s and prompt_ready(s))

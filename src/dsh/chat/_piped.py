@@ -3,7 +3,9 @@
 Guarantees: stdout carries the agent's replies only (each turn's text, ending with a newline); tool calls,
 permission decisions and errors go to stderr as one line each; no ANSI escapes anywhere. Nobody can answer a
 permission request, so each is rejected once (``--yes``: allowed once) and stderr says which. Blank lines are
-skipped. The exit status is 0 when every prompt ended (whatever its stop reason), 1 when the agent failed.
+skipped. A prompt the agent answers with an error (a missing key, say) is one ``[error]`` line on stderr and
+the next line is still sent. The exit status is 0 when every prompt ended (whatever its stop reason), 1 when
+one was answered with an error or the agent failed.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import anyio
 from dsh.chat._client import AcpClient
 from dsh.chat._commands import parse_local
 from dsh.chat._mentions import prompt_blocks
+from dsh.chat._rpc import RpcError, describe
 from dsh.chat._terminals import Terminal
 
 __all__ = ["PipedView"]
@@ -82,6 +85,7 @@ class PipedView:
             self.err.write("dsh chat: --resume needs a terminal to pick a session\n")
             return 2
         await client.new_session()
+        status = 0
         stdin = anyio.wrap_file(sys.stdin)
         async for line in stdin:
             text = line.rstrip("\r\n")
@@ -97,11 +101,18 @@ class PipedView:
                     self.out.write(f"{local.name}: {client.state.current(local.name)}\n")
                 continue
             blocks = prompt_blocks(text, client.cwd, embed=client.can("promptCapabilities", "embeddedContext"))
-            reason = await client.prompt(blocks)
+            try:
+                reason = await client.prompt(blocks)
+            except RpcError as error:  # this prompt failed; the next line may still work
+                self.end_turn()
+                self.err.write(f"[error] {describe(error)}\n")
+                self.err.flush()
+                status = 1
+                continue
             self.end_turn()
             if reason != "end_turn":
                 self.err.write(f"[stop] {reason}\n")
-        return 0
+        return status
 
     def _local(self, client: AcpClient, name: str, argument: str) -> None:
         if name in ("model", "mode") and not argument:

@@ -26,7 +26,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from dsh._log import get_logger
 
-__all__ = ["MAX_FRAME", "Connection", "RpcError"]
+__all__ = ["MAX_FRAME", "Connection", "RpcError", "describe"]
 
 log = get_logger("dsh.chat")
 
@@ -51,6 +51,17 @@ class RpcError(Exception):
         if self.data is not None:
             error["data"] = self.data
         return error
+
+
+def describe(error: RpcError) -> str:
+    """The error's message, and its ``data`` when that is a short text or a ``message``/``details`` field (what
+    agents put there to say what to do), in one line."""
+    detail: Any = error.data
+    if isinstance(detail, dict):
+        detail = detail.get("message") or detail.get("details") or detail.get("detail")
+    if isinstance(detail, str) and detail.strip() and detail.strip() != error.message:
+        return f"{error.message}: {' '.join(detail.split())[:500]}"
+    return error.message
 
 
 class Connection:

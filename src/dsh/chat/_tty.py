@@ -33,7 +33,7 @@ from dsh.chat._commands import LocalCommand, parse_local
 from dsh.chat._mentions import prompt_blocks
 from dsh.chat._options import ChatOptions
 from dsh.chat._render import permission_keys, permission_question, plan_view, tool_card
-from dsh.chat._rpc import RpcError
+from dsh.chat._rpc import RpcError, describe
 from dsh.chat._stream import MarkdownStream
 from dsh.chat._terminals import Terminal
 
@@ -334,7 +334,12 @@ class TtyView:
             with anyio.CancelScope() as scope:
                 self._turn_scope = scope
                 with keys.raw_mode(), keys.attach(lambda: self._on_keys(keys)):
-                    reason = await client.prompt(blocks)
+                    try:
+                        reason = await client.prompt(blocks)
+                    except RpcError as error:  # the turn failed (a missing key, say): say why, keep the session
+                        reason = "end_turn"
+                        self._end_segment()
+                        self.console.print(Text(f"Error: {describe(error)}", style="bold red"))
             self._turn_scope = None
         if self._failure is not None:
             raise self._failure
