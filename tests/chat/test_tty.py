@@ -205,7 +205,7 @@ async def test_mode_picker_multi_line_input_plan_and_command_output(tmp_path: Pa
             lambda s: any(line.lstrip().startswith("> ") and "Bypass" in line for line in s.splitlines())
         )
         tmux.keys("Enter")
-        await tmux.wait_for(lambda s: "Bypass permissions" in s.splitlines()[-1] and prompt_ready(s))
+        await tmux.wait_for(lambda s: "mode: bypass" in s and prompt_ready(s))
         tmux.type("first line")
         tmux.keys("M-Enter")
         tmux.type("second line")

@@ -2,7 +2,7 @@
 terminal (tmux: ``send-keys`` to type, ``capture-pane`` to read the screen).
 
 Guarantees: every chat runs with :func:`tests.support.env.sandbox_env` (sessions, config and caches under the
-test's own directory); every tmux server is private to the test (its own socket under ``tmp_path``) and is
+test's own directory); every tmux server is private to the test (its own socket in a fresh temporary directory) and is
 killed on exit, with whatever it ran; :meth:`Tmux.wait_for` polls the screen until a condition holds, bounded by
 ``anyio.fail_after``, and on a timeout fails with the screen as it was.
 """
@@ -13,6 +13,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -122,7 +123,8 @@ def tmux_chat(
 ) -> Iterator[Tmux]:
     """``dsh chat ARGS`` in a private tmux server's only pane; the pane stays after the chat exits
     (``remain-on-exit``) so its last screen can be read."""
-    socket = tmp_path / "tmux.sock"
+    socket_dir = Path(tempfile.mkdtemp(prefix="dsh-tmux-"))  # a short path: a unix socket's is limited to ~107 bytes
+    socket = socket_dir / "sock"
     tmux = Tmux(socket)
     env_args = [f"{name}={value}" for name, value in env.items()]
     command = shlex.join(["env", "-i", *env_args, "TERM=xterm-256color", *CHAT, *args])
@@ -154,6 +156,7 @@ def tmux_chat(
         yield tmux
     finally:
         subprocess.run(["tmux", "-S", str(socket), "kill-server"], capture_output=True, timeout=10)
+        shutil.rmtree(socket_dir, ignore_errors=True)
 
 
 def check_chat_frames(frames: list[tuple[str, dict[str, Any]]]) -> list[str]:
