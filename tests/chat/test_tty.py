@@ -3,6 +3,7 @@ the screen (``capture-pane``), against ``dsh acp`` on the scripted and echo mode
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from pathlib import Path
@@ -19,6 +20,8 @@ from tests.support.chat import (
     tmux_chat,
 )
 from tests.support.env import sandbox_env, write_script
+from tests.support.provider_server import Reply, serve
+from tests.support.provider_wire import oa_text_reply
 
 pytestmark = pytest.mark.skipif(not tmux_available(), reason="tmux is not installed")
 
@@ -242,3 +245,18 @@ async def test_a_turn_answered_with_an_error_is_shown_and_the_chat_goes_on(tmp_p
         assert "OPENAI_API_KEY" in screen
         await submit(tmux, "/status")
         await tmux.wait_for(lambda s: "Model: openai:gpt-4.1" in s and prompt_ready(s))
+
+
+async def test_the_status_line_shows_context_used_of_the_window_and_the_cost(tmp_path: Path) -> None:
+    with serve() as server:
+        server.script(Reply(events=oa_text_reply("hello", " there", prompt=1000, completion=10)))
+        env = sandbox_env(
+            tmp_path, "openai:gpt-4.1", extra={"OPENAI_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": "test"}
+        )
+        with tmux_chat(tmp_path, [], env, tmp_path, width=120) as tmux:
+            await tmux.wait_for(prompt_ready)
+            await submit(tmux, "hi")
+            screen = await tmux.wait_for(lambda s: "hello there" in s and prompt_ready(s) and "context" in s)
+    status = screen.splitlines()[-1]
+    # 1,010 tokens in gpt-4.1's built-in window of 1,047,576, and a cost in dollars
+    assert re.search(r"gpt-4\.1 · Default · context 0% \(1\.0k/1\.0M\) · \$0\.\d{4}", status), status
