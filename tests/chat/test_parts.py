@@ -136,12 +136,16 @@ def test_cards_bound_diffs_and_show_command_output_tails() -> None:
         "kind": "execute",
         "status": "completed",
         "rawInput": {"command": "make test"},
-        "content": [{"type": "terminal", "terminalId": "t1"}],
+        "content": [
+            {"type": "terminal", "terminalId": "t1"},
+            {"type": "content", "content": {"type": "text", "text": "the agent's own copy of the output"}},
+        ],
     }
     output = "\n".join(f"out {n}" for n in range(20))
     text = render(tool_card(card, {"t1": output}))
     assert "✔ Run tests · execute" in text and "$ make test" in text
     assert "out 19" in text and "out 11" not in text and "12 earlier lines" in text
+    assert "own copy" not in text  # the output is shown once, from the terminal the chat ran
     edit = {
         "toolCallId": "c2",
         "title": "Edit",

@@ -98,13 +98,14 @@ def tool_card(
     for diff in diffs if show_diff else []:
         path = _relative(str(diff.get("path", "")), cwd)
         parts += _indent(diff_lines(path, diff.get("oldText"), str(diff.get("newText", ""))))
+    terminals = any(isinstance(c, dict) and c.get("type") == "terminal" for c in content)
     if show_output:
         for block in content:
             if not isinstance(block, dict):
                 continue
             if block.get("type") == "terminal":
                 parts += _indent(_tail(terminal_output.get(str(block.get("terminalId")), "")))
-            elif block.get("type") == "content" and not diffs:
+            elif block.get("type") == "content" and not diffs and not terminals:  # the diff or output says it
                 inner = block.get("content")
                 if isinstance(inner, dict) and inner.get("type") == "text":
                     parts += _indent(_tail(str(inner.get("text", ""))))

@@ -399,7 +399,12 @@ class TtyView:
         return choice
 
     def on_terminal(self, terminal: Terminal) -> None:
-        self._terminal_text[terminal.terminal_id] = terminal.text()
+        status = terminal.exit_status()
+        end = ""
+        if status is not None:
+            how = f"signal {status['signal']}" if "signal" in status else f"exit code {status['exitCode']}"
+            end = f"\n[{how}]"
+        self._terminal_text[terminal.terminal_id] = terminal.text().rstrip("\n") + end
 
     # -- updates ----------------------------------------------------------------------------------------------
 
