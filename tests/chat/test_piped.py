@@ -24,6 +24,7 @@ def test_piped_prompt_and_status_print_the_reply_and_the_status(tmp_path: Path) 
 def test_piped_mode_rejects_a_permission_and_says_so(tmp_path: Path) -> None:
     (tmp_path / "f.txt").write_text("hello world\n")
     steps = [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "f.txt"}}]},  # dsh edits only files it has read
         {
             "text": "Editing.",
             "tool_calls": [
@@ -43,6 +44,7 @@ def test_piped_mode_rejects_a_permission_and_says_so(tmp_path: Path) -> None:
 def test_piped_yes_allows_and_the_chat_serves_the_file_writes(tmp_path: Path) -> None:
     (tmp_path / "f.txt").write_text("hello world\n")
     steps = [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "f.txt"}}]},  # dsh edits only files it has read
         {
             "tool_calls": [
                 {"name": "edit_file", "arguments": {"path": "f.txt", "old_string": "hello", "new_string": "bye"}}

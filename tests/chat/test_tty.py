@@ -54,6 +54,7 @@ async def test_a_streamed_reply_and_an_edit_approved_with_y(tmp_path: Path) -> N
     (tmp_path / "f.txt").write_text("hello world\n")
     steps = [
         {"reasoning": "I should stream it slowly", "text": "Streaming " + WORDS, "delay": 0.03},
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "f.txt"}}]},  # dsh edits only files it has read
         {"text": "I will edit it.", "tool_calls": [EDIT]},
         {"text": "Edited."},
         {
