@@ -114,6 +114,7 @@ async def test_edit_file_needs_a_unique_match(tmp_path: Path) -> None:
     model = write_script(
         tmp_path / "script.json",
         [
+            call("read_file", "r0", path="app.py"),  # read before write (the read ledger)
             call("edit_file", "e1", path="app.py", old_string="x = 1", new_string="x = 2"),
             call("edit_file", "e2", path="app.py", old_string="return 1", new_string="return 2"),
             {"text": "done"},

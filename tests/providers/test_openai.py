@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from dsh.errors import LlmError
 from dsh.services.agents import AgentOptions
 from dsh.services.llm import BlockAssembler, GenerateRequest, Message, StreamChunk
+from dsh.services.tool_schema import compact_schema
 from dsh.services.tools import ToolExecution, define_tool
 from tests.providers._helpers import KEY, collect, openai_settings, running, user
 from tests.support.provider_server import Event, FakeProvider, Reply
@@ -414,7 +415,11 @@ async def test_a_tool_round_trip_through_an_agent(server: FakeProvider) -> None:
     first, second = server.bodies()
     assert {
         "type": "function",
-        "function": {"name": "peek", "description": "Peek into a file.", "parameters": ReadArgs.model_json_schema()},
+        "function": {
+            "name": "peek",
+            "description": "Peek into a file.",
+            "parameters": compact_schema(ReadArgs.model_json_schema()),
+        },
     } in first["tools"]
     assert second["messages"][-3:] == [
         {

@@ -125,8 +125,12 @@ def define_tool(
     *,
     strict: bool | None = None,
 ) -> ToolDefinition:
-    """A tool whose arguments are validated by the pydantic model *arguments* (its JSON Schema is sent)."""
-    return ToolDefinition(name, description, arguments.model_json_schema(), _TypedTool(arguments, fn), strict)
+    """A tool whose arguments are validated by the pydantic model *arguments*; its JSON Schema is sent compacted
+    (:func:`dsh.services.tool_schema.compact_schema`: no titles, no ``anyOf`` null, closed objects)."""
+    from dsh.services.tool_schema import compact_schema
+
+    parameters = compact_schema(arguments.model_json_schema())
+    return ToolDefinition(name, description, parameters, _TypedTool(arguments, fn), strict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,8 +46,12 @@ from pydantic import BaseModel, Field, ValidationError
 
 from dsh._text import plural
 from dsh.services.tools import ToolCard, ToolDefinition, ToolExecution, ToolResult, define_tool
+from dsh.tools._edits import Edit, plan_edits
 from dsh.tools._errors import OutsideRootsError, ToolError
+from dsh.tools._filetext import READ_LINE_WIDTH, Binary, keep_conventions, number_lines, sniff_binary
+from dsh.tools._ledger import ReadLedger
 from dsh.tools._paths import ResolvedPath, is_granted, is_within, resolve_path, revoke_grants
+from dsh.tools._placeholders import find_placeholder
 from dsh.tools._safeopen import PathChangedError
 from dsh.tools._search import (
     GrepOutcome,
@@ -77,7 +81,8 @@ __all__ = [
 
 READ_MAX_LINES = 2000
 READ_MAX_CHARS = 100_000
-READ_LINE_WIDTH = 2000
+READ_WHOLE_MAX_BYTES = 8 * 1024 * 1024
+"""A file up to this size is read whole, so the result can say how many lines remain."""
 LIST_MAX_ENTRIES = 1000
 GREP_MAX_MATCHES = 500
 GREP_LINE_WIDTH = 400
@@ -153,11 +158,36 @@ class WriteFileArgs(BaseModel):
     content: str = Field(description="The complete new content of the file.")
 
 
-class EditFileArgs(BaseModel):
-    path: str = Field(description="The file to edit: relative to the working directory, or absolute.")
-    old_string: str = Field(description="The exact text to replace, including whitespace and indentation.")
+class EditItem(BaseModel):
+    old_string: str = Field(description="The text to replace, as in the file (whitespace and indentation included).")
     new_string: str = Field(description="The text to put in its place.")
     replace_all: bool = Field(default=False, description="Replace every occurrence instead of exactly one.")
+
+
+class EditFileArgs(BaseModel):
+    path: str = Field(description="The file to edit: relative to the working directory, or absolute.")
+    old_string: str | None = Field(
+        default=None, description="The text to replace, as in the file (whitespace and indentation included)."
+    )
+    new_string: str | None = Field(default=None, description="The text to put in its place.")
+    replace_all: bool = Field(default=False, description="Replace every occurrence instead of exactly one.")
+    edits: list[EditItem] | None = Field(
+        default=None,
+        description="Several changes to the same file, applied in order and written once (instead of "
+        "old_string/new_string); if one fails, nothing is written.",
+    )
+
+    def edit_list(self) -> tuple[list[Edit], bool]:
+        """The edits to apply and whether they came as a list; raises ``BAD_ARGUMENTS`` on a mix or neither."""
+        if self.edits is not None:
+            if self.old_string is not None or self.new_string is not None:
+                raise ToolError("give either edits or old_string/new_string, not both", "BAD_ARGUMENTS")
+            if not self.edits:
+                raise ToolError("edits is empty: there is nothing to change", "NO_CHANGE")
+            return [Edit(e.old_string, e.new_string, e.replace_all) for e in self.edits], True
+        if self.old_string is None or self.new_string is None:
+            raise ToolError("give old_string and new_string (or an edits list)", "BAD_ARGUMENTS")
+        return [Edit(self.old_string, self.new_string, self.replace_all)], False
 
 
 class ListFilesArgs(BaseModel):
@@ -228,37 +258,44 @@ def _changed(path: str) -> ToolError:
     )
 
 
-def _crlf(text: str) -> str:
-    return text.replace("\r\n", "\n").replace("\n", "\r\n")
+def _session_of(execution: ToolExecution) -> str:
+    agent = execution.agent
+    return agent.session.id if agent is not None else ""
 
 
-def _line_of(text: str, index: int) -> int:
-    return text.count("\n", 0, index) + 1
+def _refuse_placeholder(new: str, old: str | None, *, known: str = "", field: str) -> None:
+    found = find_placeholder(new, old, known=known)
+    if found is not None:
+        raise ToolError(
+            f"{field} contains the omission placeholder {found!r} where the file has real code: writing it would "
+            "delete that code. Write out the complete text (or make a smaller edit that leaves the rest alone)",
+            "PLACEHOLDER",
+        )
 
 
-def _number_lines(text: str, offset: int, limit: int) -> str:
-    """``cat -n`` style: the line number right-aligned in 6 columns, a tab, the line (without its ending)."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    more = len(lines) > limit
-    out: list[str] = []
-    used = 0
-    for index, line in enumerate(lines[:limit]):
-        line = line.removesuffix("\r")
-        if len(line) > READ_LINE_WIDTH:
-            line = line[:READ_LINE_WIDTH] + " … [line truncated]"
-        entry = f"{offset + index:>6}\t{line}"
-        if out and used + len(entry) > READ_MAX_CHARS:
-            more = True
-            break
-        out.append(entry)
-        used += len(entry) + 1
-    if not out:
-        return f"[offset {offset} is past the end of the file]" if offset > 1 else "[empty file]"
-    if more:
-        out.append(f"[… the file continues: read on with offset={offset + len(out)}]")
-    return "\n".join(out)
+def _local_size(real: str) -> int | None:
+    try:
+        return os.stat(real).st_size
+    except OSError:
+        return None
+
+
+def _edit_summary(rules: tuple[str, ...], counts: tuple[int, ...], listed: bool) -> str:
+    def one(rule: str, count: int) -> str:
+        places = "1 occurrence" if count == 1 else f"{count} occurrences"
+        return places if rule == "exact" else f"{places}, matched ignoring {_RULE_WORDS[rule]}"
+
+    if not listed:
+        return "replaced " + one(rules[0], counts[0])
+    parts = [f"edits[{i}] {one(rule, count)}" for i, (rule, count) in enumerate(zip(rules, counts, strict=True))]
+    return f"applied {len(rules)} edits (" + "; ".join(parts) + ")"
+
+
+_RULE_WORDS = {
+    "trailing-whitespace": "trailing whitespace",
+    "indentation": "indentation (new_string re-indented to the file's)",
+    "unicode-punctuation": "typographic quotes, dashes and spaces",
+}
 
 
 def _unified_diff(old: str, new: str, shown: str) -> str:
@@ -295,8 +332,9 @@ def _command_text(result: CommandResult, timeout: float) -> str:
 class _Tools:
     """The six tools over one workspace; each method is a tool body ``(args, execution) -> text``."""
 
-    def __init__(self, workspace: Workspace) -> None:
+    def __init__(self, workspace: Workspace, ledger: ReadLedger) -> None:
         self.ws = workspace
+        self.ledger = ledger
 
     def target(self, execution: ToolExecution, raw: str) -> ResolvedPath:
         """*raw* resolved; refused when outside the roots and not granted for this call."""
@@ -335,64 +373,78 @@ class _Tools:
 
     async def read_file(self, args: ReadFileArgs, execution: ToolExecution) -> str:
         target = self.target(execution, args.path)
+        if await anyio.Path(target.real or target.path).is_dir():
+            listing = await self.list_files(ListFilesArgs(path=args.path), execution)
+            return f"{_shown(target.path, self.ws.cwd(execution))} is a directory; its files:\n{listing}"
+        binary = await anyio.to_thread.run_sync(sniff_binary, target.real or target.path)
+        if binary is not None:
+            return await self.read_binary(execution, target, binary)
         offset = args.offset or 1
         limit = min(args.limit or READ_MAX_LINES, READ_MAX_LINES)
-        text = await self.read_text(execution, target, offset, limit + 1)
-        return _number_lines(text, offset, limit)
+        size = await anyio.to_thread.run_sync(_local_size, target.real or target.path)
+        total: int | None = None
+        if size is not None and size <= READ_WHOLE_MAX_BYTES:
+            whole = await self.read_text(execution, target)
+            parts = whole.split("\n")
+            total = len(parts) - (1 if parts[-1] == "" else 0)
+            text = "\n".join(parts[offset - 1 : offset - 1 + limit + 1])
+        else:
+            text = await self.read_text(execution, target, offset, limit + 1)
+        self.ledger.record(_session_of(execution), target.real)
+        return number_lines(text, offset, limit, max_chars=READ_MAX_CHARS, total=total)
 
-    async def write_file(self, args: WriteFileArgs, execution: ToolExecution) -> str:
-        target = self.target(execution, args.path)
-        old: str | None = None
+    async def read_binary(self, execution: ToolExecution, target: ResolvedPath, binary: Binary) -> str:
+        """A file that is not text. The place for other branches (an image for a vision model): today it is
+        refused with its size and type."""
+        shown = _shown(target.path, self.ws.cwd(execution))
+        raise ToolError(
+            f"{shown} is a binary file ({binary.mime}, {plural(binary.size, 'byte')}), not text: read_file "
+            "shows only text files",
+            "NOT_TEXT",
+        )
+
+    async def _old_text(self, execution: ToolExecution, target: ResolvedPath, *, must_exist: bool) -> str | None:
+        """The current text of an existing file, None for a new one; the ledger is checked first. With
+        *must_exist* (an edit) a file missing on this disk is still read through the workspace (an editor may
+        hold it) and fails ``NOT_FOUND`` when nobody has it."""
         is_dir, exists = await anyio.to_thread.run_sync(_dir_and_exists, target.real)
         if is_dir:
             raise ToolError(f"{target.path} is a directory, not a file", "IS_DIRECTORY")
-        if exists:  # a new file is not read first (through an editor, that read would report it missing)
-            try:
-                old = await self.ws.read(execution, target.path, real=target.real)
-            except IsADirectoryError:
-                raise ToolError(f"{target.path} is a directory, not a file", "IS_DIRECTORY") from None
-            except PathChangedError:
-                raise _changed(target.path) from None
-            except Exception:  # unreadable: it is replaced either way
-                old = None
-        await self._write(execution, target, args.content)
-        _report(display={"diff": {"path": target.path, "old_text": old, "new_text": args.content}})
+        if not exists:  # a new file is not read first (through an editor, that read would report it missing)
+            return await self.read_text(execution, target) if must_exist else None
+        if not must_exist and await anyio.to_thread.run_sync(sniff_binary, target.real) is not None:
+            return None  # not text: read_file cannot show it, so it cannot have been read; replaced as a whole
         shown = _shown(target.path, self.ws.cwd(execution))
-        lines = args.content.count("\n") + (0 if args.content.endswith("\n") or not args.content else 1)
+        await anyio.to_thread.run_sync(self.ledger.check, _session_of(execution), target.real, shown)
+        return await self.read_text(execution, target)
+
+    async def write_file(self, args: WriteFileArgs, execution: ToolExecution) -> str:
+        target = self.target(execution, args.path)
+        old = await self._old_text(execution, target, must_exist=False)
+        _refuse_placeholder(args.content, old, field="content")
+        content = keep_conventions(args.content, old)
+        await self._write(execution, target, content)
+        await anyio.to_thread.run_sync(self.ledger.record, _session_of(execution), target.real)
+        _report(display={"diff": {"path": target.path, "old_text": old, "new_text": content}})
+        shown = _shown(target.path, self.ws.cwd(execution))
+        lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
         verb = "Created" if old is None else "Overwrote"
-        return f"{verb} {shown} ({plural(lines, 'line')}, {plural(len(args.content.encode('utf-8')), 'byte')})."
+        return f"{verb} {shown} ({plural(lines, 'line')}, {plural(len(content.encode('utf-8')), 'byte')})."
 
     async def edit_file(self, args: EditFileArgs, execution: ToolExecution) -> str:
         target = self.target(execution, args.path)
         shown = _shown(target.path, self.ws.cwd(execution))
-        if not args.old_string:
-            raise ToolError("old_string is empty: to create or overwrite a whole file use write_file", "NO_MATCH")
-        if args.old_string == args.new_string:
-            raise ToolError("old_string and new_string are identical: there is nothing to change", "NO_CHANGE")
-        text = await self.read_text(execution, target)
-        old_string, new_string = args.old_string, args.new_string
-        count = text.count(old_string)
-        if count == 0 and "\r\n" in text and "\n" in old_string and "\r\n" not in old_string:
-            old_string, new_string = _crlf(old_string), _crlf(new_string)  # the model saw lines, not CRLF
-            count = text.count(old_string)
-        if count == 0:
-            raise ToolError(
-                f"old_string not found in {shown}: it must match the file exactly, including whitespace and "
-                "indentation (read_file's line-number prefixes are not part of the file); read the file again "
-                "and copy the text",
-                "NO_MATCH",
-            )
-        if count > 1 and not args.replace_all:
-            raise ToolError(
-                f"old_string matches {count} times in {shown}; add context to make it unique or set replace_all",
-                "AMBIGUOUS_MATCH",
-            )
-        new_text = text.replace(old_string, new_string) if args.replace_all else text.replace(old_string, new_string, 1)
-        await self._write(execution, target, new_text)
-        line = _line_of(text, text.find(old_string))
-        _report(display={"diff": {"path": target.path, "old_text": text, "new_text": new_text}, "line": line})
-        replaced = f"{count} occurrences" if count > 1 else "1 occurrence"
-        return f"Edited {shown}: replaced {replaced}.\n{_unified_diff(text, new_text, shown)}"
+        edits, listed = args.edit_list()
+        text = await self._old_text(execution, target, must_exist=True)
+        assert text is not None
+        for index, edit in enumerate(edits):
+            where = f"edits[{index}].new_string" if listed else "new_string"
+            _refuse_placeholder(edit.new_string, edit.old_string, known=text, field=where)
+        plan = plan_edits(text, edits, shown=shown, listed=listed)
+        await self._write(execution, target, plan.text)
+        await anyio.to_thread.run_sync(self.ledger.record, _session_of(execution), target.real)
+        _report(display={"diff": {"path": target.path, "old_text": text, "new_text": plan.text}, "line": plan.line})
+        return f"Edited {shown}: {_edit_summary(plan.rules, plan.counts, listed)}.\n{_unified_diff(text, plan.text, shown)}"
 
     async def list_files(self, args: ListFilesArgs, execution: ToolExecution) -> str:
         target = self.target(execution, args.path)
@@ -532,7 +584,11 @@ def _present_edit(arguments: Any, cwd: str) -> ToolCard | None:
     if args is None:
         return None
     path = _resolve(args.path, cwd).path
-    return ToolCard(f"Edit {_shown(path, cwd)}", "edit", ((path, None),), (path, args.old_string, args.new_string))
+    pairs = [(e.old_string, e.new_string) for e in args.edits or ()]
+    if args.edits is None and args.old_string is not None and args.new_string is not None:
+        pairs = [(args.old_string, args.new_string)]
+    diff = (path, "\n…\n".join(o for o, _ in pairs), "\n…\n".join(n for _, n in pairs)) if pairs else None
+    return ToolCard(f"Edit {_shown(path, cwd)}", "edit", ((path, None),), diff)
 
 
 def _present_list(arguments: Any, cwd: str) -> ToolCard | None:
@@ -578,17 +634,23 @@ def _paths_of(model: type[BaseModel], *fields: str) -> Callable[[Any, str], list
 _DESCRIPTIONS = {
     "read_file": (
         "Read a text file. Lines come numbered like `cat -n` (right-aligned number, a tab, the line); the "
-        f"numbers are not part of the file. Reads up to {READ_MAX_LINES} lines from `offset` (1-based); the "
-        "output says where to continue when the file is longer."
+        f"numbers are not part of the file. Reads up to {READ_MAX_LINES} lines from `offset` (1-based, "
+        f"`limit` lines); lines longer than {READ_LINE_WIDTH} characters are cut. The output says how many "
+        "lines remain and the offset to read on from. A directory gives its listing; binary files are refused. "
+        "Read several files in one step when you need them: independent reads run at the same time."
     ),
     "write_file": (
-        "Create a file or replace its whole content (parent directories are created). Prefer edit_file to change "
-        "part of an existing file."
+        "Create a file or replace its whole content (parent directories are created). An existing file must "
+        "have been read in this session first, and not changed since. Prefer edit_file to change part of a "
+        "file; never write placeholders such as `// ... rest of the code ...`: write the complete text."
     ),
     "edit_file": (
-        "Replace exact text in a file: `old_string` must match the file exactly once (include enough "
-        "surrounding lines to make it unique), or set `replace_all` to replace every occurrence. Returns a "
-        "unified diff of the change."
+        "Replace text in a file (read it first in this session). `old_string` must match exactly one place: "
+        "include enough surrounding lines to make it unique, or set `replace_all`. A match that differs only "
+        "in trailing whitespace, indentation or typographic quotes and dashes is accepted when it is unique "
+        "(the result says so). For several changes to one file pass `edits: [{old_string, new_string, "
+        "replace_all?}, ...]` instead: applied in order, written once, nothing written if one fails. Line "
+        "endings are kept. Returns a unified diff."
     ),
     "list_files": (
         "List the files below a directory, recursively, as paths relative to the working directory, optionally "
@@ -607,9 +669,10 @@ _DESCRIPTIONS = {
 }
 
 
-def build_tools(workspace: Workspace) -> list[ToolDefinition]:
-    """The six tool definitions over *workspace*, each with ``meta`` {kind, present, paths}."""
-    tools = _Tools(workspace)
+def build_tools(workspace: Workspace, ledger: ReadLedger | None = None) -> list[ToolDefinition]:
+    """The tool definitions over *workspace* (and the session's read *ledger*; a fresh one when None), each with
+    ``meta`` {kind, present, paths}."""
+    tools = _Tools(workspace, ledger if ledger is not None else ReadLedger())
     specs: list[tuple[ToolDefinition, str, Callable[[Any, str], ToolCard | None], Callable[..., Any]]] = [
         (
             define_tool("read_file", _DESCRIPTIONS["read_file"], ReadFileArgs, tools.read_file),

@@ -24,166 +24,185 @@ CATALOGUE: tuple[ToolSpec, ...] = (
     ToolSpec(
         "read_file",
         "read",
-        "Read a text file. Lines come numbered like `cat -n` (right-aligned number, a tab, the line); the numbers are not part of the file. Reads up to 2000 lines from `offset` (1-based); the output says where to continue when the file is longer.",
+        (
+            "Read a text file. Lines come numbered like `cat -n` (right-aligned number, a tab, the line); the "
+            "numbers are not part of the file. Reads up to 2000 lines from `offset` (1-based, `limit` lines); "
+            "lines longer than 2000 characters are cut. The output says how many lines remain and the offset "
+            "to read on from. A directory gives its listing; binary files are refused. Read several files in "
+            "one step when you need them: independent reads run at the same time."
+        ),
         {
             "properties": {
                 "path": {
                     "description": "The file to read: relative to the working directory, or absolute.",
-                    "title": "Path",
                     "type": "string",
                 },
-                "offset": {
-                    "anyOf": [{"minimum": 1, "type": "integer"}, {"type": "null"}],
-                    "default": None,
-                    "description": "The 1-based line to start at (default 1).",
-                    "title": "Offset",
-                },
+                "offset": {"description": "The 1-based line to start at (default 1).", "minimum": 1, "type": "integer"},
                 "limit": {
-                    "anyOf": [{"minimum": 1, "type": "integer"}, {"type": "null"}],
-                    "default": None,
                     "description": "How many lines to read (default and maximum 2000).",
-                    "title": "Limit",
+                    "minimum": 1,
+                    "type": "integer",
                 },
             },
             "required": ["path"],
-            "title": "ReadFileArgs",
             "type": "object",
+            "additionalProperties": False,
         },
     ),
     ToolSpec(
         "write_file",
         "edit",
-        "Create a file or replace its whole content (parent directories are created). Prefer edit_file to change part of an existing file.",
+        (
+            "Create a file or replace its whole content (parent directories are created). An existing file "
+            "must have been read in this session first, and not changed since. Prefer edit_file to change "
+            "part of a file; never write placeholders such as `// ... rest of the code ...`: write the "
+            "complete text."
+        ),
         {
             "properties": {
                 "path": {
                     "description": "The file to create or overwrite: relative to the working directory, or absolute.",
-                    "title": "Path",
                     "type": "string",
                 },
-                "content": {
-                    "description": "The complete new content of the file.",
-                    "title": "Content",
-                    "type": "string",
-                },
+                "content": {"description": "The complete new content of the file.", "type": "string"},
             },
             "required": ["path", "content"],
-            "title": "WriteFileArgs",
             "type": "object",
+            "additionalProperties": False,
         },
     ),
     ToolSpec(
         "edit_file",
         "edit",
-        "Replace exact text in a file: `old_string` must match the file exactly once (include enough surrounding lines to make it unique), or set `replace_all` to replace every occurrence. Returns a unified diff of the change.",
+        (
+            "Replace text in a file (read it first in this session). `old_string` must match exactly one "
+            "place: include enough surrounding lines to make it unique, or set `replace_all`. A match that "
+            "differs only in trailing whitespace, indentation or typographic quotes and dashes is accepted "
+            "when it is unique (the result says so). For several changes to one file pass `edits: "
+            "[{old_string, new_string, replace_all?}, ...]` instead: applied in order, written once, nothing "
+            "written if one fails. Line endings are kept. Returns a unified diff."
+        ),
         {
+            "$defs": {
+                "EditItem": {
+                    "properties": {
+                        "old_string": {
+                            "description": "The text to replace, as in the file (whitespace and indentation included).",
+                            "type": "string",
+                        },
+                        "new_string": {"description": "The text to put in its place.", "type": "string"},
+                        "replace_all": {
+                            "default": False,
+                            "description": "Replace every occurrence instead of exactly one.",
+                            "type": "boolean",
+                        },
+                    },
+                    "required": ["old_string", "new_string"],
+                    "type": "object",
+                    "additionalProperties": False,
+                }
+            },
             "properties": {
                 "path": {
                     "description": "The file to edit: relative to the working directory, or absolute.",
-                    "title": "Path",
                     "type": "string",
                 },
                 "old_string": {
-                    "description": "The exact text to replace, including whitespace and indentation.",
-                    "title": "Old String",
+                    "description": "The text to replace, as in the file (whitespace and indentation included).",
                     "type": "string",
                 },
-                "new_string": {"description": "The text to put in its place.", "title": "New String", "type": "string"},
+                "new_string": {"description": "The text to put in its place.", "type": "string"},
                 "replace_all": {
                     "default": False,
                     "description": "Replace every occurrence instead of exactly one.",
-                    "title": "Replace All",
                     "type": "boolean",
                 },
+                "edits": {
+                    "description": "Several changes to the same file, applied in order and "
+                    "written once (instead of old_string/new_string); if one "
+                    "fails, nothing is written.",
+                    "items": {"$ref": "#/$defs/EditItem"},
+                    "type": "array",
+                },
             },
-            "required": ["path", "old_string", "new_string"],
-            "title": "EditFileArgs",
+            "required": ["path"],
             "type": "object",
+            "additionalProperties": False,
         },
     ),
     ToolSpec(
         "list_files",
         "search",
-        "List the files below a directory, recursively, as paths relative to the working directory, optionally filtered by a glob. Skips .git, node_modules, .venv and caches; at most 1000 entries.",
+        (
+            "List the files below a directory, recursively, as paths relative to the working directory, "
+            "optionally filtered by a glob. Skips .git, node_modules, .venv and caches; at most 1000 entries."
+        ),
         {
             "properties": {
                 "path": {
                     "default": ".",
                     "description": "The directory to list (default: the working directory).",
-                    "title": "Path",
                     "type": "string",
                 },
                 "pattern": {
-                    "anyOf": [{"type": "string"}, {"type": "null"}],
-                    "default": None,
                     "description": 'A glob to filter by, e.g. "**/*.py", "src/**/test_*.py" or "*.md".',
-                    "title": "Pattern",
+                    "type": "string",
                 },
             },
-            "title": "ListFilesArgs",
             "type": "object",
+            "additionalProperties": False,
         },
     ),
     ToolSpec(
         "grep",
         "search",
-        "Search file contents for a regular expression. Prints `path:line:text` for each matching line; at most 500 matches. Skips hidden, binary and ignored files and directories.",
+        (
+            "Search file contents for a regular expression. Prints `path:line:text` for each matching line; "
+            "at most 500 matches. Skips hidden, binary and ignored files and directories."
+        ),
         {
             "properties": {
-                "pattern": {
-                    "description": "A regular expression to search for, line by line.",
-                    "title": "Pattern",
-                    "type": "string",
-                },
+                "pattern": {"description": "A regular expression to search for, line by line.", "type": "string"},
                 "path": {
                     "default": ".",
                     "description": "The directory or file to search (default: the working directory).",
-                    "title": "Path",
                     "type": "string",
                 },
-                "glob": {
-                    "anyOf": [{"type": "string"}, {"type": "null"}],
-                    "default": None,
-                    "description": 'Only search files matching this glob, e.g. "*.py".',
-                    "title": "Glob",
-                },
-                "ignore_case": {
-                    "default": False,
-                    "description": "Match case-insensitively.",
-                    "title": "Ignore Case",
-                    "type": "boolean",
-                },
+                "glob": {"description": 'Only search files matching this glob, e.g. "*.py".', "type": "string"},
+                "ignore_case": {"default": False, "description": "Match case-insensitively.", "type": "boolean"},
             },
             "required": ["pattern"],
-            "title": "GrepArgs",
             "type": "object",
+            "additionalProperties": False,
         },
     ),
     ToolSpec(
         "run_command",
         "execute",
-        "Run a shell command (bash) in the working directory and return its combined stdout and stderr and its exit code. It has no input (stdin is empty), so interactive programs get end-of-file. It is killed after `timeout` seconds, with any background processes it started; output beyond 30000 bytes keeps the end.",
+        (
+            "Run a shell command (bash) in the working directory and return its combined stdout and stderr "
+            "and its exit code. It has no input (stdin is empty), so interactive programs get end-of-file. It "
+            "is killed after `timeout` seconds, with any background processes it started; output beyond 30000 "
+            "bytes keeps the end."
+        ),
         {
             "properties": {
-                "command": {"description": "The shell command to run (bash -c).", "title": "Command", "type": "string"},
+                "command": {"description": "The shell command to run (bash -c).", "type": "string"},
                 "timeout": {
                     "default": 120.0,
                     "description": "Seconds before the command is killed (default 120, maximum 600).",
                     "exclusiveMinimum": 0,
                     "maximum": 600.0,
-                    "title": "Timeout",
                     "type": "number",
                 },
                 "cwd": {
-                    "anyOf": [{"type": "string"}, {"type": "null"}],
-                    "default": None,
                     "description": "The directory to run in, relative to the working directory (default: it).",
-                    "title": "Cwd",
+                    "type": "string",
                 },
             },
             "required": ["command"],
-            "title": "RunCommandArgs",
             "type": "object",
+            "additionalProperties": False,
         },
     ),
 )

@@ -16,6 +16,7 @@ from dsh.kernel import plugin
 if TYPE_CHECKING:
     from dsh.kernel import Context, Next
     from dsh.services.tools import ToolDefinition, ToolExecution, ToolResult
+    from dsh.tools._ledger import ReadLedger
     from dsh.tools._workspace import Workspace
 
 __all__ = ["builtin_tools_plugin"]
@@ -24,15 +25,16 @@ __all__ = ["builtin_tools_plugin"]
 class _LazyTools:
     """The real tool definitions, built on first use over the plugin's workspace."""
 
-    def __init__(self, workspace: Workspace) -> None:
+    def __init__(self, workspace: Workspace, ledger: ReadLedger) -> None:
         self._workspace = workspace
+        self._ledger = ledger
         self._real: dict[str, ToolDefinition] | None = None
 
     def get(self, name: str) -> ToolDefinition:
         if self._real is None:
             from dsh.tools._builtin import build_tools
 
-            self._real = {tool.name: tool for tool in build_tools(self._workspace)}
+            self._real = {tool.name: tool for tool in build_tools(self._workspace, self._ledger)}
         return self._real[name]
 
     def execute(self, name: str) -> Any:
@@ -61,12 +63,15 @@ def builtin_tools_plugin(ctx: Context, config: object) -> None:
     service and removes the tools."""
     from dsh.services.tools import ToolDefinition
     from dsh.tools._catalogue import CATALOGUE
+    from dsh.tools._ledger import ReadLedger
     from dsh.tools._workspace import Workspace
 
     workspace = Workspace(ctx)
     ctx.provide("workspace", workspace)
     ctx.on(ev.TOOLS_EXECUTE, _finish)
-    lazy = _LazyTools(workspace)
+    ledger = ReadLedger()
+    ctx.on(ev.SESSION_DISPOSED, lambda session: ledger.forget(session.id))
+    lazy = _LazyTools(workspace, ledger)
     for spec in CATALOGUE:
         meta = {"kind": spec.kind, "present": lazy.meta(spec.name, "present"), "paths": lazy.meta(spec.name, "paths")}
         ctx.tools.register(
