@@ -216,39 +216,27 @@ def _tree(work: Path) -> None:
         path.write_text("x\n")
 
 
-async def test_list_skips_vcs_dependency_and_cache_directories(call: Call, work: Path) -> None:
+async def test_list_is_one_directory_and_skips_vcs_dependency_and_cache_directories(call: Call, work: Path) -> None:
     _tree(work)
     result = await call("list_files", {})
     assert not result.is_error
-    assert text(result).split("\n") == [
-        ".gitignore",
-        "README.md",
-        "src/app.py",
-        "src/util/helpers.py",
-        "tests/test_app.py",
-    ]
+    assert text(result).split("\n") == ["src/", "tests/", ".gitignore", "README.md"]
 
 
-async def test_list_with_a_glob(call: Call, work: Path) -> None:
+async def test_list_honours_gitignore(call: Call, work: Path) -> None:
     _tree(work)
-    assert text(await call("list_files", {"pattern": "**/*.py"})).split("\n") == [
-        "src/app.py",
-        "src/util/helpers.py",
-        "tests/test_app.py",
-    ]
-    assert text(await call("list_files", {"pattern": "*.md"})) == "README.md"
-    assert text(await call("list_files", {"pattern": "src/*.py"})) == "src/app.py"
-    assert text(await call("list_files", {"pattern": "src/**/*.{py,md}"})).split("\n") == [
-        "src/app.py",
-        "src/util/helpers.py",
-    ]
-    assert text(await call("list_files", {"pattern": "*.rs"})) == "[no files match '*.rs' in .]"
+    (work / ".gitignore").write_text("build/\n*.log\n!keep.log\n")
+    for name in ("build/out.js", "debug.log", "keep.log", "src/build/x.o"):
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text("x\n")
+    assert text(await call("list_files", {})).split("\n") == ["src/", "tests/", ".gitignore", "README.md", "keep.log"]
+    assert text(await call("list_files", {"path": "src"})).split("\n") == ["src/util/", "src/app.py"]
 
 
 async def test_list_a_subdirectory_gives_paths_relative_to_the_session(call: Call, work: Path) -> None:
     _tree(work)
-    assert text(await call("list_files", {"path": "src"})).split("\n") == ["src/app.py", "src/util/helpers.py"]
-    assert text(await call("list_files", {"path": "src", "pattern": "util/*.py"})) == "src/util/helpers.py"
+    assert text(await call("list_files", {"path": "src"})).split("\n") == ["src/util/", "src/app.py"]
+    assert text(await call("list_files", {"path": "src/util"})) == "src/util/helpers.py"
     assert text(await call("list_files", {"path": "README.md"})) == "README.md"
 
 
@@ -260,7 +248,7 @@ async def test_list_is_bounded_with_a_note(call: Call, work: Path) -> None:
     lines = text(await call("list_files", {"path": "many"})).split("\n")
     assert len(lines) == LIST_MAX_ENTRIES + 1
     assert lines[0] == "many/f00000.txt"
-    assert lines[-1] == f"[… more than {LIST_MAX_ENTRIES} entries: narrow the path or the pattern]"
+    assert lines[-1] == "[… 5 more entries: use glob with a pattern to narrow]"
 
 
 async def test_list_does_not_follow_symlinked_directories(call: Call, work: Path, tmp_path: Path) -> None:
@@ -268,7 +256,7 @@ async def test_list_does_not_follow_symlinked_directories(call: Call, work: Path
     (tmp_path / "outside" / "secret.txt").write_text("s")
     (work / "portal").symlink_to(tmp_path / "outside")
     (work / "mine.txt").write_text("m")
-    assert text(await call("list_files", {})) == "mine.txt"
+    assert text(await call("list_files", {})).split("\n") == ["mine.txt", "portal@"]
 
 
 async def test_list_errors(call: Call, work: Path) -> None:

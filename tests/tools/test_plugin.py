@@ -38,6 +38,7 @@ async def test_load_core_registers_the_tools_and_the_workspace(core: Context) ->
         "write_file": "edit",
         "edit_file": "edit",
         "list_files": "search",
+        "glob": "search",
         "grep": "search",
         "run_command": "execute",
     }
@@ -96,8 +97,9 @@ async def test_cards_have_titles_kinds_and_absolute_locations(core: Context, wor
             (str(work / "src" / "app.py"), "c = 3", "c = 4"),
         )
     )
-    assert _present(core, "list_files", {"pattern": "*.py"}, work) == ToolCard(
-        "List . (*.py)", "search", ((str(work), None),)
+    assert _present(core, "list_files", {}, work) == ToolCard("List .", "search", ((str(work), None),))
+    assert _present(core, "glob", {"pattern": "**/*.py", "path": "src"}, work) == ToolCard(
+        "Glob **/*.py in src", "search", ((str(work / "src"), None),)
     )
     assert _present(core, "grep", {"pattern": "TODO", "path": "src"}, work) == ToolCard(
         "Grep 'TODO' in src", "search", ((str(work / "src"), None),)

@@ -39,10 +39,10 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from dsh._text import plural
 from dsh.services.tools import ToolCard, ToolDefinition, ToolExecution, ToolResult, define_tool
@@ -55,11 +55,12 @@ from dsh.tools._placeholders import find_placeholder
 from dsh.tools._safeopen import PathChangedError
 from dsh.tools._search import (
     GrepOutcome,
-    glob_matcher,
+    GrepQuery,
+    glob_files,
     grep_python,
     grep_ripgrep,
+    list_directory,
     ripgrep_path,
-    walk_files,
 )
 from dsh.tools._workspace import CommandResult, Workspace
 
@@ -84,7 +85,11 @@ READ_MAX_CHARS = 100_000
 READ_WHOLE_MAX_BYTES = 8 * 1024 * 1024
 """A file up to this size is read whole, so the result can say how many lines remain."""
 LIST_MAX_ENTRIES = 1000
-GREP_MAX_MATCHES = 500
+GREP_MAX_MATCHES = 250
+"""Lines of content a grep returns unless ``head_limit`` says otherwise."""
+GREP_MAX_FILES = 100
+"""File names (or counts) a grep returns unless ``head_limit`` says otherwise."""
+GLOB_MAX_FILES = 100
 GREP_LINE_WIDTH = 400
 COMMAND_OUTPUT_LIMIT = 30_000
 COMMAND_TIMEOUT_DEFAULT = 120.0
@@ -92,7 +97,7 @@ COMMAND_TIMEOUT_MAX = 600.0
 DIFF_MAX_CHARS = 20_000
 TITLE_WIDTH = 80
 
-BUILTIN_TOOL_NAMES = ("read_file", "write_file", "edit_file", "list_files", "grep", "run_command")
+BUILTIN_TOOL_NAMES = ("read_file", "write_file", "edit_file", "list_files", "glob", "grep", "run_command")
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -192,16 +197,49 @@ class EditFileArgs(BaseModel):
 
 class ListFilesArgs(BaseModel):
     path: str = Field(default=".", description="The directory to list (default: the working directory).")
-    pattern: str | None = Field(
-        default=None, description='A glob to filter by, e.g. "**/*.py", "src/**/test_*.py" or "*.md".'
-    )
+
+
+class GlobArgs(BaseModel):
+    pattern: str = Field(description='A glob over paths, e.g. "src/**/*.py", "**/test_*.py" or "*.md".')
+    path: str = Field(default=".", description="The directory to search below (default: the working directory).")
 
 
 class GrepArgs(BaseModel):
-    pattern: str = Field(description="A regular expression to search for, line by line.")
+    model_config = ConfigDict(populate_by_name=True)
+
+    pattern: str = Field(description="A regular expression (Rust/Python syntax) to search for, line by line.")
     path: str = Field(default=".", description="The directory or file to search (default: the working directory).")
+    output_mode: Literal["files_with_matches", "content", "count"] = Field(
+        default="files_with_matches",
+        description="files_with_matches (default): the names of matching files; content: the matching lines "
+        "as path:line:text; count: path:number of matching lines.",
+    )
+    head_limit: int | None = Field(
+        default=None,
+        ge=1,
+        description=f"At most this many entries (default {GREP_MAX_FILES} files or counts, "
+        f"{GREP_MAX_MATCHES} lines of content).",
+    )
+    context: int | None = Field(
+        default=None, ge=0, le=50, description="Lines of context around each match (content mode)."
+    )
+    before: int | None = Field(
+        default=None, ge=0, le=50, alias="-B", description="Lines of context before each match (content mode)."
+    )
+    after: int | None = Field(
+        default=None, ge=0, le=50, alias="-A", description="Lines of context after each match (content mode)."
+    )
+    around: int | None = Field(
+        default=None, ge=0, le=50, alias="-C", description="Lines of context before and after (same as context)."
+    )
+    fixed_strings: bool = Field(default=False, description="Take the pattern as literal text, not a regex.")
+    case_insensitive: bool = Field(
+        default=False,
+        validation_alias=AliasChoices("case_insensitive", "ignore_case", "-i"),
+        description="Match case-insensitively.",
+    )
     glob: str | None = Field(default=None, description='Only search files matching this glob, e.g. "*.py".')
-    ignore_case: bool = Field(default=False, description="Match case-insensitively.")
+    type: str | None = Field(default=None, description='Only search files of this type, e.g. "py", "ts", "rust", "md".')
 
 
 class RunCommandArgs(BaseModel):
@@ -450,29 +488,39 @@ class _Tools:
         target = self.target(execution, args.path)
         cwd = self.ws.cwd(execution)
         base = _shown(target.path, cwd)
-        matcher = glob_matcher(args.pattern) if args.pattern else None
-        signal = execution.signal
 
-        def collect() -> tuple[list[str], bool]:
+        def collect() -> tuple[list[str], int]:
             if not os.path.exists(target.path):
                 raise ToolError(f"no such file or directory: {target.path}", "NOT_FOUND")
             if os.path.isfile(target.path):
-                return [base], False
-            found: list[str] = []
-            for _path, relative in walk_files(target.path, signal=signal):
-                if matcher is not None and not matcher.fullmatch(relative):
-                    continue
-                if len(found) == LIST_MAX_ENTRIES:
-                    return found, True
-                found.append(relative if base == "." else os.path.join(base, relative))
-            return found, False
+                return [base], 1
+            names, total = list_directory(target.path, limit=LIST_MAX_ENTRIES)
+            return [name if base == "." else f"{base}/{name}" for name in names], total
 
-        entries, cut = await anyio.to_thread.run_sync(collect, abandon_on_cancel=True)
+        entries, total = await anyio.to_thread.run_sync(collect, abandon_on_cancel=True)
         if not entries:
-            return f"[no files match {args.pattern!r} in {base}]" if args.pattern else f"[no files in {base}]"
-        if cut:
-            entries.append(f"[… more than {LIST_MAX_ENTRIES} entries: narrow the path or the pattern]")
+            return f"[no files in {base}]"
+        if total > len(entries):
+            entries.append(f"[… {total - len(entries)} more entries: use glob with a pattern to narrow]")
         return "\n".join(entries)
+
+    async def glob(self, args: GlobArgs, execution: ToolExecution) -> str:
+        target = self.target(execution, args.path)
+        cwd = self.ws.cwd(execution)
+        base = _shown(target.path, cwd)
+        if not await anyio.Path(target.path).is_dir():
+            raise ToolError(f"not a directory: {target.path}", "NOT_FOUND")
+        search = partial(glob_files, args.pattern, target.path, limit=GLOB_MAX_FILES, signal=execution.signal)
+        found, total = await anyio.to_thread.run_sync(search, abandon_on_cancel=True)
+        if not found:
+            return f"[no files match {args.pattern!r} in {base}]"
+        lines = [relative if base == "." else f"{base}/{relative}" for _path, relative in found]
+        if total > len(found):
+            lines.append(
+                f"[… {total - len(found)} more files match (showing the {len(found)} most recently modified): "
+                "narrow the pattern or the path]"
+            )
+        return "\n".join(lines)
 
     async def grep(self, args: GrepArgs, execution: ToolExecution) -> str:
         target = self.target(execution, args.path)
@@ -480,32 +528,30 @@ class _Tools:
             raise ToolError(f"no such file or directory: {target.path}", "NOT_FOUND")
         cwd = self.ws.cwd(execution)
         shown = _shown(target.path, cwd)
+        mode = args.output_mode
+        around = args.around if args.around is not None else args.context or 0
+        limit = args.head_limit or (GREP_MAX_MATCHES if mode == "content" else GREP_MAX_FILES)
+        query = GrepQuery(
+            args.pattern,
+            shown,
+            cwd,
+            mode,
+            limit,
+            before=args.before if args.before is not None else around,
+            after=args.after if args.after is not None else around,
+            fixed_strings=args.fixed_strings,
+            case_insensitive=args.case_insensitive,
+            glob=args.glob,
+            type=args.type,
+            line_width=GREP_LINE_WIDTH,
+        )
         rg = ripgrep_path()
         outcome: GrepOutcome
         if rg is not None and await anyio.Path(cwd).is_dir():
-            outcome = await grep_ripgrep(
-                rg,
-                args.pattern,
-                shown,
-                cwd=cwd,
-                glob=args.glob,
-                ignore_case=args.ignore_case,
-                max_matches=GREP_MAX_MATCHES,
-                line_width=GREP_LINE_WIDTH,
-                signal=execution.signal,
-            )
+            outcome = await grep_ripgrep(rg, query, signal=execution.signal)
         else:
-            search = partial(
-                grep_python,
-                args.pattern,
-                target.path,
-                cwd=cwd,
-                glob=args.glob,
-                ignore_case=args.ignore_case,
-                max_matches=GREP_MAX_MATCHES,
-                line_width=GREP_LINE_WIDTH,
-                signal=execution.signal,
-            )
+            query = dataclasses.replace(query, target=target.path)
+            search = partial(grep_python, query, signal=execution.signal)
             outcome = await anyio.to_thread.run_sync(search, abandon_on_cancel=True)
         if outcome.error == "cancelled":
             _report(is_error=True)
@@ -516,8 +562,14 @@ class _Tools:
             where = "the working directory" if shown == "." else shown
             return f"No matches for {args.pattern!r} in {where}."
         lines = outcome.lines
-        if outcome.truncated:
-            lines = [*lines, f"[… more than {len(lines)} matches: narrow the pattern, the path or the glob]"]
+        shown_count = sum(1 for line in lines if line != "--")
+        if outcome.total > shown_count or outcome.capped:
+            what = {"files_with_matches": "files", "count": "files", "content": "lines"}[mode]
+            more = f"{outcome.total - shown_count}{'+' if outcome.capped else ''}"
+            lines = [
+                *lines,
+                f"[… {more} more {what} (more than {shown_count} matches): narrow the pattern, the path, glob or type, or raise head_limit]",
+            ]
         return "\n".join(lines)
 
     async def run_command(self, args: RunCommandArgs, execution: ToolExecution) -> str:
@@ -596,8 +648,15 @@ def _present_list(arguments: Any, cwd: str) -> ToolCard | None:
     if args is None:
         return None
     path = _resolve(args.path, cwd).path
-    title = f"List {_shown(path, cwd)}" + (f" ({args.pattern})" if args.pattern else "")
-    return ToolCard(title, "search", ((path, None),))
+    return ToolCard(f"List {_shown(path, cwd)}", "search", ((path, None),))
+
+
+def _present_glob(arguments: Any, cwd: str) -> ToolCard | None:
+    args = _parse(GlobArgs, arguments)
+    if args is None:
+        return None
+    path = _resolve(args.path, cwd).path
+    return ToolCard(f"Glob {args.pattern} in {_shown(path, cwd)}", "search", ((path, None),))
 
 
 def _present_grep(arguments: Any, cwd: str) -> ToolCard | None:
@@ -653,12 +712,21 @@ _DESCRIPTIONS = {
         "endings are kept. Returns a unified diff."
     ),
     "list_files": (
-        "List the files below a directory, recursively, as paths relative to the working directory, optionally "
-        f"filtered by a glob. Skips .git, node_modules, .venv and caches; at most {LIST_MAX_ENTRIES} entries."
+        "List one directory: its subdirectories (ending in `/`) then its files, relative to the working "
+        "directory. Skips what .gitignore ignores, .git, node_modules, virtualenvs and caches. To find files "
+        "below it by name, use glob."
+    ),
+    "glob": (
+        "Find files by path pattern (`src/**/*.py`, `**/test_*.ts`, `*.md`) below `path`, most recently "
+        f"modified first; at most {GLOB_MAX_FILES}, with a note saying how many more matched. Skips what "
+        ".gitignore ignores, hidden directories (unless the pattern names one), node_modules and caches."
     ),
     "grep": (
-        "Search file contents for a regular expression. Prints `path:line:text` for each matching line; at "
-        f"most {GREP_MAX_MATCHES} matches. Skips hidden, binary and ignored files and directories."
+        "Search file contents for a regular expression (ripgrep). By default returns the names of matching "
+        "files, most recently modified first; `output_mode: content` gives `path:line:text` lines (with "
+        "`context`, `-A`, `-B`, `-C` lines around, as `path-line-text`), `count` gives matches per file. "
+        "Narrow with `glob`, `type`, `path`; `head_limit` caps the entries. Skips hidden, binary and ignored "
+        "files. Use this, not grep or rg in run_command."
     ),
     "run_command": (
         "Run a shell command (bash) in the working directory and return its combined stdout and stderr and "
@@ -697,6 +765,12 @@ def build_tools(workspace: Workspace, ledger: ReadLedger | None = None) -> list[
             "search",
             _present_list,
             _paths_of(ListFilesArgs, "path"),
+        ),
+        (
+            define_tool("glob", _DESCRIPTIONS["glob"], GlobArgs, tools.glob),
+            "search",
+            _present_glob,
+            _paths_of(GlobArgs, "path"),
         ),
         (
             define_tool("grep", _DESCRIPTIONS["grep"], GrepArgs, tools.grep),

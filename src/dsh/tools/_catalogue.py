@@ -134,8 +134,9 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         "list_files",
         "search",
         (
-            "List the files below a directory, recursively, as paths relative to the working directory, "
-            "optionally filtered by a glob. Skips .git, node_modules, .venv and caches; at most 1000 entries."
+            "List one directory: its subdirectories (ending in `/`) then its files, relative to the working "
+            "directory. Skips what .gitignore ignores, .git, node_modules, virtualenvs and caches. To find "
+            "files below it by name, use glob."
         ),
         {
             "properties": {
@@ -143,12 +144,33 @@ CATALOGUE: tuple[ToolSpec, ...] = (
                     "default": ".",
                     "description": "The directory to list (default: the working directory).",
                     "type": "string",
-                },
+                }
+            },
+            "type": "object",
+            "additionalProperties": False,
+        },
+    ),
+    ToolSpec(
+        "glob",
+        "search",
+        (
+            "Find files by path pattern (`src/**/*.py`, `**/test_*.ts`, `*.md`) below `path`, most recently "
+            "modified first; at most 100, with a note saying how many more matched. Skips what .gitignore "
+            "ignores, hidden directories (unless the pattern names one), node_modules and caches."
+        ),
+        {
+            "properties": {
                 "pattern": {
-                    "description": 'A glob to filter by, e.g. "**/*.py", "src/**/test_*.py" or "*.md".',
+                    "description": 'A glob over paths, e.g. "src/**/*.py", "**/test_*.py" or "*.md".',
+                    "type": "string",
+                },
+                "path": {
+                    "default": ".",
+                    "description": "The directory to search below (default: the working directory).",
                     "type": "string",
                 },
             },
+            "required": ["pattern"],
             "type": "object",
             "additionalProperties": False,
         },
@@ -157,19 +179,72 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         "grep",
         "search",
         (
-            "Search file contents for a regular expression. Prints `path:line:text` for each matching line; "
-            "at most 500 matches. Skips hidden, binary and ignored files and directories."
+            "Search file contents for a regular expression (ripgrep). By default returns the names of "
+            "matching files, most recently modified first; `output_mode: content` gives `path:line:text` "
+            "lines (with `context`, `-A`, `-B`, `-C` lines around, as `path-line-text`), `count` gives "
+            "matches per file. Narrow with `glob`, `type`, `path`; `head_limit` caps the entries. Skips "
+            "hidden, binary and ignored files. Use this, not grep or rg in run_command."
         ),
         {
             "properties": {
-                "pattern": {"description": "A regular expression to search for, line by line.", "type": "string"},
+                "pattern": {
+                    "description": "A regular expression (Rust/Python syntax) to search for, line by line.",
+                    "type": "string",
+                },
                 "path": {
                     "default": ".",
                     "description": "The directory or file to search (default: the working directory).",
                     "type": "string",
                 },
+                "output_mode": {
+                    "default": "files_with_matches",
+                    "description": "files_with_matches (default): the names of "
+                    "matching files; content: the matching lines as "
+                    "path:line:text; count: path:number of matching "
+                    "lines.",
+                    "enum": ["files_with_matches", "content", "count"],
+                    "type": "string",
+                },
+                "head_limit": {
+                    "description": "At most this many entries (default 100 files or counts, 250 lines of content).",
+                    "minimum": 1,
+                    "type": "integer",
+                },
+                "context": {
+                    "description": "Lines of context around each match (content mode).",
+                    "maximum": 50,
+                    "minimum": 0,
+                    "type": "integer",
+                },
+                "-B": {
+                    "description": "Lines of context before each match (content mode).",
+                    "maximum": 50,
+                    "minimum": 0,
+                    "type": "integer",
+                },
+                "-A": {
+                    "description": "Lines of context after each match (content mode).",
+                    "maximum": 50,
+                    "minimum": 0,
+                    "type": "integer",
+                },
+                "-C": {
+                    "description": "Lines of context before and after (same as context).",
+                    "maximum": 50,
+                    "minimum": 0,
+                    "type": "integer",
+                },
+                "fixed_strings": {
+                    "default": False,
+                    "description": "Take the pattern as literal text, not a regex.",
+                    "type": "boolean",
+                },
+                "case_insensitive": {"default": False, "description": "Match case-insensitively.", "type": "boolean"},
                 "glob": {"description": 'Only search files matching this glob, e.g. "*.py".', "type": "string"},
-                "ignore_case": {"default": False, "description": "Match case-insensitively.", "type": "boolean"},
+                "type": {
+                    "description": 'Only search files of this type, e.g. "py", "ts", "rust", "md".',
+                    "type": "string",
+                },
             },
             "required": ["pattern"],
             "type": "object",
