@@ -74,6 +74,16 @@ class AgentConfig(BaseModel):
     resume_session_id: NonEmpty | None = None
 
 
+class ToolsConfig(BaseModel):
+    """The built-in tools' settings (``tools:`` in the file; RFC 0018)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    fetch_private: bool = False
+    """Let ``fetch_url`` reach private, loopback and link-local addresses (off: a model told a URL must not reach
+    the user's router, a cloud metadata endpoint or a local service)."""
+
+
 class DshConfig(BaseModel):
     """The configuration file's contents. Every key is optional; an unknown key is an error."""
 
@@ -101,6 +111,8 @@ class DshConfig(BaseModel):
     """MCP servers of every session, by name (:mod:`dsh.mcp`); an editor-given server of the same name wins."""
     secrets: SecretsConfig = Field(default_factory=SecretsConfig)
     """What the processes dsh starts for tools do not see (see :mod:`dsh.secrets`)."""
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    """The built-in tools' settings (:mod:`dsh.tools`)."""
 
     @field_validator("data_dir")
     @classmethod

@@ -107,10 +107,16 @@ async def test_grep_is_bounded_with_a_note(call: Call, work: Path, engine: list[
 
 async def test_grep_stops_early_on_huge_output(call: Call, work: Path, engine: list[str]) -> None:
     (work / "huge.txt").write_text(("match " + "x" * 200 + "\n") * 20_000)
-    lines = text(await call("grep", {"pattern": "^match", "output_mode": "content"})).split("\n")
-    assert len(lines) == GREP_MAX_MATCHES + 1
+    result = await call("grep", {"pattern": "^match", "output_mode": "content"})
+    lines = text(result).split("\n")
+    assert lines[0] == "huge.txt:1:match " + "x" * 200
     assert lines[-2] == f"huge.txt:{GREP_MAX_MATCHES}:match " + "x" * 200
     assert lines[-1].startswith("[… ") and f"(more than {GREP_MAX_MATCHES} matches)" in lines[-1]
+    # Over the output budget: head and tail kept, the whole result (every line up to the note) in the spill file.
+    assert result.spill is not None
+    assert any(line.startswith("[… ") and result.spill in line for line in lines)
+    spilled = Path(result.spill).read_text().split("\n")
+    assert len(spilled) == GREP_MAX_MATCHES + 1 and spilled[-1] == lines[-1]
 
 
 async def test_grep_when_cancelled_returns_at_once(call: Call, work: Path, engine: list[str]) -> None:

@@ -41,6 +41,9 @@ async def test_load_core_registers_the_tools_and_the_workspace(core: Context) ->
         "glob": "search",
         "grep": "search",
         "run_command": "execute",
+        "command_output": "read",
+        "command_kill": "execute",
+        "fetch_url": "fetch",
     }
     for name in BUILTIN_TOOL_NAMES:
         tool = _tool(core, name)

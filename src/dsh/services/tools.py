@@ -71,6 +71,9 @@ class ToolResult:
     is_error: bool = False
     error: dict[str, str] | None = None
     display: dict[str, Any] | None = None
+    spill: str | None = None
+    """The absolute path of a file holding the full output when ``content`` was cut to the output budget
+    (logged as ``tool/result`` data ``spill``)."""
 
 
 @dataclass(frozen=True, slots=True)

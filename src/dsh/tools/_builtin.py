@@ -46,8 +46,12 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from dsh._text import plural
 from dsh.services.tools import ToolCard, ToolDefinition, ToolExecution, ToolResult, define_tool
+from dsh.tools._background import BackgroundCommands
+from dsh.tools._budget import spill_roots
+from dsh.tools._catalogue import CONCURRENT
 from dsh.tools._edits import Edit, plan_edits
 from dsh.tools._errors import OutsideRootsError, ToolError
+from dsh.tools._extra_tools import extra_tools, start_background
 from dsh.tools._filetext import READ_LINE_WIDTH, Binary, keep_conventions, number_lines, sniff_binary
 from dsh.tools._ledger import ReadLedger
 from dsh.tools._paths import ResolvedPath, is_granted, is_within, resolve_path, revoke_grants
@@ -91,13 +95,27 @@ GREP_MAX_FILES = 100
 """File names (or counts) a grep returns unless ``head_limit`` says otherwise."""
 GLOB_MAX_FILES = 100
 GREP_LINE_WIDTH = 400
-COMMAND_OUTPUT_LIMIT = 30_000
+COMMAND_OUTPUT_LIMIT = 8 * 1024 * 1024
+"""Bytes of a command's output captured (the first and the last half when it prints more): what the model sees
+is then cut to the output budget (:mod:`dsh.tools._budget`) with the whole capture in a spill file."""
 COMMAND_TIMEOUT_DEFAULT = 120.0
 COMMAND_TIMEOUT_MAX = 600.0
 DIFF_MAX_CHARS = 20_000
 TITLE_WIDTH = 80
 
-BUILTIN_TOOL_NAMES = ("read_file", "write_file", "edit_file", "list_files", "glob", "grep", "run_command")
+BUILTIN_TOOL_NAMES = (
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_files",
+    "glob",
+    "grep",
+    "run_command",
+    "command_output",
+    "command_kill",
+    "fetch_url",
+)
+
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -254,6 +272,11 @@ class RunCommandArgs(BaseModel):
     cwd: str | None = Field(
         default=None, description="The directory to run in, relative to the working directory (default: it)."
     )
+    background: bool = Field(
+        default=False,
+        description="Start it in the background and return at once with an id and its first output (for "
+        "servers and watchers); read more with command_output, stop it with command_kill.",
+    )
 
 
 # -- helpers --------------------------------------------------------------------------------------------------
@@ -349,8 +372,6 @@ def _unified_diff(old: str, new: str, shown: str) -> str:
 
 def _command_text(result: CommandResult, timeout: float) -> str:
     parts: list[str] = []
-    if result.truncated:
-        parts.append(f"[output truncated: showing the last {COMMAND_OUTPUT_LIMIT} bytes]")
     output = result.output.rstrip("\n")
     parts.append(output if output else "(no output)")
     if result.timed_out:
@@ -370,14 +391,16 @@ def _command_text(result: CommandResult, timeout: float) -> str:
 class _Tools:
     """The six tools over one workspace; each method is a tool body ``(args, execution) -> text``."""
 
-    def __init__(self, workspace: Workspace, ledger: ReadLedger) -> None:
+    def __init__(self, workspace: Workspace, ledger: ReadLedger, background: BackgroundCommands | None) -> None:
         self.ws = workspace
         self.ledger = ledger
+        self.background = background
 
     def target(self, execution: ToolExecution, raw: str) -> ResolvedPath:
         """*raw* resolved; refused when outside the roots and not granted for this call."""
         resolved = self.ws.resolve(execution, raw)
-        if not resolved.inside and not is_granted(execution, resolved.real, resolved=True):
+        spilled = any(is_within(resolved.real, root) for root in spill_roots())  # a cut result's full output
+        if not resolved.inside and not spilled and not is_granted(execution, resolved.real, resolved=True):
             cwd = self.ws.cwd(execution)
             raise OutsideRootsError(
                 f"path {raw!r} ({resolved.path}) is outside the session's directory {cwd}; tools may only use "
@@ -576,6 +599,8 @@ class _Tools:
         cwd = self.ws.cwd(execution)
         where = self.target(execution, args.cwd) if args.cwd else None
         run_in = where.path if where is not None else cwd
+        if args.background:
+            return await start_background(self.background, execution, args.command, run_in, where.real if where else "")
         try:
             result = await self.ws.run(
                 execution,
@@ -607,7 +632,8 @@ class _Tools:
 
 
 def _resolve(raw: str, cwd: str) -> ResolvedPath:
-    return resolve_path(raw, cwd, [cwd])
+    """*raw* against *cwd*; the spill directories (full outputs of cut results) count as inside."""
+    return resolve_path(raw, cwd, [cwd, *spill_roots()])
 
 
 def _present_read(arguments: Any, cwd: str) -> ToolCard | None:
@@ -731,16 +757,25 @@ _DESCRIPTIONS = {
     "run_command": (
         "Run a shell command (bash) in the working directory and return its combined stdout and stderr and "
         "its exit code. It has no input (stdin is empty), so interactive programs get end-of-file. It is "
-        f"killed after `timeout` seconds, with any background processes it started; output beyond "
-        f"{COMMAND_OUTPUT_LIMIT} bytes keeps the end."
+        "killed after `timeout` seconds, with any processes it started; for a server or a watcher set "
+        "`background` instead. Long output keeps its beginning and its end, with the whole of it saved to a file "
+        "the result names. Use it for builds, tests, git and programs, not to read, search or edit files (use "
+        "the dedicated tools)."
     ),
 }
 
 
-def build_tools(workspace: Workspace, ledger: ReadLedger | None = None) -> list[ToolDefinition]:
-    """The tool definitions over *workspace* (and the session's read *ledger*; a fresh one when None), each with
-    ``meta`` {kind, present, paths}."""
-    tools = _Tools(workspace, ledger if ledger is not None else ReadLedger())
+def build_tools(
+    workspace: Workspace,
+    ledger: ReadLedger | None = None,
+    background: BackgroundCommands | None = None,
+    *,
+    fetch_private: bool = False,
+) -> list[ToolDefinition]:
+    """The tool definitions over *workspace* (the sessions' read *ledger*: a fresh one when None; the
+    *background* commands registry: background commands are refused without one), each with ``meta`` {kind,
+    present, paths, concurrency_safe}. *fetch_private*: ``fetch_url`` may reach private addresses."""
+    tools = _Tools(workspace, ledger if ledger is not None else ReadLedger(), background)
     specs: list[tuple[ToolDefinition, str, Callable[[Any, str], ToolCard | None], Callable[..., Any]]] = [
         (
             define_tool("read_file", _DESCRIPTIONS["read_file"], ReadFileArgs, tools.read_file),
@@ -785,7 +820,11 @@ def build_tools(workspace: Workspace, ledger: ReadLedger | None = None) -> list[
             _paths_of(RunCommandArgs, "cwd"),
         ),
     ]
+    specs += extra_tools(background, fetch_private=fetch_private)
     return [
-        dataclasses.replace(tool, meta={"kind": kind, "present": present, "paths": paths})
+        dataclasses.replace(
+            tool,
+            meta={"kind": kind, "present": present, "paths": paths, "concurrency_safe": tool.name in CONCURRENT},
+        )
         for tool, kind, present, paths in specs
     ]

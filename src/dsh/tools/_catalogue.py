@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-__all__ = ["CATALOGUE", "ToolSpec"]
+__all__ = ["CATALOGUE", "CONCURRENT", "ToolSpec"]
+
+CONCURRENT = frozenset({"read_file", "list_files", "glob", "grep"})
+"""The tools that only read local files and never ask: the loop runs consecutive calls of them at once (the
+same set as :data:`dsh.tools._builtin.CONCURRENT`, checked by a test)."""
 
 
 class ToolSpec(NamedTuple):
@@ -257,8 +261,10 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         (
             "Run a shell command (bash) in the working directory and return its combined stdout and stderr "
             "and its exit code. It has no input (stdin is empty), so interactive programs get end-of-file. It "
-            "is killed after `timeout` seconds, with any background processes it started; output beyond 30000 "
-            "bytes keeps the end."
+            "is killed after `timeout` seconds, with any processes it started; for a server or a watcher set "
+            "`background` instead. Long output keeps its beginning and its end, with the whole of it saved to "
+            "a file the result names. Use it for builds, tests, git and programs, not to read, search or edit "
+            "files (use the dedicated tools)."
         ),
         {
             "properties": {
@@ -274,8 +280,65 @@ CATALOGUE: tuple[ToolSpec, ...] = (
                     "description": "The directory to run in, relative to the working directory (default: it).",
                     "type": "string",
                 },
+                "background": {
+                    "default": False,
+                    "description": "Start it in the background and return at once with "
+                    "an id and its first output (for servers and "
+                    "watchers); read more with command_output, stop it "
+                    "with command_kill.",
+                    "type": "boolean",
+                },
             },
             "required": ["command"],
+            "type": "object",
+            "additionalProperties": False,
+        },
+    ),
+    ToolSpec(
+        "command_output",
+        "read",
+        (
+            "Read what a background command (run_command with background) printed since the last read, and "
+            "whether it is still running (with its exit code once it stopped)."
+        ),
+        {
+            "properties": {
+                "id": {"description": "The id run_command gave the background command, e.g. bg1.", "type": "string"}
+            },
+            "required": ["id"],
+            "type": "object",
+            "additionalProperties": False,
+        },
+    ),
+    ToolSpec(
+        "command_kill",
+        "execute",
+        "Stop a background command (and every process it started).",
+        {
+            "properties": {
+                "id": {"description": "The id run_command gave the background command, e.g. bg1.", "type": "string"}
+            },
+            "required": ["id"],
+            "type": "object",
+            "additionalProperties": False,
+        },
+    ),
+    ToolSpec(
+        "fetch_url",
+        "fetch",
+        (
+            "Fetch a web page (http or https GET) as Markdown: documentation the user gave you or the project "
+            "points to. Not for private or local addresses. Long pages are cut, with the whole text saved to "
+            "a file."
+        ),
+        {
+            "properties": {
+                "url": {
+                    "description": "The http(s) URL to fetch, one the user gave or the project names.",
+                    "type": "string",
+                }
+            },
+            "required": ["url"],
             "type": "object",
             "additionalProperties": False,
         },

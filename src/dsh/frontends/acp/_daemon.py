@@ -318,6 +318,7 @@ async def _serve_app(
             providers=loaded.providers if loaded is not None else None,
             context=context_from_file(loaded),
             secrets=loaded.secrets if loaded is not None else None,
+            tools=loaded.tools if loaded is not None else None,
         )
         _report_storage(ctx.get("session_persistence"))
         from dsh.mcp import McpOptions, mcp_plugin
