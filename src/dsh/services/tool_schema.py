@@ -43,7 +43,37 @@ def _compact(node: Any, *, properties: bool = False) -> Any:
     return out
 
 
+def _inline(node: Any, defs: dict[str, Any], depth: int = 0) -> Any:
+    """*node* with ``{"$ref": "#/$defs/Name"}`` replaced by the definition (siblings such as a description
+    kept); a reference nested too deep (a recursive model) is left as it is."""
+    if isinstance(node, list):
+        return [_inline(item, defs, depth) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/") and ref[8:] in defs and depth < 8:
+        merged = {**_inline(defs[ref[8:]], defs, depth + 1), **{k: v for k, v in node.items() if k != "$ref"}}
+        return merged
+    return {key: _inline(value, defs, depth) for key, value in node.items()}
+
+
+def _has_ref(node: Any) -> bool:
+    if isinstance(node, dict):
+        return "$ref" in node or any(_has_ref(value) for value in node.values())
+    if isinstance(node, list):
+        return any(_has_ref(item) for item in node)
+    return False
+
+
 def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """*schema* compacted as the module docstring says (a new dict; the argument is not changed)."""
+    """*schema* compacted as the module docstring says (a new dict; the argument is not changed); references
+    to ``$defs`` (a nested pydantic model) are inlined, so the model reads each field where it is used."""
     result: dict[str, Any] = _compact(schema)
+    defs = result.pop("$defs", None)
+    if isinstance(defs, dict):
+        body = {key: value for key, value in result.items()}
+        inlined: dict[str, Any] = _inline(body, defs)
+        if _has_ref(inlined):  # recursive: keep the definitions it still needs
+            inlined["$defs"] = defs
+        result = inlined
     return result

@@ -87,25 +87,6 @@ CATALOGUE: tuple[ToolSpec, ...] = (
             "written if one fails. Line endings are kept. Returns a unified diff."
         ),
         {
-            "$defs": {
-                "EditItem": {
-                    "properties": {
-                        "old_string": {
-                            "description": "The text to replace, as in the file (whitespace and indentation included).",
-                            "type": "string",
-                        },
-                        "new_string": {"description": "The text to put in its place.", "type": "string"},
-                        "replace_all": {
-                            "default": False,
-                            "description": "Replace every occurrence instead of exactly one.",
-                            "type": "boolean",
-                        },
-                    },
-                    "required": ["old_string", "new_string"],
-                    "type": "object",
-                    "additionalProperties": False,
-                }
-            },
             "properties": {
                 "path": {
                     "description": "The file to edit: relative to the working directory, or absolute.",
@@ -125,7 +106,28 @@ CATALOGUE: tuple[ToolSpec, ...] = (
                     "description": "Several changes to the same file, applied in order and "
                     "written once (instead of old_string/new_string); if one "
                     "fails, nothing is written.",
-                    "items": {"$ref": "#/$defs/EditItem"},
+                    "items": {
+                        "properties": {
+                            "old_string": {
+                                "description": "The text to "
+                                "replace, as in "
+                                "the file "
+                                "(whitespace and "
+                                "indentation "
+                                "included).",
+                                "type": "string",
+                            },
+                            "new_string": {"description": "The text to put in its place.", "type": "string"},
+                            "replace_all": {
+                                "default": False,
+                                "description": "Replace every occurrence instead of exactly one.",
+                                "type": "boolean",
+                            },
+                        },
+                        "required": ["old_string", "new_string"],
+                        "type": "object",
+                        "additionalProperties": False,
+                    },
                     "type": "array",
                 },
             },
