@@ -48,7 +48,7 @@ from dsh._text import plural
 from dsh.services.tools import ToolCard, ToolDefinition, ToolExecution, ToolResult, define_tool
 from dsh.tools._background import BackgroundCommands
 from dsh.tools._budget import spill_roots
-from dsh.tools._catalogue import CONCURRENT
+from dsh.tools._catalogue import ASKS, CONCURRENT
 from dsh.tools._edits import Edit, plan_edits
 from dsh.tools._errors import OutsideRootsError, ToolError
 from dsh.tools._extra_tools import extra_tools, start_background
@@ -824,7 +824,13 @@ def build_tools(
     return [
         dataclasses.replace(
             tool,
-            meta={"kind": kind, "present": present, "paths": paths, "concurrency_safe": tool.name in CONCURRENT},
+            meta={
+                "kind": kind,
+                "present": present,
+                "paths": paths,
+                "concurrency_safe": tool.name in CONCURRENT,
+                "asks": tool.name in ASKS,
+            },
         )
         for tool, kind, present, paths in specs
     ]

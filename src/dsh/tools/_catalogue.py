@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-__all__ = ["CATALOGUE", "CONCURRENT", "ToolSpec"]
+__all__ = ["ASKS", "CATALOGUE", "CONCURRENT", "ToolSpec"]
+
+ASKS = frozenset({"fetch_url"})
+"""Tools a gate asks about like a command (``meta["asks"]``): a fetch reaches the network."""
 
 CONCURRENT = frozenset({"read_file", "list_files", "glob", "grep"})
 """The tools that only read local files and never ask: the loop runs consecutive calls of them at once (the

@@ -76,7 +76,7 @@ def builtin_tools_plugin(ctx: Context, config: Mapping[str, Any] | None) -> None
     from dsh.services.tools import ToolDefinition
     from dsh.tools._background import BackgroundCommands
     from dsh.tools._budget import add_spill_root, budget_step, default_spill_root, remove_spill_root
-    from dsh.tools._catalogue import CATALOGUE, CONCURRENT
+    from dsh.tools._catalogue import ASKS, CATALOGUE, CONCURRENT
     from dsh.tools._ledger import ReadLedger
     from dsh.tools._workspace import Workspace
 
@@ -115,6 +115,7 @@ def builtin_tools_plugin(ctx: Context, config: Mapping[str, Any] | None) -> None
             "present": lazy.meta(spec.name, "present"),
             "paths": lazy.meta(spec.name, "paths"),
             "concurrency_safe": spec.name in CONCURRENT,
+            "asks": spec.name in ASKS,
         }
         ctx.tools.register(
             ToolDefinition(spec.name, spec.description, spec.parameters, lazy.execute(spec.name), meta=meta)

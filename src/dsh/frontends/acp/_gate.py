@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Literal
 
+import anyio
+
 from dsh._log import get_logger
 from dsh.frontends.acp._permissions import PERMISSION_OPTIONS, RULE_EVENT, RUNNING_EVENT
 from dsh.frontends.acp._projection import card_fields
@@ -33,6 +35,8 @@ class PermissionGate:
     def __init__(self, frontend: AcpFrontend, tools: ToolRegistry) -> None:
         self._frontend = frontend
         self._tools = tools
+        self._asking: dict[str, anyio.Lock] = {}
+        """One question at a time per session: concurrent read-only calls may both need the user."""
 
     async def check(self, execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
         """``tools/execute``, prepended, for this front end's sessions only: apply the session's mode and
@@ -51,7 +55,11 @@ class PermissionGate:
         decision: str = record.policy.decide(execution.name, kind, outside=bool(outside), asks=asks)
         asked = decision == "ask"
         if asked:
-            decision = await self._ask(record, execution, card, kind)
+            lock = self._asking.setdefault(record.id, anyio.Lock())
+            async with lock:  # decided again once it is our turn: an "always" answer may have just been given
+                decision = record.policy.decide(execution.name, kind, outside=bool(outside), asks=asks)
+                if decision == "ask":
+                    decision = await self._ask(record, execution, card, kind)
         if decision == "cancelled":
             signal = execution.signal
             if signal is not None and signal.aborted:
