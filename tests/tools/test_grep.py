@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 import dsh.tools._builtin as builtin
@@ -115,7 +116,7 @@ async def test_grep_stops_early_on_huge_output(call: Call, work: Path, engine: l
     # Over the output budget: head and tail kept, the whole result (every line up to the note) in the spill file.
     assert result.spill is not None
     assert any(line.startswith("[… ") and result.spill in line for line in lines)
-    spilled = Path(result.spill).read_text().split("\n")
+    spilled = (await anyio.Path(result.spill).read_text()).split("\n")
     assert len(spilled) == GREP_MAX_MATCHES + 1 and spilled[-1] == lines[-1]
 
 

@@ -80,7 +80,7 @@ async def test_long_output_keeps_head_and_tail_and_spills_the_whole(call: Call) 
     assert result.spill is not None
     [marker] = [line for line in lines if line.startswith("[… ")]
     assert result.spill in marker and "read_file it with offset=129" in marker
-    whole = Path(result.spill).read_text()
+    whole = await anyio.Path(result.spill).read_text()
     assert whole.startswith("line1\n") and "\nline10000\n" in whole and whole.endswith("line20000\n[exit code: 0]")
 
 
