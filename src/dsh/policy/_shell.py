@@ -190,9 +190,50 @@ def split_command(command: str) -> ShellSplit:
 # -- the read-only set ----------------------------------------------------------------------------------------
 
 _READ_ONLY = frozenset(
-    "ls cat head tail wc pwd echo printf true false which type whoami id date uname hostname file stat du df tree "
-    "basename dirname realpath readlink uniq cut tr nl diff cmp comm grep egrep fgrep column seq sha256sum sha1sum "
-    "md5sum jq".split()
+    [
+        "ls",
+        "cat",
+        "head",
+        "tail",
+        "wc",
+        "pwd",
+        "echo",
+        "printf",
+        "true",
+        "false",
+        "which",
+        "type",
+        "whoami",
+        "id",
+        "date",
+        "uname",
+        "hostname",
+        "file",
+        "stat",
+        "du",
+        "df",
+        "tree",
+        "basename",
+        "dirname",
+        "realpath",
+        "readlink",
+        "uniq",
+        "cut",
+        "tr",
+        "nl",
+        "diff",
+        "cmp",
+        "comm",
+        "grep",
+        "egrep",
+        "fgrep",
+        "column",
+        "seq",
+        "sha256sum",
+        "sha1sum",
+        "md5sum",
+        "jq",
+    ]
 )
 _FIND_WRITES = frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"})
 _RG_RUNS = ("--pre", "--hostname-bin", "--search-zip", "-z")
