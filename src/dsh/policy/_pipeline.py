@@ -71,10 +71,10 @@ class Pipeline:
         agent = execution.agent
         session_id = agent.session.id if agent is not None else None
         tool = self._ctx.tools.get(execution.name, session_id)
-        if agent is None or session_id is None or tool is None:
+        if agent is None or session_id is None:
             return budget(await next_(), limit_of(tool))
         prepared: Prepared | None = None
-        if tool.prepare is not None:
+        if tool is not None and tool.prepare is not None:
             try:
                 prepared = await tool.prepare(execution.arguments, execution)
             except Exception as exc:  # cannot apply: the tool's error, and nobody is asked
@@ -100,16 +100,17 @@ class Pipeline:
 
     # -- facts -------------------------------------------------------------------------------------------------
 
-    def _facts(self, execution: ToolExecution, tool: ToolDefinition, prepared: Prepared | None) -> CallFacts:
+    def _facts(self, execution: ToolExecution, tool: ToolDefinition | None, prepared: Prepared | None) -> CallFacts:
+        """What the decision looks at; an unknown tool (the chain reports it) is judged as kind ``other``."""
         workspace = self._ctx.get("workspace")
         agent = execution.agent
         cwd = workspace.cwd(execution) if workspace is not None else (agent.session.header.cwd if agent else None)
         cwd = cwd or os.getcwd()
-        kind = str(tool.meta.get("kind", "other"))
-        asks = bool(tool.meta.get("asks"))
+        kind = str(tool.meta.get("kind", "other")) if tool is not None else "other"
+        asks = bool(tool.meta.get("asks")) if tool is not None else False
         if prepared is not None:
             return CallFacts(execution.name, kind, cwd, asks, prepared.paths, prepared.outside, prepared.command)
-        paths = self._paths(execution, tool, cwd)
+        paths = self._paths(execution, tool, cwd) if tool is not None else []
         outside: list[str] = []
         for path in paths:
             inside = workspace.resolve(execution, path).inside if workspace is not None else _within(path, cwd)
@@ -140,7 +141,7 @@ class Pipeline:
     async def _ask(
         self,
         execution: ToolExecution,
-        tool: ToolDefinition,
+        tool: ToolDefinition | None,
         prepared: Prepared | None,
         facts: CallFacts,
         decision: Decision,
@@ -150,12 +151,12 @@ class Pipeline:
         agent = execution.agent
         assert agent is not None
         card = None
-        present = tool.meta.get("present")
+        present = tool.meta.get("present") if tool is not None else None
         if present is not None:
             try:
                 card = present(execution.arguments, facts.cwd)
             except Exception:
-                log.warning("tool presenter failed", tool=tool.name)
+                log.warning("tool presenter failed", tool=execution.name)
         label = _scope_label(execution.name, facts, decision.scopes)
         options = [ApprovalOption(ALLOW_ONCE, "Allow")]
         if decision.always:

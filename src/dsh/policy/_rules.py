@@ -145,6 +145,7 @@ def _glob(pattern: str) -> re.Pattern[str]:
 def _path_matches(scope: str, path: str, cwd: str) -> bool:
     """*path* (absolute) is *scope* or below it, or matches it as a glob; *scope* relative to *cwd*."""
     base = os.path.normpath(os.path.join(cwd, os.path.expanduser(scope)))
+    path = os.path.normpath(path)
     if not any(char in scope for char in "*?"):
         return path == base or path.startswith(base.rstrip(os.sep) + os.sep)
     return bool(_glob(base).match(path))

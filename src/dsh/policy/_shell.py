@@ -197,8 +197,6 @@ _READ_ONLY = frozenset(
         "tail",
         "wc",
         "pwd",
-        "echo",
-        "printf",
         "true",
         "false",
         "which",

@@ -384,9 +384,20 @@ class _Tools:
         except Exception:  # unreadable: it is replaced either way
             return None
 
-    async def _unchanged_since(self, execution: ToolExecution, target: ResolvedPath, before: str | None) -> None:
-        """Apply's guard: the file is still what prepare read, else ``CHANGED_SINCE`` and nothing is written."""
-        now = await self._current(execution, target)
+    async def _unchanged_since(
+        self, execution: ToolExecution, target: ResolvedPath, before: str | None, *, edit: bool = False
+    ) -> None:
+        """Apply's guard: the file is still what prepare read (the same way: an edit reads through the workspace
+        only, a write looks at the disk first), else ``CHANGED_SINCE`` and nothing is written."""
+        if edit:
+            try:
+                now: str | None = await self.read_text(execution, target)
+            except ToolError as exc:
+                if exc.code != "NOT_FOUND":
+                    raise
+                now = None
+        else:
+            now = await self._current(execution, target)
         if now != before:
             shown = _shown(target.path, self.ws.cwd(execution))
             what = "was created" if before is None else ("was deleted" if now is None else "changed")
@@ -444,7 +455,7 @@ class _Tools:
 
         async def apply() -> str:
             self.checked(execution, target, args.path)
-            await self._unchanged_since(execution, target, text)
+            await self._unchanged_since(execution, target, text, edit=True)
             await self._write(execution, target, new_text)
             line = _line_of(text, text.find(old_string))
             _report(display={"diff": {"path": target.path, "old_text": text, "new_text": new_text}, "line": line})
