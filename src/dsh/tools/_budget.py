@@ -188,6 +188,8 @@ async def apply_budget(result: ToolResult, execution: ToolExecution, root: str) 
     tail) and the whole text is written once to a spill file whose path the result carries (``spill``)."""
     import anyio
 
+    if result.spill is not None:  # already budgeted (the pipeline's stage and this step may both run)
+        return result
     budget = budget_for(execution.name)
     texts = [_text_of(block) for block in result.content]
     if not any(text is not None and over_budget(text, budget) for text in texts):

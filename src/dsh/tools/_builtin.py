@@ -16,6 +16,12 @@ Guarantees:
   list[ResolvedPath]`` (what the call would touch, with ``inside`` computed against ``[cwd]``). Presenters are
   cheap, synchronous, never raise (invalid arguments give None) and depend on the arguments alone, never on
   the files, so a replay shows the cards the live session showed.
+* ``write_file``, ``edit_file`` and ``run_command`` are prepared tools (``ToolDefinition.prepare``, see
+  :mod:`dsh.services.tools`): prepare resolves the paths, checks the read ledger, reads the file and computes
+  the exact change with the edit matcher (an edit that cannot apply fails there, before anyone is asked), and
+  apply writes exactly that change, after checking that the file is still what prepare read (else
+  ``CHANGED_SINCE``, nothing written). An outside path is reported by prepare (``Prepared.outside``) and
+  refused by apply unless granted.
 * A failure is an error result (``is_error``; ``error.code`` one of ``OUTSIDE_ROOTS``, ``NOT_FOUND``,
   ``IS_DIRECTORY``, ``NOT_TEXT``, ``NO_MATCH``, ``AMBIGUOUS_MATCH``, ``NO_CHANGE``, ``BAD_PATTERN``,
   ``BAD_CWD``, ``PATH_CHANGED``). ``run_command`` is an error when the command exits non-zero, is killed, times out or is
@@ -45,7 +51,15 @@ import anyio
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from dsh._text import plural
-from dsh.services.tools import ToolCard, ToolDefinition, ToolExecution, ToolResult, define_tool
+from dsh.services.tools import (
+    Prepared,
+    ToolCard,
+    ToolDefinition,
+    ToolExecution,
+    ToolResult,
+    define_prepared_tool,
+    define_tool,
+)
 from dsh.tools._background import BackgroundCommands
 from dsh.tools._budget import spill_roots
 from dsh.tools._catalogue import ASKS, CONCURRENT
@@ -464,6 +478,21 @@ class _Tools:
             "NOT_TEXT",
         )
 
+    def locate(self, execution: ToolExecution, raw: str) -> ResolvedPath:
+        """*raw* resolved against the session's roots, not refused yet: prepare reports outside paths (the
+        pipeline asks for them) and apply checks the grant (:meth:`checked`)."""
+        return self.ws.resolve(execution, raw)
+
+    def checked(self, execution: ToolExecution, target: ResolvedPath, raw: str) -> None:
+        """Refuse *target* at apply time when it is outside the roots and no gate granted it for this call."""
+        if not target.inside and not is_granted(execution, target.real, resolved=True):
+            cwd = self.ws.cwd(execution)
+            raise OutsideRootsError(
+                f"path {raw!r} ({target.path}) is outside the session's directory {cwd}; tools may only use "
+                "paths inside it unless the user grants access. Use a path inside the directory, or ask the "
+                "user to allow this one."
+            )
+
     async def _old_text(self, execution: ToolExecution, target: ResolvedPath, *, must_exist: bool) -> str | None:
         """The current text of an existing file, None for a new one; the ledger is checked first. With
         *must_exist* (an edit) a file missing on this disk is still read through the workspace (an editor may
@@ -475,25 +504,76 @@ class _Tools:
             return await self.read_text(execution, target) if must_exist else None
         if not must_exist and await anyio.to_thread.run_sync(sniff_binary, target.real) is not None:
             return None  # not text: read_file cannot show it, so it cannot have been read; replaced as a whole
-        shown = _shown(target.path, self.ws.cwd(execution))
-        await anyio.to_thread.run_sync(self.ledger.check, _session_of(execution), target.real, shown)
+        if target.inside:  # an outside path is checked by apply, once a gate granted it (refused before)
+            await self._check_read(execution, target)
         return await self.read_text(execution, target)
 
-    async def write_file(self, args: WriteFileArgs, execution: ToolExecution) -> str:
-        target = self.target(execution, args.path)
+    async def _check_read(self, execution: ToolExecution, target: ResolvedPath) -> None:
+        shown = _shown(target.path, self.ws.cwd(execution))
+        await anyio.to_thread.run_sync(self.ledger.check, _session_of(execution), target.real, shown)
+
+    async def _now(self, execution: ToolExecution, target: ResolvedPath, *, edit: bool) -> str | None:
+        """The file's text as apply finds it (None: missing, or a binary file that write_file replaces whole)."""
+        if edit:
+            try:
+                return await self.read_text(execution, target)
+            except ToolError as exc:
+                if exc.code != "NOT_FOUND":
+                    raise
+                return None
+        is_dir, exists = await anyio.to_thread.run_sync(_dir_and_exists, target.real)
+        if is_dir:
+            raise ToolError(f"{target.path} is a directory, not a file", "IS_DIRECTORY")
+        if not exists or await anyio.to_thread.run_sync(sniff_binary, target.real) is not None:
+            return None
+        try:
+            return await self.read_text(execution, target)
+        except ToolError as exc:
+            if exc.code == "NOT_FOUND":
+                return None
+            raise
+
+    async def _unchanged_since(
+        self, execution: ToolExecution, target: ResolvedPath, before: str | None, *, edit: bool = False
+    ) -> None:
+        """Apply's guard: the file is still what prepare read, else ``CHANGED_SINCE`` and nothing is written."""
+        now = await self._now(execution, target, edit=edit)
+        if now != before:
+            shown = _shown(target.path, self.ws.cwd(execution))
+            what = "was created" if before is None else ("was deleted" if now is None else "changed")
+            raise ToolError(
+                f"{shown} {what} since this call was prepared (while it waited for approval); nothing was "
+                "written. Read the file again and redo the change.",
+                "CHANGED_SINCE",
+            )
+
+    async def write_file(self, args: WriteFileArgs, execution: ToolExecution) -> Prepared:
+        """Prepared: the ledger, the placeholder check and the file's conventions decide the exact new text
+        before anyone is asked; apply writes exactly that."""
+        target = self.locate(execution, args.path)
         old = await self._old_text(execution, target, must_exist=False)
         _refuse_placeholder(args.content, old, field="content")
         content = keep_conventions(args.content, old)
-        await self._write(execution, target, content)
-        await anyio.to_thread.run_sync(self.ledger.record, _session_of(execution), target.real)
-        _report(display={"diff": {"path": target.path, "old_text": old, "new_text": content}})
-        shown = _shown(target.path, self.ws.cwd(execution))
-        lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
-        verb = "Created" if old is None else "Overwrote"
-        return f"{verb} {shown} ({plural(lines, 'line')}, {plural(len(content.encode('utf-8')), 'byte')})."
 
-    async def edit_file(self, args: EditFileArgs, execution: ToolExecution) -> str:
-        target = self.target(execution, args.path)
+        async def apply() -> str:
+            self.checked(execution, target, args.path)
+            if not target.inside and old is not None:
+                await self._check_read(execution, target)
+            await self._unchanged_since(execution, target, old)
+            await self._write(execution, target, content)
+            await anyio.to_thread.run_sync(self.ledger.record, _session_of(execution), target.real)
+            _report(display={"diff": {"path": target.path, "old_text": old, "new_text": content}})
+            shown = _shown(target.path, self.ws.cwd(execution))
+            lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
+            verb = "Created" if old is None else "Overwrote"
+            return f"{verb} {shown} ({plural(lines, 'line')}, {plural(len(content.encode('utf-8')), 'byte')})."
+
+        return Prepared(apply, (target.path,), () if target.inside else (target.path,), (target.path, old, content))
+
+    async def edit_file(self, args: EditFileArgs, execution: ToolExecution) -> Prepared:
+        """Prepared: the matcher computes the new text (an edit that cannot apply fails here, before anyone is
+        asked, and the approval shows the real diff); apply writes exactly that."""
+        target = self.locate(execution, args.path)
         shown = _shown(target.path, self.ws.cwd(execution))
         edits, listed = args.edit_list()
         text = await self._old_text(execution, target, must_exist=True)
@@ -502,10 +582,19 @@ class _Tools:
             where = f"edits[{index}].new_string" if listed else "new_string"
             _refuse_placeholder(edit.new_string, edit.old_string, known=text, field=where)
         plan = plan_edits(text, edits, shown=shown, listed=listed)
-        await self._write(execution, target, plan.text)
-        await anyio.to_thread.run_sync(self.ledger.record, _session_of(execution), target.real)
-        _report(display={"diff": {"path": target.path, "old_text": text, "new_text": plan.text}, "line": plan.line})
-        return f"Edited {shown}: {_edit_summary(plan.rules, plan.counts, listed)}.\n{_unified_diff(text, plan.text, shown)}"
+
+        async def apply() -> str:
+            self.checked(execution, target, args.path)
+            if not target.inside:
+                await self._check_read(execution, target)
+            await self._unchanged_since(execution, target, text, edit=True)
+            await self._write(execution, target, plan.text)
+            await anyio.to_thread.run_sync(self.ledger.record, _session_of(execution), target.real)
+            _report(display={"diff": {"path": target.path, "old_text": text, "new_text": plan.text}, "line": plan.line})
+            summary = _edit_summary(plan.rules, plan.counts, listed)
+            return f"Edited {shown}: {summary}.\n{_unified_diff(text, plan.text, shown)}"
+
+        return Prepared(apply, (target.path,), () if target.inside else (target.path,), (target.path, text, plan.text))
 
     async def list_files(self, args: ListFilesArgs, execution: ToolExecution) -> str:
         target = self.target(execution, args.path)
@@ -595,37 +684,46 @@ class _Tools:
             ]
         return "\n".join(lines)
 
-    async def run_command(self, args: RunCommandArgs, execution: ToolExecution) -> str:
+    async def run_command(self, args: RunCommandArgs, execution: ToolExecution) -> Prepared:
         cwd = self.ws.cwd(execution)
-        where = self.target(execution, args.cwd) if args.cwd else None
+        where = self.locate(execution, args.cwd) if args.cwd else None
         run_in = where.path if where is not None else cwd
-        if args.background:
-            return await start_background(self.background, execution, args.command, run_in, where.real if where else "")
-        try:
-            result = await self.ws.run(
-                execution,
-                args.command,
-                run_in,
-                args.timeout,
-                COMMAND_OUTPUT_LIMIT,
-                real_cwd=where.real if where is not None else "",
-            )
-        except PathChangedError:
-            raise _changed(run_in) from None
-        except FileNotFoundError as exc:
-            raise ToolError(f"cannot run the command: {exc}", "BAD_CWD") from None
-        failed = result.timed_out or result.cancelled or result.exit_code != 0
-        display: dict[str, Any] = {
-            "exit_code": result.exit_code,
-            "signal": result.signal,
-            "timed_out": result.timed_out,
-            "cancelled": result.cancelled,
-            "truncated": result.truncated,
-        }
-        if result.terminal_id is not None:
-            display["terminal_id"] = result.terminal_id
-        _report(is_error=failed, display=display)
-        return _command_text(result, args.timeout)
+
+        async def apply() -> str:
+            if where is not None and args.cwd is not None:
+                self.checked(execution, where, args.cwd)
+            if args.background:
+                real = where.real if where is not None else ""
+                return await start_background(self.background, execution, args.command, run_in, real)
+            try:
+                result = await self.ws.run(
+                    execution,
+                    args.command,
+                    run_in,
+                    args.timeout,
+                    COMMAND_OUTPUT_LIMIT,
+                    real_cwd=where.real if where is not None else "",
+                )
+            except PathChangedError:
+                raise _changed(run_in) from None
+            except FileNotFoundError as exc:
+                raise ToolError(f"cannot run the command: {exc}", "BAD_CWD") from None
+            failed = result.timed_out or result.cancelled or result.exit_code != 0
+            display: dict[str, Any] = {
+                "exit_code": result.exit_code,
+                "signal": result.signal,
+                "timed_out": result.timed_out,
+                "cancelled": result.cancelled,
+                "truncated": result.truncated,
+            }
+            if result.terminal_id is not None:
+                display["terminal_id"] = result.terminal_id
+            _report(is_error=failed, display=display)
+            return _command_text(result, args.timeout)
+
+        outside = (where.path,) if where is not None and not where.inside else ()
+        paths = (where.path,) if where is not None else ()
+        return Prepared(apply, paths, outside, command=args.command, cwd=run_in)
 
 
 # -- presentation (cards) -------------------------------------------------------------------------------------
@@ -784,13 +882,13 @@ def build_tools(
             _paths_of(ReadFileArgs, "path"),
         ),
         (
-            define_tool("write_file", _DESCRIPTIONS["write_file"], WriteFileArgs, tools.write_file),
+            define_prepared_tool("write_file", _DESCRIPTIONS["write_file"], WriteFileArgs, tools.write_file),
             "edit",
             _present_write,
             _paths_of(WriteFileArgs, "path"),
         ),
         (
-            define_tool("edit_file", _DESCRIPTIONS["edit_file"], EditFileArgs, tools.edit_file),
+            define_prepared_tool("edit_file", _DESCRIPTIONS["edit_file"], EditFileArgs, tools.edit_file),
             "edit",
             _present_edit,
             _paths_of(EditFileArgs, "path"),
@@ -814,7 +912,7 @@ def build_tools(
             _paths_of(GrepArgs, "path"),
         ),
         (
-            define_tool("run_command", _DESCRIPTIONS["run_command"], RunCommandArgs, tools.run_command),
+            define_prepared_tool("run_command", _DESCRIPTIONS["run_command"], RunCommandArgs, tools.run_command),
             "execute",
             _present_run,
             _paths_of(RunCommandArgs, "cwd"),

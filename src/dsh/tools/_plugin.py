@@ -9,6 +9,7 @@ like the real ones (a test compares them), they only load late.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from dsh import events as ev
@@ -21,7 +22,10 @@ if TYPE_CHECKING:
     from dsh.tools._ledger import ReadLedger
     from dsh.tools._workspace import Workspace
 
-__all__ = ["builtin_tools_plugin"]
+__all__ = ["PREPARED", "builtin_tools_plugin"]
+
+PREPARED = frozenset({"write_file", "edit_file", "run_command"})
+"""The built-in tools with a prepare stage (a test checks this against the real definitions)."""
 
 
 class _LazyTools:
@@ -54,6 +58,14 @@ class _LazyTools:
 
         return execute
 
+    def prepare(self, name: str) -> Any:
+        async def prepare(arguments: Any, execution: ToolExecution) -> Any:
+            real = self.get(name).prepare
+            assert real is not None
+            return await real(arguments, execution)
+
+        return prepare
+
     def meta(self, name: str, key: str) -> Any:
         def call(arguments: Any, cwd: str) -> Any:
             return self.get(name).meta[key](arguments, cwd)
@@ -75,7 +87,7 @@ def builtin_tools_plugin(ctx: Context, config: Mapping[str, Any] | None) -> None
     disposing it withdraws the services, removes the tools and stops every background command."""
     from dsh.services.tools import ToolDefinition
     from dsh.tools._background import BackgroundCommands
-    from dsh.tools._budget import add_spill_root, budget_step, default_spill_root, remove_spill_root
+    from dsh.tools._budget import add_spill_root, apply_budget, budget_step, default_spill_root, remove_spill_root
     from dsh.tools._catalogue import ASKS, CATALOGUE, CONCURRENT
     from dsh.tools._ledger import ReadLedger
     from dsh.tools._workspace import Workspace
@@ -95,7 +107,10 @@ def builtin_tools_plugin(ctx: Context, config: Mapping[str, Any] | None) -> None
             shutil.rmtree(spill_root, ignore_errors=True)
 
     ctx.effect(drop_spills)
-    # Prepended: outside the secrets plugin's redaction (loaded before us), so what is spilled is redacted too.
+    # The policy pipeline's budget stage calls ``tool_budget``; without the pipeline, the step below does (a
+    # result already within budget passes it unchanged, so applying both is harmless). Prepended: outside the
+    # secrets plugin's redaction (loaded before us), so what is spilled is redacted too.
+    ctx.provide("tool_budget", partial(apply_budget, root=spill_root))
     ctx.on(ev.TOOLS_EXECUTE, budget_step(spill_root), prepend=True)
     ledger = ReadLedger()
     background = BackgroundCommands(ctx)
@@ -117,6 +132,9 @@ def builtin_tools_plugin(ctx: Context, config: Mapping[str, Any] | None) -> None
             "concurrency_safe": spec.name in CONCURRENT,
             "asks": spec.name in ASKS,
         }
+        prepare = lazy.prepare(spec.name) if spec.name in PREPARED else None
         ctx.tools.register(
-            ToolDefinition(spec.name, spec.description, spec.parameters, lazy.execute(spec.name), meta=meta)
+            ToolDefinition(
+                spec.name, spec.description, spec.parameters, lazy.execute(spec.name), meta=meta, prepare=prepare
+            )
         )
