@@ -175,5 +175,5 @@ def exit_plan_mode_tool(ctx: Context, frontend: AcpFrontend) -> ToolDefinition:
         "In plan mode only: present your finished plan to the user and ask to leave plan mode and start.",
         PLAN_EXIT_PARAMETERS,
         run,
-        meta={"kind": "switch_mode", "present": present},
+        meta={"kind": "switch_mode", "present": present, "modes": ("plan",)},
     )
