@@ -14,7 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from tests.support.editor import (
+    DEADLINE,
+    HOLD,
     PERMISSION,
     EditorClient,
     call,
@@ -174,3 +178,38 @@ async def test_always_allow_records_the_command_prefix_not_the_tool(tmp_path: Pa
     assert permission_ids(client) == ["c1", "c2", "c4"]
     rules = [e["data"] for e in read_log(tmp_path, session) if e["type"] == "permission/rule"]
     assert rules == [{"tool": "run_command", "decision": "allow", "scope": "npm test"}]
+
+
+async def test_a_cancelled_answer_after_session_cancel_is_the_protocol_working(tmp_path: Path) -> None:
+    """Issue #29 item 6: after ``session/cancel`` the client answers its pending permission request ``cancelled``
+    (as ACP requires): no warning in the log, no ``$/cancel_request`` for the answered request, the tool does not
+    run, the prompt ends ``cancelled`` and the session takes the next prompt."""
+    model = write_script(
+        tmp_path / "script.json",
+        [call("write_file", "w1", path="hello.txt", content="hello\n"), {"text": "still here"}],
+    )
+    client = EditorClient([HOLD])
+    answer: list[Any] = []
+    async with run_editor(tmp_path, model, client) as editor:
+        session = (await editor.new_session()).session_id
+
+        async def prompt() -> None:
+            answer.append(await editor.prompt(session, "write it"))
+
+        with anyio.fail_after(DEADLINE):
+            async with anyio.create_task_group() as group:
+                group.start_soon(prompt)
+                await editor.wait(lambda: client.held == ["w1"])
+                await editor.conn.cancel(session_id=session)
+                # the client's required answer comes a moment after its cancel (an editor closes the dialog): this
+                # is latency, not synchronisation; the daemon must wait for it rather than withdraw the request
+                await anyio.sleep(0.1)
+                client.release_held()
+        assert answer[0].stop_reason == "cancelled"
+        assert editor.final(session, "w1")["status"] == "failed"
+        assert editor.cancel_requests() == []
+        assert (await editor.prompt(session, "are you there")).stop_reason == "end_turn"
+        log = editor.dsh.stderr()
+    assert "unknown request" not in log
+    assert "warning" not in log.lower(), log
+    assert not (editor.project / "hello.txt").exists()
