@@ -182,21 +182,23 @@ class Connection:
                 with anyio.move_on_after(grace):
                     await slot.done.wait()
         finally:
-            self._finish(request_id, slot)
+            self._finish(request_id, slot, answer_expected=True)
         if not slot.done.is_set():
             return False, None
         if slot.error is not None:
             raise slot.error
         return True, slot.result
 
-    def _finish(self, request_id: int, slot: _Outbound) -> None:
-        """Forget an outbound request; one the client has not answered is withdrawn (``$/cancel_request``, once)
-        and remembered, so that its late answer is not mistaken for a stray one."""
+    def _finish(self, request_id: int, slot: _Outbound, *, answer_expected: bool = False) -> None:
+        """Forget an outbound request; one the client has not answered is withdrawn (``$/cancel_request``, once).
+        *answer_expected*: the client is due to answer it anyway (a turn's cancel), so its late answer is
+        remembered as expected traffic; a late answer to a timed-out request stays a warning."""
         self._outbound.pop(request_id, None)
         if not slot.done.is_set():
-            self._withdrawn[request_id] = None
-            while len(self._withdrawn) > _WITHDRAWN_KEPT:
-                self._withdrawn.popitem(last=False)
+            if answer_expected:
+                self._withdrawn[request_id] = None
+                while len(self._withdrawn) > _WITHDRAWN_KEPT:
+                    self._withdrawn.popitem(last=False)
             if not self._closed:
                 self.notify("$/cancel_request", {"requestId": request_id})
 
