@@ -109,50 +109,14 @@ def prompt(
     log_level: LogLevelOption = None,
     log_file: LogFileOption = None,
     config: ConfigOption = None,
-    mode: Annotated[
-        str | None,
-        typer.Option(
-            metavar="MODE",
-            help="default (reads and read-only commands only), accept-edits, plan or bypass; default: the config "
-            "file's permissions.mode.",
-            show_default=False,
-        ),
-    ] = None,
-    allow_reads: Annotated[
-        bool, typer.Option("--allow-reads", help="Also let reads and searches outside the working directory run.")
-    ] = False,
-    allow_edits: Annotated[
-        bool, typer.Option("--allow-edits", help="Let file edits inside the working directory run.")
-    ] = False,
-    allow_all: Annotated[
-        bool, typer.Option("--allow-all", help="Let every tool call run, commands included (bypass mode).")
-    ] = False,
 ) -> None:
-    """Run one prompt through the agent loop and stream the answer to stdout.
-
-    Nobody can be asked for permission here: reads, searches and read-only commands (ls, cat, git status, …) run;
-    a call that would ask (an edit, another command) is refused, the model is told and stderr says so, unless a
-    flag or a permissions: rule of the config file allows it. Deny rules hold whatever the flags say."""
+    """Run one prompt through the agent loop and stream the answer to stdout."""
     import anyio
 
     from dsh.oneshot import run_prompt
-    from dsh.policy import unattended_policy
 
     settings = settings_for(config, model=model, system_prompt=system, log_level=log_level, log_file=log_file)
-    loaded = settings.config
-    try:
-        policy = unattended_policy(
-            loaded.permissions if loaded is not None else None,
-            mode=mode,
-            allow_reads=allow_reads,
-            allow_edits=allow_edits,
-            allow_all=allow_all,
-            flags="--allow-reads, --allow-edits, --allow-all or a permissions: rule",
-        )
-    except ValueError as exc:
-        typer.echo(f"dsh: --mode: {exc}", err=True)
-        raise typer.Exit(2) from None
-    code = anyio.run(run_prompt, text, settings, policy)
+    code = anyio.run(run_prompt, text, settings)
     raise typer.Exit(code)
 
 

@@ -15,29 +15,22 @@ from dsh import events as ev
 from dsh.app import load_core
 from dsh.events import TurnEndReason
 from dsh.kernel import App
-from dsh.policy import refusal_of
 from dsh.services.agents import Agent, AgentOptions
 from dsh.services.llm import StreamChunk
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
-    from dsh.policy import PolicyConfig
-    from dsh.services.sessions import Session, SessionEvent
     from dsh.settings import Settings
 
 __all__ = ["run_prompt"]
 
 
-async def run_prompt(text: str, settings: Settings, policy: PolicyConfig | None = None) -> int:
+async def run_prompt(text: str, settings: Settings) -> int:
     """Return the process exit code: 0 for a completed turn, 1 otherwise (the reason goes to stderr), 2 for a
     model no adapter serves (named on stderr with the providers there are). *settings* are the command's
-    (:func:`dsh.settings.resolve_settings`): its model, system prompt, log settings and the file's providers.
-    *policy* (:func:`dsh.policy.unattended_policy` of the command's flags; default: its defaults over the file's
-    ``permissions:``) gates the tool calls: nobody can be asked, so a call that would ask is refused, the model
-    is told, and a line on stderr says so."""
+    (:func:`dsh.settings.resolve_settings`): its model, system prompt, log settings and the file's providers."""
     from dsh._log import open_log
     from dsh.context import context_from_file
-    from dsh.policy import unattended_policy
 
     outcome: list[TurnEndReason] = []
     model, system = settings.model, settings.system_prompt
@@ -50,7 +43,6 @@ async def run_prompt(text: str, settings: Settings, policy: PolicyConfig | None 
                 providers=loaded.providers if loaded is not None else None,
                 secrets=loaded.secrets if loaded is not None else None,
                 context=context_from_file(loaded),
-                policy=policy or unattended_policy(loaded.permissions if loaded is not None else None),
             )
             problem = ctx.llm.unserved(model)
             if problem is not None:
@@ -68,14 +60,8 @@ async def _run(ctx: Context, text: str, model: str, system: str | None, outcome:
     def on_turn_end(agent: Agent, turn: int, reason: TurnEndReason) -> None:
         outcome.append(reason)
 
-    def on_event(session: Session, event: SessionEvent) -> None:
-        refusal = refusal_of(event.type, event.data)
-        if refusal is not None:
-            sys.stderr.write(f"dsh: not allowed: {refusal}\n")
-
     ctx.on(ev.AGENT_STREAM_CHUNK, on_chunk)
     ctx.on(ev.AGENT_TURN_END, on_turn_end)
-    ctx.on(ev.SESSION_EVENT, on_event)
     session_id = f"prompt-{uuid.uuid4()}"
     handle = await ctx.agents.create(
         agent_id=session_id,

@@ -41,6 +41,7 @@ async def test_an_edit_that_cannot_apply_fails_before_anyone_is_asked(tmp_path: 
     model = write_script(
         tmp_path / "script.json",
         [
+            call("read_file", "r1", path="m.py"),  # edits of existing files follow a read (#22)
             call("edit_file", "e1", path="m.py", old_string="absent", new_string="z"),
             call("edit_file", "e2", path="m.py", old_string="y = 1", new_string="y = 2"),  # ambiguous
             call("edit_file", "e3", path="missing.py", old_string="a", new_string="b"),
@@ -73,6 +74,8 @@ async def test_the_permission_request_carries_the_prepared_diff(tmp_path: Path) 
     model = write_script(
         tmp_path / "script.json",
         [
+            call("read_file", "r1", path="old.txt"),  # edits of existing files follow a read (#22)
+            call("read_file", "r2", path="m.py"),
             call("write_file", "w1", path="new.txt", content="fresh\n"),
             call("write_file", "w2", path="old.txt", content="after\n"),
             call("edit_file", "e1", path="m.py", old_string="b = 2", new_string="b = 3"),
@@ -104,6 +107,7 @@ async def test_a_file_changed_while_the_user_was_asked_is_not_overwritten(tmp_pa
     model = write_script(
         tmp_path / "script.json",
         [
+            call("read_file", "r1", path="m.py"),  # edits of existing files follow a read (#22)
             call("edit_file", "e1", path="m.py", old_string="a = 1", new_string="a = 2"),
             call("write_file", "w1", path="n.py", content="n = 1\n"),
             {"text": "done"},
