@@ -33,6 +33,7 @@ from dsh.app import DEFAULT_MODEL
 from dsh.context._config import CompactionConfig, SectionOverrides
 from dsh.errors import DshError
 from dsh.mcp._config import McpServerConfig
+from dsh.policy import PermissionsConfig
 from dsh.providers._settings import ProviderSettings
 from dsh.secrets import SecretsConfig
 
@@ -113,6 +114,8 @@ class DshConfig(BaseModel):
     """What the processes dsh starts for tools do not see (see :mod:`dsh.secrets`)."""
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     """The built-in tools' settings (:mod:`dsh.tools`)."""
+    permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
+    """New sessions' mode and the allow / ask / deny patterns of tool calls (see :mod:`dsh.policy`)."""
 
     @field_validator("data_dir")
     @classmethod
