@@ -185,7 +185,10 @@ async def test_grep_count_and_head_limit(call: Call, work: Path, engine: list[st
     assert text(counts).split("\n") == ["src/util.py:2", "docs/guide.md:1"]
     first = await call("grep", {"pattern": "hello", "head_limit": 1})
     assert text(first).split("\n")[0] == "src/util.py"
-    assert text(first).split("\n")[1].startswith("[… 1 more files")
+    note = text(first).split("\n")[1]
+    assert note.startswith("[… 1 more files (more than 1 matches); all 2 are in ")
+    spilled = note.split("; all 2 are in ", 1)[1].split(": narrow", 1)[0]
+    assert sorted((await anyio.Path(spilled).read_text()).split("\n")) == ["docs/guide.md", "src/util.py"]
     lines = await call("grep", {"pattern": "hello", "output_mode": "content", "head_limit": 2})
     assert text(lines).split("\n")[:2] == ["src/util.py:1:def hello():", "src/util.py:2:    return 'hello world'"]
     assert text(lines).split("\n")[2].startswith("[… 1 more lines")

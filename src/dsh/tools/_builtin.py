@@ -61,7 +61,7 @@ from dsh.services.tools import (
     define_tool,
 )
 from dsh.tools._background import BackgroundCommands
-from dsh.tools._budget import spill_roots
+from dsh.tools._budget import spill, spill_roots
 from dsh.tools._catalogue import ASKS, CONCURRENT
 from dsh.tools._edits import Edit, plan_edits
 from dsh.tools._errors import OutsideRootsError, ToolError
@@ -405,10 +405,17 @@ def _command_text(result: CommandResult, timeout: float) -> str:
 class _Tools:
     """The six tools over one workspace; each method is a tool body ``(args, execution) -> text``."""
 
-    def __init__(self, workspace: Workspace, ledger: ReadLedger, background: BackgroundCommands | None) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        ledger: ReadLedger,
+        background: BackgroundCommands | None,
+        spill_root: str | None = None,
+    ) -> None:
         self.ws = workspace
         self.ledger = ledger
         self.background = background
+        self.spill_root = spill_root
 
     def target(self, execution: ToolExecution, raw: str) -> ResolvedPath:
         """*raw* resolved; refused when outside the roots and not granted for this call."""
@@ -678,10 +685,18 @@ class _Tools:
         if outcome.total > shown_count or outcome.capped:
             what = {"files_with_matches": "files", "count": "files", "content": "lines"}[mode]
             more = f"{outcome.total - shown_count}{'+' if outcome.capped else ''}"
-            lines = [
-                *lines,
-                f"[… {more} more {what} (more than {shown_count} matches): narrow the pattern, the path, glob or type, or raise head_limit]",
-            ]
+            where = ""
+            if outcome.everything is not None and self.spill_root is not None:
+                path = await anyio.to_thread.run_sync(
+                    spill, self.spill_root, _session_of(execution), execution.call_id, "\n".join(outcome.everything)
+                )
+                if path is not None:
+                    where = f"; all {outcome.total} are in {path}"
+            note = (
+                f"[… {more} more {what} (more than {shown_count} matches){where}: narrow the pattern, the path, "
+                "glob or type, or raise head_limit]"
+            )
+            lines = [*lines, note]
         return "\n".join(lines)
 
     async def run_command(self, args: RunCommandArgs, execution: ToolExecution) -> Prepared:
@@ -869,11 +884,12 @@ def build_tools(
     background: BackgroundCommands | None = None,
     *,
     fetch_private: bool = False,
+    spill_root: str | None = None,
 ) -> list[ToolDefinition]:
     """The tool definitions over *workspace* (the sessions' read *ledger*: a fresh one when None; the
     *background* commands registry: background commands are refused without one), each with ``meta`` {kind,
     present, paths, concurrency_safe}. *fetch_private*: ``fetch_url`` may reach private addresses."""
-    tools = _Tools(workspace, ledger if ledger is not None else ReadLedger(), background)
+    tools = _Tools(workspace, ledger if ledger is not None else ReadLedger(), background, spill_root)
     specs: list[tuple[ToolDefinition, str, Callable[[Any, str], ToolCard | None], Callable[..., Any]]] = [
         (
             define_tool("read_file", _DESCRIPTIONS["read_file"], ReadFileArgs, tools.read_file),

@@ -32,8 +32,14 @@ class _LazyTools:
     """The real tool definitions, built on first use over the plugin's workspace."""
 
     def __init__(
-        self, workspace: Workspace, ledger: ReadLedger, background: BackgroundCommands, fetch_private: bool
+        self,
+        workspace: Workspace,
+        ledger: ReadLedger,
+        background: BackgroundCommands,
+        fetch_private: bool,
+        spill_root: str,
     ) -> None:
+        self._spill_root = spill_root
         self._workspace = workspace
         self._ledger = ledger
         self._background = background
@@ -47,7 +53,11 @@ class _LazyTools:
             self._real = {
                 tool.name: tool
                 for tool in build_tools(
-                    self._workspace, self._ledger, self._background, fetch_private=self._fetch_private
+                    self._workspace,
+                    self._ledger,
+                    self._background,
+                    fetch_private=self._fetch_private,
+                    spill_root=self._spill_root,
                 )
             }
         return self._real[name]
@@ -123,7 +133,7 @@ def builtin_tools_plugin(ctx: Context, config: Mapping[str, Any] | None) -> None
             ctx.spawn(background.kill_session, session.id, name=f"background-kill:{session.id}")
 
     ctx.on(ev.SESSION_DISPOSED, session_disposed)
-    lazy = _LazyTools(workspace, ledger, background, bool(options.get("fetch_private", False)))
+    lazy = _LazyTools(workspace, ledger, background, bool(options.get("fetch_private", False)), spill_root)
     for spec in CATALOGUE:
         meta = {
             "kind": spec.kind,

@@ -252,6 +252,8 @@ class GrepOutcome:
     total: int = 0
     capped: bool = False
     error: str | None = None
+    everything: list[str] | None = None
+    """Every entry, when ``head_limit`` cut some (what the spill file holds)."""
 
 
 def ripgrep_path() -> str | None:
@@ -286,32 +288,36 @@ _Group = tuple[str, list[tuple[int, bool, str]]]
 
 
 def _render(groups: list[_Group], query: GrepQuery, counts: dict[str, int], capped: bool) -> GrepOutcome:
-    """Order the files by recency and render them for the query's mode, cut at ``head_limit``."""
+    """Order the files by recency and render them for the query's mode, cut at ``head_limit`` (the whole
+    rendering is kept in ``everything`` when the cut dropped entries)."""
     groups.sort(key=lambda group: (-_mtime(os.path.join(query.cwd, group[0])), group[0]))
-    out: list[str] = []
-    total = 0
+    full: list[str] = []
     if query.mode == "files_with_matches":
-        total = len(groups)
-        out = [path for path, _lines in groups[: query.head_limit]]
+        full = [path for path, _lines in groups]
     elif query.mode == "count":
-        total = len(groups)
-        out = [f"{path}:{counts.get(path, 0)}" for path, _lines in groups[: query.head_limit]]
+        full = [f"{path}:{counts.get(path, 0)}" for path, _lines in groups]
     else:
         context = bool(query.before or query.after)
-        shown = 0
         for path, lines in groups:
             last: int | None = None
             for number, is_match, text in lines:
-                total += 1
-                if shown >= query.head_limit:
-                    continue
-                if context and out and (last is None or number > last + 1) and out[-1] != "--":
-                    out.append("--")  # between groups of lines, as grep -C prints
+                if context and full and (last is None or number > last + 1) and full[-1] != "--":
+                    full.append("--")  # between groups of lines, as grep -C prints
                 sep = ":" if is_match else "-"
-                out.append(_shorten(f"{path}{sep}{number}{sep}{text}", query.line_width))
-                shown += 1
+                full.append(_shorten(f"{path}{sep}{number}{sep}{text}", query.line_width))
                 last = number
-    return GrepOutcome(out, total, capped)
+    out: list[str] = []
+    shown = 0
+    for line in full:
+        if line != "--":
+            if shown >= query.head_limit:
+                break
+            shown += 1
+        out.append(line)
+    while out and out[-1] == "--":
+        out.pop()
+    total = sum(1 for line in full if line != "--")
+    return GrepOutcome(out, total, capped, everything=full if total > shown else None)
 
 
 async def grep_ripgrep(
