@@ -77,3 +77,31 @@ async def test_private_addresses_are_refused_by_default(server: FakeProvider, tm
     assert local["is_error"] and local["error"]["code"] == "PRIVATE_ADDRESS"
     assert "127.0.0.1" in _text(local)
     assert server.requests == []
+
+
+async def test_an_always_answer_covers_one_domain(server: FakeProvider, tmp_path: Path) -> None:
+    (tmp_path / "home").mkdir()
+    write_config(tmp_path, "tools: {fetch_private: true}\n")
+    page = Reply(body="plain page\n", headers={"Content-Type": "text/plain"}, repeat=True)
+    server.script(page)
+    port = server.url.rsplit(":", 1)[1]
+    steps = [
+        call("fetch_url", "first", url=f"http://127.0.0.1:{port}/a"),
+        call("fetch_url", "same", url=f"http://127.0.0.1:{port}/b"),
+        call("fetch_url", "other", url=f"http://localhost:{port}/c"),
+        {"text": "done"},
+    ]
+    model = write_script(tmp_path / "script.json", steps)
+    client = EditorClient(["allow_always", "reject_once"])
+    async with run_editor(tmp_path, model, client) as editor:
+        session = (await editor.new_session()).session_id
+        assert (await editor.prompt(session, "fetch")).stop_reason == "end_turn"
+    asked = client.permissions()
+    assert [p["toolCall"]["toolCallId"] for p in asked] == ["first", "other"]  # "same" was covered
+    labels = [option["name"] for option in asked[0]["options"]]
+    assert "Always allow fetch_url for `127.0.0.1`" in labels
+    events = read_log(tmp_path, session)
+    assert not tool_results(events, "same")[0]["is_error"]
+    (other,) = tool_results(events, "other")
+    assert other["is_error"] and other["error"]["code"] == "PERMISSION_DENIED"
+    assert [r.path for r in server.requests] == ["/a", "/b"]

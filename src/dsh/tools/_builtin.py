@@ -939,6 +939,7 @@ def build_tools(
         dataclasses.replace(
             tool,
             meta={
+                **tool.meta,  # a tool's own keys (fetch_url's ``domain``)
                 "kind": kind,
                 "present": present,
                 "paths": paths,

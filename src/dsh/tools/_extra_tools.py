@@ -7,6 +7,7 @@ Bodies and cards follow :mod:`dsh.tools._builtin`'s rules (arguments validated b
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -15,7 +16,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from dsh.services.tools import ToolCard, ToolDefinition, ToolExecution, define_tool
 from dsh.tools._errors import ToolError
-from dsh.tools._fetch import domain_of, fetch_markdown
+from dsh.tools._fetch import fetch_domain, fetch_markdown
 
 if TYPE_CHECKING:
     from dsh.tools._background import BackgroundCommand, BackgroundCommands
@@ -179,13 +180,7 @@ def _fetch_tool(fetch_private: bool) -> Spec:
         FetchUrlArgs,
         fetch_url,
     )
-    return (tool, "fetch", present, no_paths)
-
-
-def fetch_domain(arguments: Any) -> str | None:
-    """The domain a ``fetch_url`` call asks about (what a per-domain permission decides on), or None."""
-    url = arguments.get("url") if isinstance(arguments, dict) else None
-    return domain_of(url) or None if isinstance(url, str) else None
+    return (dataclasses.replace(tool, meta={"domain": fetch_domain}), "fetch", present, no_paths)
 
 
 def extra_tools(background: BackgroundCommands | None, *, fetch_private: bool = False) -> list[Spec]:

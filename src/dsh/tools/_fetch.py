@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from dsh.tools._errors import ToolError
 
-__all__ = ["MAX_BYTES", "FetchOutcome", "fetch_markdown", "domain_of"]
+__all__ = ["MAX_BYTES", "FetchOutcome", "domain_of", "fetch_domain", "fetch_markdown"]
 
 MAX_BYTES = 5 * 1024 * 1024
 MAX_REDIRECTS = 5
@@ -59,6 +60,13 @@ def domain_of(url: str) -> str:
         return (urlsplit(url).hostname or "").lower()
     except ValueError:
         return ""
+
+
+def fetch_domain(arguments: Any) -> str | None:
+    """The host a ``fetch_url`` call asks about (``meta["domain"]``: what a per-domain permission decides
+    on), or None when the arguments name none."""
+    url = arguments.get("url") if isinstance(arguments, dict) else None
+    return (domain_of(url) or None) if isinstance(url, str) else None
 
 
 def _check_url(url: str) -> str:

@@ -142,6 +142,10 @@ def builtin_tools_plugin(ctx: Context, config: Mapping[str, Any] | None) -> None
             "concurrency_safe": spec.name in CONCURRENT,
             "asks": spec.name in ASKS,
         }
+        if spec.name == "fetch_url":
+            from dsh.tools._fetch import fetch_domain
+
+            meta["domain"] = fetch_domain
         prepare = lazy.prepare(spec.name) if spec.name in PREPARED else None
         ctx.tools.register(
             ToolDefinition(
