@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from dsh.app import DEFAULT_MODEL
 from dsh.context._config import CompactionConfig, SectionOverrides
 from dsh.errors import DshError
+from dsh.images.config import ImagesConfig
 from dsh.mcp._config import McpServerConfig
 from dsh.providers._settings import ProviderSettings
 from dsh.secrets import SecretsConfig
@@ -101,6 +102,8 @@ class DshConfig(BaseModel):
     """MCP servers of every session, by name (:mod:`dsh.mcp`); an editor-given server of the same name wins."""
     secrets: SecretsConfig = Field(default_factory=SecretsConfig)
     """What the processes dsh starts for tools do not see (see :mod:`dsh.secrets`)."""
+    images: ImagesConfig = Field(default_factory=ImagesConfig)
+    """Image input limits (see :mod:`dsh.images`)."""
 
     @field_validator("data_dir")
     @classmethod
@@ -403,6 +406,7 @@ def render_config(config: DshConfig | None, *, source: Path | None, env: Mapping
         "system_prompt_sections": dict(config.system_prompt_sections),
         "compaction": config.compaction.model_dump(mode="json"),
         "secrets": config.secrets.model_dump(mode="json"),
+        "images": config.images.model_dump(mode="json"),
         "mcp_servers": {name: _masked_server(server) for name, server in config.mcp_servers.items()},
     }
     where = str(source) if source is not None else "no configuration file (defaults)"

@@ -7,6 +7,7 @@
 * :mod:`tests.support.durable` — daemons over a shared data directory (restart, load, crash).
 * :mod:`tests.support.provider_server` / :mod:`tests.support.provider_wire` — a real HTTP server on 127.0.0.1
   speaking the providers' streaming formats, and the chunks it sends.
+* :mod:`tests.support.images` — real PNG, JPEG, GIF and WebP files made in memory.
 
 New harness code goes here, never into a test folder of its own.
 """

@@ -62,8 +62,8 @@ class ModelInfo:
     name: str | None = None
     context_window: int | None = None
     price: Price | None = None
-    images: bool = False
-    """Whether the model takes image blocks (MCP tool results keep their images only then)."""
+    images: bool | None = None
+    """Whether the model takes image blocks; None: its provider's rule decides (see :meth:`LlmService.takes_images`)."""
 
 
 def model_name(model: str) -> str:
@@ -78,6 +78,7 @@ class LlmService:
         self._info: dict[str, ModelInfo] = {}
         self._credentials: dict[str, Callable[[], str | None]] = {}
         self._reasoning: dict[str, ReasoningSupport] = {}
+        self._vision: dict[str, Callable[[str], bool]] = {}
 
     def register_adapter(self, models: list[str], adapter: Adapter) -> Disposer:
         """Serve *models* with *adapter* (owned by the calling scope); emits ``llm/adapter-change``."""
@@ -153,6 +154,30 @@ class LlmService:
                 del self._reasoning[provider]
 
         return (current_scope() or self._ctx.scope).effect(remove)
+
+    def register_vision(self, provider: str, check: Callable[[str], bool]) -> Disposer:
+        """Say which of *provider*'s models take images: *check(model name without the provider)* (owned by the
+        calling scope)."""
+        self._vision[provider] = check
+
+        def remove() -> None:
+            if self._vision.get(provider) is check:
+                del self._vision[provider]
+
+        return (current_scope() or self._ctx.scope).effect(remove)
+
+    def takes_images(self, model: str) -> bool:
+        """Whether *model* takes image input: its :class:`ModelInfo` when that says, else its provider's rule
+        (:meth:`register_vision`), else dsh's built-in table (:func:`dsh.images.takes_images`)."""
+        info = self._info.get(model)
+        if info is not None and info.images is not None:
+            return info.images
+        check = self._vision.get(model.split(":", 1)[0]) if ":" in model else None
+        if check is not None:
+            return check(model_name(model))
+        from dsh.images import takes_images
+
+        return takes_images(model)
 
     def thought_levels(self, model: str) -> tuple[str, ...]:
         """The reasoning-effort levels *model* takes, lowest first (empty: none)."""
