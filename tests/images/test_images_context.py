@@ -42,3 +42,20 @@ def test_a_compaction_transcript_describes_images_and_holds_no_bytes() -> None:
     assert "[user sent an image: PNG image, 320x200" in text
     assert "[tool result] [image: PNG image, 16x16" in text
     assert "base64" not in text and b64(png(320, 200))[:40] not in text
+
+
+def test_a_tool_cards_content_shows_the_image_the_model_got() -> None:
+    from acp.schema import SessionNotification
+
+    from dsh.frontends.acp._projection import project
+    from dsh.services.sessions import SessionEvent
+
+    image = _image(20, 10)
+    data = {"call_id": "c1", "content": [{"type": "text", "text": "shot.png"}, image], "is_error": False}
+    (update,) = project(SessionEvent("tool/result", 3, 1.0, data))
+    assert update["content"] == [
+        {"type": "content", "content": {"type": "text", "text": "shot.png"}},
+        {"type": "content", "content": {"type": "image", "data": b64(png(20, 10)), "mimeType": "image/png"}},
+    ]
+    checked = SessionNotification.model_validate({"sessionId": "s", "update": update})  # the SDK's schema takes it
+    assert checked.update.model_dump(mode="json", by_alias=True, exclude_unset=True) == update

@@ -5,7 +5,9 @@
 
 What is sent: the system prompt as the first ``system`` message; user text (a string, or content parts when an
 image is present); assistant text and tool calls (``tool_calls`` with the raw argument JSON); each tool result
-as a ``role: tool`` message, in order, right where it stood; never reasoning blocks (DeepSeek rejects them).
+as a ``role: tool`` message, in order, right where it stood; never reasoning blocks (DeepSeek rejects them). A
+``tool`` message takes text only, so a tool result's images are named in its text and sent as ``image_url``
+parts of one user message right after the run of tool messages, each call's images after a label naming it.
 Tools as ``{type: function, function: {name, description, parameters[, strict]}}``; ``stream_options:
 {include_usage: true}``; ``temperature``, ``max_tokens`` (the request's, else the provider's), ``stop`` only when
 set; ``extra`` merged last, untouched.
@@ -49,14 +51,29 @@ def _text_of(blocks: list[Any]) -> str:
     return "".join(b["text"] for b in blocks if b.get("type") == "text")
 
 
-def _tool_result_text(block: dict[str, Any]) -> str:
+def _tool_result_text(block: dict[str, Any], images: list[dict[str, Any]]) -> str:
+    """The text of a ``role: tool`` message (Chat Completions takes text only there); each image is named in
+    it and its part added to *images*, for the user message that follows the tool messages."""
     parts: list[str] = []
     for item in block.get("content") or []:
         if item.get("type") == "text":
             parts.append(item["text"])
         elif item.get("type") == "image":
-            parts.append("[image]")
+            from dsh.images import describe_image
+
+            parts.append(f"[image: {describe_image(item)}; attached in the next user message]")
+            if not images or images[-1].get("call") != block["tool_call_id"]:
+                images.append({"call": block["tool_call_id"]})
+            images.append({"type": "image_url", "image_url": {"url": item["url"]}})
     return "".join(parts)
+
+
+def _tool_images(collected: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Content parts for the images of tool results: a label naming the call, then its images."""
+    return [
+        {"type": "text", "text": f"Images returned by tool call {part['call']}:"} if "call" in part else part
+        for part in collected
+    ]
 
 
 def to_openai_messages(messages: list[Message], system: str | None) -> list[dict[str, Any]]:
@@ -85,17 +102,19 @@ def to_openai_messages(messages: list[Message], system: str | None) -> list[dict
             out.append(entry)
             continue
         rest: list[Any] = []
+        images: list[dict[str, Any]] = []
         for block in blocks:
             if block.get("type") == "tool-result":
-                out.append({"role": "tool", "tool_call_id": block["tool_call_id"], "content": _tool_result_text(block)})
+                text = _tool_result_text(block, images)
+                out.append({"role": "tool", "tool_call_id": block["tool_call_id"], "content": text})
             elif block.get("type") in ("text", "image"):
                 rest.append(block)
-        if not rest:
+        if not rest and not images:
             continue
-        if all(b["type"] == "text" for b in rest):
+        if not images and all(b["type"] == "text" for b in rest):
             out.append({"role": "user", "content": _text_of(rest)})
         else:
-            parts = [
+            parts = _tool_images(images) + [
                 {"type": "text", "text": b["text"]}
                 if b["type"] == "text"
                 else {"type": "image_url", "image_url": {"url": b["url"]}}
