@@ -59,3 +59,11 @@ def test_a_tool_cards_content_shows_the_image_the_model_got() -> None:
     ]
     checked = SessionNotification.model_validate({"sessionId": "s", "update": update})  # the SDK's schema takes it
     assert checked.update.model_dump(mode="json", by_alias=True, exclude_unset=True) == update
+
+
+def test_dsh_sessions_shows_images_by_description_or_as_stored_apart() -> None:
+    from dsh.frontends.sessions_cli import content_text
+
+    assert content_text([_image(30, 20)]).startswith("[image: PNG image, 30x20, ")
+    stored = {"type": "image", "url": "dsh-blob:image/jpeg;sha256," + "a" * 64}
+    assert content_text([stored]) == "[image: image/jpeg, stored apart]"
