@@ -35,9 +35,7 @@ BEFORE_THE_ANSWER = {
     "dsh.frontends.acp._daemon",
     "dsh.frontends.acp._framing",
     "dsh.frontends.acp._stdio",
-    "dsh.images",  # whether the default model takes images (standard library only)
-    "dsh.images._blocks",
-    "dsh.images._sniff",
+    "dsh.images",  # whether the default model takes images (standard library only, the rest loaded lazily)
     "dsh.images._vision",
     "dsh.settings",
 }
