@@ -8,6 +8,7 @@ is refused and the session file is left as it was.
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,11 @@ def _data_url_bytes(url: str, mime: str) -> bytes:
 
 async def test_a_png_reaches_openai_and_anthropic_with_its_exact_bytes(tmp_path: Path, server: FakeProvider) -> None:
     picture = png(64, 48, seed=7)
-    server.script(Reply(events=oa_text_reply("A chart.")), Reply(events=an_text_reply("Still a chart.")))
+    server.script(
+        Reply(events=oa_text_reply("A chart.")),
+        Reply(events=an_text_reply("Still a chart.")),
+        Reply(events=oa_text_reply("I read its description.")),
+    )
     async with run_dsh(tmp_path, env=config(tmp_path, server, "oai:gpt-4o")) as dsh:
         with anyio.fail_after(WAIT):
             init = await dsh.initialize()
@@ -75,7 +80,16 @@ async def test_a_png_reaches_openai_and_anthropic_with_its_exact_bytes(tmp_path:
             )
             answer = await dsh.conn.prompt(session_id=session.session_id, prompt=[text_block("and now?")])
             assert answer.stop_reason == "end_turn"
-    openai, anthropic = server.requests
+            # a model without vision later in the same session: the image in the history becomes a note
+            await dsh.conn.set_config_option(config_id="model", session_id=session.session_id, value="blind:gpt-4o")
+            answer = await dsh.conn.prompt(session_id=session.session_id, prompt=[text_block("and blind?")])
+            assert answer.stop_reason == "end_turn"
+    openai, anthropic, blind = server.requests
+    assert "image_url" not in json.dumps(blind.body) and b64(picture)[:40] not in json.dumps(blind.body)
+    first = blind.body["messages"][1]
+    assert first["role"] == "user" and first["content"] == (
+        f"what is this?[image: PNG image, 64x48, {len(picture)} bytes; not shown: blind:gpt-4o does not take images]"
+    )
     assert openai.path == "/v1/chat/completions"
     user = openai.body["messages"][-1]
     assert user["role"] == "user"

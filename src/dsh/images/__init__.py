@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         image_block,
         image_tokens,
     )
+    from dsh.images._plugin import images_plugin, without_images
     from dsh.images._sniff import FORMATS, ImageInfo, sniff
 
 __all__ = [
@@ -41,12 +42,15 @@ __all__ = [
     "describe_image",
     "image_block",
     "image_tokens",
+    "images_plugin",
     "sniff",
     "takes_images",
+    "without_images",
 ]
 
 _LAZY = {
     **dict.fromkeys(("FORMATS", "ImageInfo", "sniff"), "dsh.images._sniff"),
+    **dict.fromkeys(("images_plugin", "without_images"), "dsh.images._plugin"),
     **dict.fromkeys(
         (
             "DEFAULT_MAX_PER_PROMPT",
