@@ -147,9 +147,10 @@ async def test_what_is_no_acceptable_image_is_refused_and_the_session_file_is_un
                     await dsh.conn.prompt(session_id=session_id, prompt=[text_block("look"), block])
                 assert caught.value.code == -32602
                 messages.append(str(caught.value))
+            assert (data_dir / f"{session_id}.jsonl").read_bytes() == stored  # unchanged, byte for byte
+            assert not (data_dir / "blobs").exists()  # and nothing stored apart either
             answer = await dsh.conn.prompt(session_id=session_id, prompt=[text_block("still here")])
             assert answer.stop_reason == "end_turn"
-            assert stored == (data_dir / f"{session_id}.jsonl").read_bytes()[: len(stored)]
     assert "over the 20.0 MB limit" in messages[0]
     assert "(declared image/png) is not a PNG, JPEG, GIF or WebP image" in messages[1]
     assert "(declared image/svg+xml) is not a PNG, JPEG, GIF or WebP image" in messages[2]
