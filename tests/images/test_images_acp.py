@@ -124,6 +124,7 @@ async def test_a_model_configured_without_vision_refuses_an_image_naming_the_mod
             assert (await dsh.conn.prompt(session_id=session_id, prompt=[text_block("text then")])).stop_reason == (
                 "end_turn"
             )
+        assert "differs" not in dsh.stderr()  # the boot answer (no application yet) and the front end's agree
     assert len(server.requests) == 1  # the refused prompt never reached the model
 
 
