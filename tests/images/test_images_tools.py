@@ -32,7 +32,7 @@ from tests.support.provider_wire import (
 WAIT = 40
 
 
-def test_chat_completions_sends_a_tool_results_images_in_a_user_message_after_the_tool_messages() -> None:
+def test_chat_completions_sends_tool_images_in_one_user_message_after_the_run_of_tool_messages() -> None:
     image = {
         "type": "image",
         "url": f"data:image/png;base64,{b64(png(6, 4))}",
@@ -40,40 +40,38 @@ def test_chat_completions_sends_a_tool_results_images_in_a_user_message_after_th
         "width": 6,
         "height": 4,
     }
-    messages: list[Any] = [
-        {
-            "role": "assistant",
-            "content": [
-                {"type": "tool-call", "id": "a", "name": "shot", "arguments": "{}"},
-                {"type": "tool-call", "id": "b", "name": "x", "arguments": "{}"},
-            ],
-        },
-        {
+    calls = [{"type": "tool-call", "id": i, "name": "x", "arguments": "{}"} for i in "abc"]
+
+    def result(call_id: str, *content: Any) -> Any:
+        return {
             "role": "user",
-            "content": [
-                {
-                    "type": "tool-result",
-                    "tool_call_id": "a",
-                    "content": [{"type": "text", "text": "here: "}, image],
-                    "is_error": False,
-                },
-                {
-                    "type": "tool-result",
-                    "tool_call_id": "b",
-                    "content": [{"type": "text", "text": "plain"}],
-                    "is_error": False,
-                },
-            ],
-        },
+            "content": [{"type": "tool-result", "tool_call_id": call_id, "content": list(content), "is_error": False}],
+        }
+
+    messages: list[Any] = [
+        {"role": "assistant", "content": calls},
+        result("a", {"type": "text", "text": "here"}, image),  # each tool result is a message of its own
+        result("b", {"type": "text", "text": "plain"}),
+        result("c", image, image),
+        {"role": "assistant", "content": [{"type": "text", "text": "seen"}]},
+        {"role": "user", "content": [{"type": "text", "text": "more?"}]},
     ]
     out = to_openai_messages(messages, None)
-    assert [m["role"] for m in out] == ["assistant", "tool", "tool", "user"]
-    assert out[1]["content"] == "here: [image: PNG image, 6x4; attached in the next user message]"
+    assert [m["role"] for m in out] == ["assistant", "tool", "tool", "tool", "user", "assistant", "user"]
+    assert out[1]["content"] == "here\n[image: PNG image, 6x4; attached in the next user message]"
     assert out[2]["content"] == "plain"
-    assert out[3]["content"] == [
+    part = {"type": "image_url", "image_url": {"url": image["url"]}}
+    assert out[4]["content"] == [
         {"type": "text", "text": "Images returned by tool call a:"},
-        {"type": "image_url", "image_url": {"url": image["url"]}},
+        part,
+        {"type": "text", "text": "Images returned by tool call c:"},
+        part,
+        part,
     ]
+    assert out[6] == {"role": "user", "content": "more?"}
+    # the user's own next words join the images' message when no assistant message comes between
+    joined = to_openai_messages([*messages[:4], {"role": "user", "content": [{"type": "text", "text": "and?"}]}], None)
+    assert joined[-1]["content"][-1] == {"type": "text", "text": "and?"} and len(joined) == 5
 
 
 def _config(tmp_path: Path, url: str) -> dict[str, str]:

@@ -53,27 +53,29 @@ def _text_of(blocks: list[Any]) -> str:
 
 def _tool_result_text(block: dict[str, Any], images: list[dict[str, Any]]) -> str:
     """The text of a ``role: tool`` message (Chat Completions takes text only there); each image is named in
-    it and its part added to *images*, for the user message that follows the tool messages."""
+    it, and its part (after a label naming the call) is added to *images*, for the user message that follows
+    the run of tool messages."""
     parts: list[str] = []
+    labelled = False
     for item in block.get("content") or []:
         if item.get("type") == "text":
             parts.append(item["text"])
         elif item.get("type") == "image":
             from dsh.images import describe_image
 
-            parts.append(f"[image: {describe_image(item)}; attached in the next user message]")
-            if not images or images[-1].get("call") != block["tool_call_id"]:
-                images.append({"call": block["tool_call_id"]})
+            note = f"[image: {describe_image(item)}; attached in the next user message]"
+            parts.append(f"\n{note}" if parts else note)
+            if not labelled:
+                labelled = True
+                images.append({"type": "text", "text": f"Images returned by tool call {block['tool_call_id']}:"})
             images.append({"type": "image_url", "image_url": {"url": item["url"]}})
     return "".join(parts)
 
 
-def _tool_images(collected: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Content parts for the images of tool results: a label naming the call, then its images."""
-    return [
-        {"type": "text", "text": f"Images returned by tool call {part['call']}:"} if "call" in part else part
-        for part in collected
-    ]
+def _user_part(block: dict[str, Any]) -> dict[str, Any]:
+    if block["type"] == "text":
+        return {"type": "text", "text": block["text"]}
+    return {"type": "image_url", "image_url": {"url": block["url"]}}
 
 
 def to_openai_messages(messages: list[Message], system: str | None) -> list[dict[str, Any]]:
@@ -81,6 +83,8 @@ def to_openai_messages(messages: list[Message], system: str | None) -> list[dict
     out: list[dict[str, Any]] = []
     if system:
         out.append({"role": "system", "content": system})
+    pending: list[dict[str, Any]] = []
+    """Image parts of tool results not sent yet: they go in a user message after the run of tool messages."""
     for message in messages:
         blocks: list[Any] = list(message["content"])
         if message["role"] == "assistant":
@@ -96,31 +100,30 @@ def to_openai_messages(messages: list[Message], system: str | None) -> list[dict
             ]
             if not text and not calls:
                 continue
+            if pending:
+                out.append({"role": "user", "content": pending})
+                pending = []
             entry: dict[str, Any] = {"role": "assistant", "content": text or None}
             if calls:
                 entry["tool_calls"] = calls
             out.append(entry)
             continue
         rest: list[Any] = []
-        images: list[dict[str, Any]] = []
         for block in blocks:
             if block.get("type") == "tool-result":
-                text = _tool_result_text(block, images)
+                text = _tool_result_text(block, pending)
                 out.append({"role": "tool", "tool_call_id": block["tool_call_id"], "content": text})
             elif block.get("type") in ("text", "image"):
                 rest.append(block)
-        if not rest and not images:
-            continue
-        if not images and all(b["type"] == "text" for b in rest):
+        if not rest:
+            continue  # images of tool results wait: more tool messages of the same step may follow
+        if not pending and all(b["type"] == "text" for b in rest):
             out.append({"role": "user", "content": _text_of(rest)})
         else:
-            parts = _tool_images(images) + [
-                {"type": "text", "text": b["text"]}
-                if b["type"] == "text"
-                else {"type": "image_url", "image_url": {"url": b["url"]}}
-                for b in rest
-            ]
-            out.append({"role": "user", "content": parts})
+            out.append({"role": "user", "content": pending + [_user_part(b) for b in rest]})
+            pending = []
+    if pending:
+        out.append({"role": "user", "content": pending})
     return out
 
 
