@@ -67,3 +67,21 @@ def test_dsh_sessions_shows_images_by_description_or_as_stored_apart() -> None:
     assert content_text([_image(30, 20)]).startswith("[image: PNG image, 30x20, ")
     stored = {"type": "image", "url": "dsh-blob:image/jpeg;sha256," + "a" * 64}
     assert content_text([stored]) == "[image: image/jpeg, stored apart]"
+
+
+def test_a_model_without_vision_gets_each_image_as_a_note_and_nothing_else_changes() -> None:
+    from dsh.images import without_images
+
+    image = _image(16, 9)
+    text_only: list[Any] = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    assert without_images(text_only, "m:x") is None  # nothing to change: the request is passed as it is
+    result = {"type": "tool-result", "tool_call_id": "c", "content": [{"type": "text", "text": "a.png:"}, image]}
+    messages: list[Any] = [*text_only, {"role": "user", "content": [result]}, {"role": "user", "content": [image]}]
+    out = without_images(messages, "deepseek:deepseek-chat")
+    assert out is not None and out[0] is messages[0]  # untouched messages are shared, not copied
+    note = (
+        "[image: PNG image, 16x9, " + f"{image['size']} bytes; not shown: deepseek:deepseek-chat does not take images]"
+    )
+    assert out[1]["content"][0]["content"] == [{"type": "text", "text": "a.png:"}, {"type": "text", "text": note}]
+    assert out[2]["content"] == [{"type": "text", "text": note}]
+    assert messages[2]["content"] == [image]  # the session's own messages are never changed
