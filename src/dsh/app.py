@@ -45,7 +45,6 @@ def load_core(
     """
     from dsh.commands import builtin_commands_plugin, commands_plugin
     from dsh.context import context_plugin
-    from dsh.images import images_plugin
     from dsh.loop import agent_loop_plugin
     from dsh.providers.echo import echo_plugin
     from dsh.providers.remote import remote_providers_plugin
@@ -67,7 +66,6 @@ def load_core(
     ctx.plugin(scripted_plugin, {"scripts": scripts or {}})
     ctx.plugin(remote_providers_plugin, providers)
     ctx.plugin(secrets_plugin, {"providers": providers, "secrets": secrets})
-    ctx.plugin(images_plugin)
     ctx.plugin(tools_plugin)
     ctx.plugin(llm_plugin)
     ctx.plugin(agents_plugin)

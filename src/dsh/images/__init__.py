@@ -25,7 +25,7 @@ if TYPE_CHECKING:
         image_block,
         image_tokens,
     )
-    from dsh.images._plugin import images_plugin, without_images
+    from dsh.images._notes import without_images
     from dsh.images._sniff import FORMATS, ImageInfo, sniff
 
 __all__ = [
@@ -42,7 +42,6 @@ __all__ = [
     "describe_image",
     "image_block",
     "image_tokens",
-    "images_plugin",
     "sniff",
     "takes_images",
     "without_images",
@@ -50,7 +49,7 @@ __all__ = [
 
 _LAZY = {
     **dict.fromkeys(("FORMATS", "ImageInfo", "sniff"), "dsh.images._sniff"),
-    **dict.fromkeys(("images_plugin", "without_images"), "dsh.images._plugin"),
+    "without_images": "dsh.images._notes",
     **dict.fromkeys(
         (
             "DEFAULT_MAX_PER_PROMPT",

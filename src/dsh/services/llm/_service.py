@@ -5,13 +5,15 @@ Model names are spelled ``provider:model`` (``openai:gpt-4.1``, ``scripted:/path
 
 Guarantees: a duplicate name is rejected (``LlmError`` code ``DUPLICATE_ADAPTER``); a request for a model no
 adapter serves fails with ``LlmError`` code ``NO_ADAPTER`` naming the model and the ones available; every call
-goes through the ``llm/stream`` waterfall, so a plugin can replay, record or reroute model traffic.
+goes through the ``llm/stream`` waterfall, so a plugin can replay, record or reroute model traffic; an adapter
+never gets an image block for a model that does not take images (:meth:`LlmService.takes_images`): each becomes
+a note with the image's description (:func:`dsh.images.without_images`; RFC 0022).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dsh import events as ev
@@ -206,7 +208,14 @@ class LlmService:
         return adapter
 
     async def _open(self, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
-        return self.resolve(request.model)(request)
+        adapter = self.resolve(request.model)
+        if not self.takes_images(request.model):  # after every llm/stream listener: they see the request as made
+            from dsh.images import without_images
+
+            messages = without_images(request.messages, request.model)
+            if messages is not None:
+                request = replace(request, messages=messages)
+        return adapter(request)
 
     async def stream(self, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
         """Open a chunk stream for *request* through the ``llm/stream`` waterfall."""

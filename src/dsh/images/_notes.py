@@ -1,29 +1,23 @@
-"""The ``images`` plugin: a model that does not take images never gets an image block.
+"""A model that does not take images never gets an image block: :func:`without_images`.
 
 Images reach a conversation from prompts (refused at the ACP door for such a model), tools (``read_file`` of an
 image, MCP results) and history: a session that switched from a vision model to one without vision still holds
-its earlier images. On ``llm/stream`` (every model call: agent steps, compaction summaries, one-shot calls), a
-request for a model that does not take images (:meth:`~dsh.services.llm.LlmService.takes_images`) gets each
-image block replaced by a text note with its description: the model learns an image was there and what it was,
-and the provider never answers 400 for an image it cannot read. Requests for vision models pass untouched (no
-walk of the history).
+its earlier images. The ``llm`` service calls this right before the adapter, after every ``llm/stream``
+listener, for a request whose model does not take images: each image block becomes a text note with its
+description, so the model learns an image was there and what it was, and the provider never answers 400 for an
+image it cannot read. Requests for vision models are not walked at all.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
-from dsh import events as ev
 from dsh.images._blocks import describe_image
-from dsh.kernel import Next, plugin
 
 if TYPE_CHECKING:
-    from dsh.kernel import Context
-    from dsh.services.llm import ContentBlock, GenerateRequest, Message, StreamChunk
+    from dsh.services.llm import ContentBlock, Message
 
-__all__ = ["images_plugin", "without_images"]
+__all__ = ["without_images"]
 
 
 def _note(block: Any, model: str) -> ContentBlock:
@@ -61,17 +55,3 @@ def without_images(messages: list[Message], model: str) -> list[Message] | None:
         if out is not None:
             out.append(cast("Message", {**message, "content": content}) if content is not None else message)
     return out
-
-
-@plugin("images", inject=("llm",))
-def images_plugin(ctx: Context, config: object) -> None:
-    async def on_stream(
-        request: GenerateRequest, next_: Next[GenerateRequest, AsyncIterator[StreamChunk]]
-    ) -> AsyncIterator[StreamChunk]:
-        if not ctx.llm.takes_images(request.model):
-            messages = without_images(request.messages, request.model)
-            if messages is not None:
-                request = replace(request, messages=messages)
-        return await next_(request)
-
-    ctx.on(ev.LLM_STREAM, on_stream)
