@@ -16,10 +16,10 @@ never lost. A reference cannot come from outside: the ACP door and MCP results a
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Callable
 from typing import Any
+
+from dsh.images import canonical_bytes
 
 __all__ = ["MARK", "externalize", "internalize", "mentions_images"]
 
@@ -35,31 +35,23 @@ def mentions_images(line: bytes) -> bool:
     return _IMAGE_TYPE in line or _BLOB_KEY in line
 
 
-def _canonical_bytes(text: str) -> bytes | None:
-    try:
-        raw = base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        return None
-    return raw if base64.b64encode(raw).decode("ascii") == text else None
-
-
 def _out_value(block: dict[str, Any], put: Callable[[bytes], str]) -> dict[str, Any] | None:
     """A copy of *block* with its base64 replaced by a reference, or None when there is none to replace."""
     if block.get("type") == "image":
         url = block.get("url")
         if isinstance(url, str) and url.startswith(_DATA_URL) and _BASE64 in url:
             mime, _, encoded = url[len(_DATA_URL) :].partition(_BASE64)
-            raw = _canonical_bytes(encoded)
+            raw = canonical_bytes(encoded)
             if raw is not None and ";" not in mime and "," not in mime:
                 return {**block, "url": f"{MARK}{mime};sha256,{put(raw)}"}
         data = block.get("data")
         if isinstance(data, str):
-            raw = _canonical_bytes(data)
+            raw = canonical_bytes(data)
             if raw is not None:
                 return {**block, "data": f"{MARK}sha256,{put(raw)}"}
     blob = block.get("blob")
     if isinstance(blob, str) and "uri" in block:
-        raw = _canonical_bytes(blob)
+        raw = canonical_bytes(blob)
         if raw is not None:
             return {**block, "blob": f"{MARK}sha256,{put(raw)}"}
     return None
