@@ -98,12 +98,12 @@ class DshConfig(BaseModel):
     """Built-in system prompt sections by name: ``false`` removes one, a string replaces its text (dsh.context)."""
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
     """When and how older history is summarised (dsh.context)."""
+    images: ImagesConfig = Field(default_factory=ImagesConfig)
+    """Image input limits (see :mod:`dsh.images`)."""
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
     """MCP servers of every session, by name (:mod:`dsh.mcp`); an editor-given server of the same name wins."""
     secrets: SecretsConfig = Field(default_factory=SecretsConfig)
     """What the processes dsh starts for tools do not see (see :mod:`dsh.secrets`)."""
-    images: ImagesConfig = Field(default_factory=ImagesConfig)
-    """Image input limits (see :mod:`dsh.images`)."""
 
     @field_validator("data_dir")
     @classmethod

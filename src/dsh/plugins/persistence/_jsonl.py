@@ -31,6 +31,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import fcntl
 import gc
@@ -562,7 +563,7 @@ class JsonlPersistence:
             if path.suffix != _SUFFIX or path.name.startswith("."):
                 continue
             try:
-                info = _read_info(path, self.blobs)
+                info = _read_info(path)
             except Exception:  # one bad file must not hide the others
                 log.warning("skipping an unreadable session file", path=str(path))
                 continue
@@ -605,12 +606,24 @@ class JsonlPersistence:
             size = 0
         return size + self.blobs.size_of(session_id)
 
+    def _with_sizes(self, infos: list[SessionInfo]) -> list[SessionInfo]:
+        """*infos* with their ``size``: the file and the images the session holds (RFC 0022)."""
+        sized = []
+        for info in infos:
+            try:
+                size: int | None = self.size_of(info.id)
+            except (OSError, ValueError):  # gone meanwhile, or a header id no session could have (a hand-made file)
+                size = None
+            sized.append(dataclasses.replace(info, size=size))
+        return sized
+
     async def list(self) -> list[SessionInfo]:  # last: the name shadows the builtin in the class body
         """Every stored session that has events, newest first (header, modification time, title), without
         loading them. A session with no event yet (created, never prompted) is left out, though it can be
         loaded, resumed and deleted."""
         self._require_root()
-        return await anyio.to_thread.run_sync(self._infos)
+        infos = await anyio.to_thread.run_sync(self._infos)
+        return await anyio.to_thread.run_sync(self._with_sizes, infos)
 
 
 def _pieces(fd: int) -> Iterator[bytes]:
@@ -633,13 +646,12 @@ def _read_all(fd: int) -> bytes:
 _TITLE_SCAN_LINES = 64
 
 
-def _read_info(path: Path, blobs: BlobStore) -> SessionInfo | None:
-    """Header, mtime, title (the first user message's text) and size (the file and its images) from the first
-    lines of a file; None for a session with no event yet."""
+def _read_info(path: Path) -> SessionInfo | None:
+    """Header, mtime and title (the first user message's text) from the first lines of a file; None for a
+    session with no event yet."""
     import json
 
-    stat = path.stat()
-    updated = stat.st_mtime
+    updated = path.stat().st_mtime
     with path.open("rb") as file:
         header: dict[str, Any] = json.loads(file.readline())
         if header.get("type") != "session":
@@ -665,12 +677,4 @@ def _read_info(path: Path, blobs: BlobStore) -> SessionInfo | None:
         created_at=float(header.get("created_at", 0.0)),
         updated_at=updated,
         title=title,
-        size=stat.st_size + _images_size(blobs, str(header["id"])),
     )
-
-
-def _images_size(blobs: BlobStore, session_id: str) -> int:
-    try:
-        return blobs.size_of(session_id)
-    except ValueError:  # a header id no session could have (a hand-made file): it owns no images
-        return 0
