@@ -5,9 +5,9 @@
 * :mod:`tests.support.raw` — raw JSON-RPC lines to a daemon (hostile input, framing, purity).
 * :mod:`tests.support.editor` — an SDK client that plays an editor with fs / terminal capabilities.
 * :mod:`tests.support.durable` — daemons over a shared data directory (restart, load, crash).
+* :mod:`tests.support.images` — real PNG, JPEG, GIF and WebP files made in memory.
 * :mod:`tests.support.provider_server` / :mod:`tests.support.provider_wire` — a real HTTP server on 127.0.0.1
   speaking the providers' streaming formats, and the chunks it sends.
-* :mod:`tests.support.images` — real PNG, JPEG, GIF and WebP files made in memory.
 
 New harness code goes here, never into a test folder of its own.
 """

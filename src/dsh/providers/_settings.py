@@ -55,12 +55,12 @@ class ProviderSettings(BaseModel):
     """Context window in tokens per model name (without the provider prefix); over dsh's built-in table."""
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     """Price per model name (without the provider prefix), over dsh's built-in table (``cost`` in usage)."""
-    vision: dict[str, bool] = Field(default_factory=dict)
-    """Whether a model takes image input, per model name (without the provider prefix; ``"*"``: the provider's
-    other models), over dsh's built-in table (:mod:`dsh.images`)."""
     thought_levels: dict[str, list[str]] = Field(default_factory=dict)
     """Reasoning-effort levels per model name (without the provider prefix), overriding the built-in table of
     :mod:`dsh.providers._reasoning`; an empty list: no reasoning-effort picker for that model."""
+    vision: dict[str, bool] = Field(default_factory=dict)
+    """Whether a model takes image input, per model name (without the provider prefix; ``"*"``: the provider's
+    other models), over dsh's built-in table (:mod:`dsh.images`)."""
 
 
 BUILTIN_PROVIDERS: dict[str, ProviderSettings] = {

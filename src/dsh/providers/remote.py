@@ -9,10 +9,10 @@ Guarantees:
   httpx (it is imported on the first model call); no key is read and no connection is made until then.
 * Every merged provider serves ``<name>:<model>`` with the adapter of its ``type`` (``openai`` → Chat
   Completions, ``anthropic`` → Messages), and every configured context window is published with
-  ``set_model_info("<name>:<model>", ModelInfo(context_window=…, price=…))`` (with its configured ``prices``), and
-  which models take images is its ``vision`` setting over dsh's built-in table (``register_vision``). All of it is
-  owned by the plugin's scope.
+  ``set_model_info("<name>:<model>", ModelInfo(context_window=…, price=…))`` (with its configured ``prices``). All of it is owned by the plugin's scope.
 * Each provider has its own HTTP client, made on its first call and closed when the plugin is disposed.
+* Which of a provider's models take images is its ``vision`` setting over dsh's built-in table
+  (``register_vision``, :func:`dsh.images.takes_images`).
 """
 
 from __future__ import annotations
@@ -38,12 +38,6 @@ class RemoteProvidersConfig(RootModel[dict[str, ProviderSettings] | None]):
     model_config = ConfigDict(defer_build=True)
 
 
-def _takes_images(provider: str, configured: Mapping[str, bool], model: str) -> bool:
-    from dsh.images import takes_images
-
-    return takes_images(f"{provider}:{model}", configured)
-
-
 @plugin("remote_providers", inject=("llm",), config=RemoteProvidersConfig)
 def remote_providers_plugin(ctx: Context, config: RemoteProvidersConfig) -> None:
     from dsh.providers._http import HttpProvider
@@ -57,9 +51,9 @@ def remote_providers_plugin(ctx: Context, config: RemoteProvidersConfig) -> None
         ctx.effect(http.aclose)
         adapter = anthropic_adapter(http) if settings.type == "anthropic" else openai_adapter(http)
         ctx.llm.register_adapter([f"{name}:*"], adapter)
+        ctx.llm.register_vision(name, partial(_takes_images, name, settings.vision))
         ctx.llm.register_credential_check(name, http.missing_key)
         ctx.llm.register_reasoning(name, ReasoningSupport(settings))
-        ctx.llm.register_vision(name, partial(_takes_images, name, settings.vision))
         for model in {*settings.context_windows, *settings.prices}:
             price = settings.prices.get(model)
             ctx.llm.set_model_info(
@@ -69,3 +63,9 @@ def remote_providers_plugin(ctx: Context, config: RemoteProvidersConfig) -> None
                     price=Price(price.input, price.output, price.cache_read, price.cache_write) if price else None,
                 ),
             )
+
+
+def _takes_images(provider: str, configured: Mapping[str, bool], model: str) -> bool:
+    from dsh.images import takes_images
+
+    return takes_images(f"{provider}:{model}", configured)
