@@ -31,7 +31,6 @@ Guarantees:
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import fcntl
 import gc
@@ -606,24 +605,12 @@ class JsonlPersistence:
             size = 0
         return size + self.blobs.size_of(session_id)
 
-    def _with_sizes(self, infos: list[SessionInfo]) -> list[SessionInfo]:
-        """*infos* with their ``size``: the file and the images the session holds (RFC 0022)."""
-        sized = []
-        for info in infos:
-            try:
-                size: int | None = self.size_of(info.id)
-            except (OSError, ValueError):  # gone meanwhile, or a header id no session could have (a hand-made file)
-                size = None
-            sized.append(dataclasses.replace(info, size=size))
-        return sized
-
     async def list(self) -> list[SessionInfo]:  # last: the name shadows the builtin in the class body
         """Every stored session that has events, newest first (header, modification time, title), without
         loading them. A session with no event yet (created, never prompted) is left out, though it can be
         loaded, resumed and deleted."""
         self._require_root()
-        infos = await anyio.to_thread.run_sync(self._infos)
-        return await anyio.to_thread.run_sync(self._with_sizes, infos)
+        return await anyio.to_thread.run_sync(self._infos)
 
 
 def _pieces(fd: int) -> Iterator[bytes]:

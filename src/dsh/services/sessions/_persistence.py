@@ -6,7 +6,7 @@ so the loop reads it with ``ctx.get("session_persistence")`` at resume time inst
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from dsh.services.sessions._session import SessionEvent, SessionHeader
@@ -32,9 +32,6 @@ class SessionInfo:
     created_at: float
     updated_at: float
     title: str | None = None
-    size: int | None = field(default=None, compare=False)
-    """Bytes the stored session takes (its log and the images it holds), when the backend knows (derived: not
-    part of equality)."""
 
 
 class SessionPersistence(Protocol):
