@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsh.context._accounting import CHARS_PER_TOKEN, content_chars
 from dsh.context._compaction import CompactionPlan, transcript
 from dsh.frontends.acp._content import prompt_content
-from dsh.images import image_tokens
 from tests.support.images import b64, png
 
 
@@ -16,15 +14,6 @@ def _image(width: int, height: int) -> dict[str, Any]:
         [{"type": "image", "data": b64(png(width, height)), "mimeType": "image/png"}], accept_images=True
     )
     return dict(block)
-
-
-def test_an_image_counts_its_pixel_size_not_its_base64() -> None:
-    small, large = _image(64, 64), _image(1024, 1024)
-    assert content_chars([small]) == image_tokens(64, 64) * CHARS_PER_TOKEN
-    assert content_chars([large]) == image_tokens(1024, 1024) * CHARS_PER_TOKEN
-    assert content_chars([large]) > content_chars([small])
-    result = {"type": "tool-result", "tool_call_id": "c", "content": [large], "is_error": False}
-    assert content_chars([result]) == content_chars([large])  # an image a tool returned counts the same
 
 
 def test_a_compaction_transcript_describes_images_and_holds_no_bytes() -> None:

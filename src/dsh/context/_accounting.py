@@ -3,8 +3,7 @@
 Tokens in use = the last step's provider-reported prompt + completion tokens, plus an estimate of what was added
 to the conversation since (tool results, new user messages); with no report yet, an estimate of the whole
 conversation. The estimate is characters / 4 (no tokenizer, nothing downloaded at run time): cheap, and close
-enough to decide when to compact, which is all it is used for. An image counts what its pixel size costs by the
-providers' rule of thumb (:func:`dsh.images.image_tokens`), never its base64 length.
+enough to decide when to compact, which is all it is used for.
 
 Guarantees: updated from ``session/event`` in O(size of the event); never walks the log on the per-step path
 (a resumed session's log is walked once, when it is opened).
@@ -14,8 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-from dsh.images import image_tokens
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -43,8 +40,8 @@ def content_chars(blocks: Iterable[Any]) -> int:
             total += len(block.get("name") or "") + len(block.get("arguments") or "")
         elif kind == "tool-result":
             total += content_chars(block.get("content") or [])
-        elif kind == "image":  # by its pixel size, the providers' rule of thumb (dsh.images.image_tokens)
-            total += image_tokens(block.get("width"), block.get("height")) * CHARS_PER_TOKEN
+        elif kind == "image":
+            total += 1000 * CHARS_PER_TOKEN  # a typical image costs ~1,000 tokens
     return total
 
 
