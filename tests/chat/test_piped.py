@@ -28,11 +28,11 @@ def test_piped_prompt_and_status_print_the_reply_and_the_status(tmp_path: Path) 
 def test_piped_mode_rejects_a_permission_and_says_so(tmp_path: Path) -> None:
     (tmp_path / "f.txt").write_text("hello world\n")
     steps = [
-        {"tool_calls": [{"name": "read_file", "arguments": {"path": "f.txt"}}]},  # dsh edits only files it has read
         {
             "text": "Editing.",
             "tool_calls": [
-                {"name": "edit_file", "arguments": {"path": "f.txt", "old_string": "hello", "new_string": "bye"}}
+                {"name": "read_file", "arguments": {"path": "f.txt"}},  # edits follow a read (RFC 0018)
+                {"name": "edit_file", "arguments": {"path": "f.txt", "old_string": "hello", "new_string": "bye"}},
             ],
         },
         {"text": "Done."},
@@ -48,10 +48,10 @@ def test_piped_mode_rejects_a_permission_and_says_so(tmp_path: Path) -> None:
 def test_piped_yes_allows_and_the_chat_serves_the_file_writes(tmp_path: Path) -> None:
     (tmp_path / "f.txt").write_text("hello world\n")
     steps = [
-        {"tool_calls": [{"name": "read_file", "arguments": {"path": "f.txt"}}]},  # dsh edits only files it has read
         {
             "tool_calls": [
-                {"name": "edit_file", "arguments": {"path": "f.txt", "old_string": "hello", "new_string": "bye"}}
+                {"name": "read_file", "arguments": {"path": "f.txt"}},  # edits follow a read (RFC 0018)
+                {"name": "edit_file", "arguments": {"path": "f.txt", "old_string": "hello", "new_string": "bye"}},
             ]
         },
         {"tool_calls": [{"name": "run_command", "arguments": {"command": "echo from-the-chat"}}]},
