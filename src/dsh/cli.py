@@ -135,6 +135,16 @@ def acp(
             help="Send every client the _dsh/agent/* event stream (clients can also ask for it) \\[env DSH_AGENT_EVENTS].",
         ),
     ] = False,
+    record: Annotated[
+        str | None,
+        typer.Option(
+            "--record",
+            metavar="FILE",
+            help="Record every frame and model response to FILE (or a new file in a directory), secrets redacted; "
+            r"replay it with `dsh replay FILE` \[env DSH_RECORD].",
+        ),
+    ] = None,
+    replay_models: Annotated[str | None, typer.Option("--replay-models", hidden=True)] = None,
 ) -> None:
     """Run the ACP daemon on stdin/stdout (what editors spawn)."""
     from dsh.frontends.acp import DaemonOptions, run
@@ -149,7 +159,13 @@ def acp(
             data_dir=data_dir,
             config=config,
             agent_events=agent_events,
+            record=record,
         )
+    if replay_models is not None:
+        import json
+        from dataclasses import replace
+
+        options = replace(options, replay_models=json.loads(Path(replay_models).read_text(encoding="utf-8")))
     raise typer.Exit(run(options))
 
 
@@ -162,6 +178,22 @@ def version() -> None:
 
 
 app.command("setup")(_setup)
+
+
+@app.command()
+def replay(
+    file: Annotated[str, typer.Argument(metavar="FILE", help="A recording made with `dsh acp --record`.")],
+    update: Annotated[bool, typer.Option("--update", help="Rewrite FILE with what the daemon sends now.")] = False,
+    cwd: Annotated[
+        str | None, typer.Option(metavar="DIR", help="Run where the recording ran in DIR instead (paths mapped).")
+    ] = None,
+    timeout: Annotated[float, typer.Option(metavar="SECONDS", help="How long to wait for each recorded frame.")] = 10.0,
+    config: ConfigOption = None,
+) -> None:
+    """Re-drive a fresh daemon from a recording and compare what it sends: exit 0 when equal, else 1 and a diff."""
+    from dsh.recording import run_replay
+
+    raise typer.Exit(run_replay(file, cwd=cwd, frame_timeout=timeout, update=update, config=config))
 
 
 sessions_app = typer.Typer(
