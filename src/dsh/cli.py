@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 app = typer.Typer(
     name="dsh",
-    help="dsh: an ACP agent harness. Editors spawn `dsh acp`; `dsh prompt` runs one prompt in the terminal.",
+    help="dsh: an ACP agent harness. Editors spawn `dsh acp`; `dsh exec` runs one task from a script or a terminal.",
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -46,7 +46,7 @@ def _root(
         typer.Option("--version", "-V", help="Print the version and exit.", callback=_show_version, is_eager=True),
     ] = False,
 ) -> None:
-    """dsh: an ACP agent harness. Editors spawn `dsh acp`; `dsh prompt` runs one prompt in the terminal."""
+    """dsh: an ACP agent harness. Editors spawn `dsh acp`; `dsh exec` runs one task from a script or a terminal."""
 
 
 ModelOption = Annotated[
@@ -101,23 +101,147 @@ def settings_for(config: str | None = None, **flags: str | None) -> Settings:
         return resolve_settings(flags, config=config)
 
 
-@app.command()
-def prompt(
-    text: Annotated[str, typer.Argument(metavar="TEXT", help="The prompt to send.", show_default=False)],
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="One JSON object per line on stdout: each agent event, then the result.")
+]
+CwdOption = Annotated[str | None, typer.Option(metavar="DIR", help="Work in DIR (default: the current directory).")]
+SessionOption = Annotated[
+    str | None, typer.Option("--session", metavar="ID", help="Continue the stored session ID (an editor's too).")
+]
+EphemeralOption = Annotated[bool, typer.Option("--ephemeral", help="Store nothing (no session file).")]
+MaxStepsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-steps", "--max-turns", metavar="N", help="Stop after N model calls (exit 1).", min=1, show_default=False
+    ),
+]
+TimeoutOption = Annotated[
+    float | None,
+    typer.Option(metavar="SECONDS", help="Cancel the run after SECONDS (exit 1).", min=0.001, show_default=False),
+]
+
+
+@app.command("exec")
+def exec_command(
+    task: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="TASK", help="The task; `-` (or nothing, with stdin not a terminal) reads it from stdin."
+        ),
+    ] = None,
+    json_output: JsonOption = False,
+    cwd: CwdOption = None,
+    session: SessionOption = None,
+    ephemeral: EphemeralOption = False,
+    max_steps: MaxStepsOption = None,
+    timeout: TimeoutOption = None,
     model: ModelOption = None,
     system: SystemOption = None,
+    data_dir: DataDirOption = None,
     log_level: LogLevelOption = None,
     log_file: LogFileOption = None,
     config: ConfigOption = None,
 ) -> None:
-    """Run one prompt through the agent loop and stream the answer to stdout."""
+    """Run one task through the agent loop: the answer on stdout (or --json events), exit 0 done, 1 failed,
+    2 usage, 130 interrupted."""
+    if task is None or task == "-":
+        if task is None and sys.stdin.isatty():
+            typer.echo("dsh exec: give the task as an argument, or `-` to read it from stdin", err=True)
+            raise typer.Exit(2)
+        task = sys.stdin.read()
+    _exec(
+        task,
+        json_output,
+        cwd,
+        session,
+        ephemeral,
+        max_steps,
+        timeout,
+        model,
+        system,
+        data_dir,
+        log_level,
+        log_file,
+        config,
+    )
+
+
+@app.command()
+def prompt(
+    text: Annotated[str, typer.Argument(metavar="TEXT", help="The prompt to send.", show_default=False)],
+    json_output: JsonOption = False,
+    cwd: CwdOption = None,
+    session: SessionOption = None,
+    ephemeral: EphemeralOption = False,
+    max_steps: MaxStepsOption = None,
+    timeout: TimeoutOption = None,
+    model: ModelOption = None,
+    system: SystemOption = None,
+    data_dir: DataDirOption = None,
+    log_level: LogLevelOption = None,
+    log_file: LogFileOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """The same as `dsh exec TEXT` (kept for the scripts that use it)."""
+    _exec(
+        text,
+        json_output,
+        cwd,
+        session,
+        ephemeral,
+        max_steps,
+        timeout,
+        model,
+        system,
+        data_dir,
+        log_level,
+        log_file,
+        config,
+    )
+
+
+def _exec(
+    task: str,
+    json_output: bool,
+    cwd: str | None,
+    session: str | None,
+    ephemeral: bool,
+    max_steps: int | None,
+    timeout: float | None,
+    model: str | None,
+    system: str | None,
+    data_dir: str | None,
+    log_level: str | None,
+    log_file: str | None,
+    config: str | None,
+) -> None:
     import anyio
 
-    from dsh.oneshot import run_prompt
+    from dsh.frontends.headless import ExecOptions, run_exec
 
-    settings = settings_for(config, model=model, system_prompt=system, log_level=log_level, log_file=log_file)
-    code = anyio.run(run_prompt, text, settings)
-    raise typer.Exit(code)
+    if session is not None and ephemeral:
+        typer.echo("dsh exec: --session continues a stored session; it cannot be --ephemeral", err=True)
+        raise typer.Exit(2)
+    if not task.strip():
+        typer.echo("dsh exec: the task is empty", err=True)
+        raise typer.Exit(2)
+    workdir = os.path.abspath(cwd or os.getcwd())
+    if not os.path.isdir(workdir):
+        typer.echo(f"dsh exec: --cwd: {workdir} is not a directory", err=True)
+        raise typer.Exit(2)
+    settings = settings_for(
+        config, model=model, system_prompt=system, data_dir=data_dir, log_level=log_level, log_file=log_file
+    )
+    options = ExecOptions(
+        task=task,
+        cwd=workdir,
+        json=json_output,
+        session=session,
+        ephemeral=ephemeral,
+        max_steps=max_steps,
+        timeout=timeout,
+    )
+    raise typer.Exit(anyio.run(run_exec, options, settings))
 
 
 @app.command()
