@@ -12,6 +12,8 @@ import anyio
 import pytest
 
 from tests.support.env import SRC
+from tests.support.provider_server import Reply, serve
+from tests.support.provider_wire import oa_text_reply
 from tests.support.recordings import record_editor_session, run_replay
 from tests.support.sdk import run_dsh
 
@@ -100,6 +102,28 @@ async def test_no_provider_key_reaches_a_recording(tmp_path: Path) -> None:
     kinds = {json.loads(line)["kind"] for line in written.splitlines()}
     assert {"frame", "model-chunk"} <= kinds
     assert recording.stat().st_mode & 0o777 == 0o600
+
+
+async def test_a_real_provider_run_replays_without_its_key_or_its_server(tmp_path: Path) -> None:
+    """An OpenAI-compatible provider on 127.0.0.1: the recording holds its chunks (the key the reply quotes
+    redacted), and the replay needs neither the key nor the server (which gets no second request)."""
+    key = "sk-loopback-0123456789abcdef"
+    recording = tmp_path / "provider.jsonl"
+    with serve() as server:
+        server.script(Reply(events=oa_text_reply("Your key ", f"is {key}.")))
+        env = {"DSH_RECORD": str(recording), "OPENAI_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": key}
+        async with run_dsh(tmp_path, "openai:test-model", env=env) as dsh:
+            session = await dsh.start()
+            assert (await dsh.prompt(session, "what is my key?")).stop_reason == "end_turn"
+        assert len(server.requests) == 1
+        written = recording.read_text(encoding="utf-8")
+        assert key not in written and "[redacted OPENAI_API_KEY]" in written
+        assert '"model":"openai:test-model"' in written
+        replayed = await anyio.to_thread.run_sync(
+            lambda: run_replay(tmp_path, recording, env={"OPENAI_BASE_URL": f"{server.url}/v1"})
+        )
+        assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+        assert len(server.requests) == 1, "the replay called the provider"
 
 
 def test_replay_refuses_a_file_that_is_not_a_recording(tmp_path: Path) -> None:

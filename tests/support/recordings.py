@@ -75,11 +75,17 @@ async def record_editor_session(tmp_path: Path, recording: Path, *, env: Mapping
 
 
 def run_replay(
-    tmp_path: Path, recording: Path, *args: str, src: Path | None = None, timeout: float = 60.0
+    tmp_path: Path,
+    recording: Path,
+    *args: str,
+    src: Path | None = None,
+    timeout: float = 60.0,
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m dsh replay RECORDING ARGS`` in the sandbox environment (*src*: run that copy of ``src/``)."""
+    """``python -m dsh replay RECORDING ARGS`` in the sandbox environment (*src*: run that copy of ``src/``;
+    *env*: more variables)."""
     python_path = [src] if src is not None else []
-    env = sandbox_env(tmp_path, "echo", python_path=python_path)
+    env = {**sandbox_env(tmp_path, "echo", python_path=python_path), **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "dsh", "replay", str(recording), *args],
         env=env,
