@@ -171,3 +171,53 @@ def test_mcp_servers_of_the_config_file_work(tmp_path: Path) -> None:
     pid = int((served / "pid-1").read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # the run's server ended with it
+
+
+def test_on_a_terminal_progress_is_a_spinner_redrawn_in_place(tmp_path: Path) -> None:
+    import pty
+    import subprocess
+
+    from tests.support.env import sandbox_env
+
+    model = write_script(
+        tmp_path / "script.json",
+        [
+            {"tool_calls": [{"name": "list_files", "arguments": {"path": "."}, "id": "l1"}]},
+            {"text": "Listed the files here.", "delay": 0.2},
+        ],
+    )
+    project = tmp_path / "project"
+    project.mkdir()
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "dsh", "exec", "list"],
+            env=sandbox_env(tmp_path, model),
+            cwd=project,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            timeout=30,
+            check=False,
+        )
+        os.close(follower)
+        follower = -1
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        if follower >= 0:
+            os.close(follower)
+        os.close(leader)
+    assert done.returncode == 0
+    assert done.stdout == b"Listed the files here.\n"  # the answer alone, however the progress was shown
+    shown = seen.decode("utf-8", errors="replace")
+    assert shown.count("thinking") >= 3, shown  # redrawn in place while the model streams…
+    assert shown.endswith("\r\x1b[2K"), shown  # …and cleared at the end
+    assert "dsh: list_files" not in shown  # no plain log lines on a terminal
