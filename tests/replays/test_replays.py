@@ -29,5 +29,10 @@ def test_recording_replays(recording: Path, tmp_path: Path) -> None:
     project = tmp_path / "project"
     project.mkdir()
     result = run_replay(tmp_path, recording, "--cwd", str(project))
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode == 0, (
+        result.stdout
+        + result.stderr
+        + "\nIf this change of what the daemon sends is meant, make the recordings again: "
+        + ".venv/bin/python -m tests.replays.record (and commit them)."
+    )
     assert result.stdout.startswith("ok: replayed: "), result.stdout

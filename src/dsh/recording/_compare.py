@@ -47,14 +47,10 @@ class Pairing:
         return sorted(pairs, key=lambda pair: -len(pair[0]))
 
     def as_recorded(self, text: str) -> str:
-        for ours, theirs in self.substitutions():
-            text = text.replace(ours, theirs)
-        return text
+        return _substitute(text, dict(self.substitutions()))
 
     def as_replayed(self, text: str) -> str:
-        for ours, theirs in self.substitutions():
-            text = text.replace(theirs, ours)
-        return text
+        return _substitute(text, {theirs: ours for ours, theirs in self.substitutions()})
 
     def to_recorded(self, value: Any) -> Any:
         """*value* (a replayed frame) in the recording's names."""
@@ -64,6 +60,15 @@ class Pairing:
         """*value* (a recorded client frame) in the replay's names."""
         back = {theirs: ours for ours, theirs in self.ids.items()}
         return _map(value, self.as_replayed, back)
+
+
+def _substitute(text: str, pairs: dict[str, str]) -> str:
+    """*text* with every key of *pairs* replaced by its value in one pass, longest first: a replacement is never
+    replaced again (the replay's data directory may lie inside the directory that stands for the recorded cwd)."""
+    if not pairs or not any(key in text for key in pairs):
+        return text
+    pattern = re.compile("|".join(re.escape(key) for key in sorted(pairs, key=len, reverse=True)))
+    return pattern.sub(lambda match: pairs[match.group(0)], text)
 
 
 def _is_id(key: str) -> bool:
