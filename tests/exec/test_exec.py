@@ -221,3 +221,21 @@ def test_on_a_terminal_progress_is_a_spinner_redrawn_in_place(tmp_path: Path) ->
     assert shown.count("thinking") >= 3, shown  # redrawn in place while the model streams…
     assert shown.endswith("\r\x1b[2K"), shown  # …and cleared at the end
     assert "dsh: list_files" not in shown  # no plain log lines on a terminal
+
+
+def test_a_real_provider_runs_and_the_result_has_its_usage_and_cost(tmp_path: Path) -> None:
+    from tests.support.provider_server import Reply, serve
+    from tests.support.provider_wire import oa_text_reply
+
+    with serve() as server:
+        server.script(Reply(events=oa_text_reply("Hello ", "from the provider.", prompt=1000, completion=500)))
+        env = {"OPENAI_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": "sk-test-exec-0123456789"}
+        run = exec_run(tmp_path, "--json", "hi", model="openai:gpt-4.1", env=env)
+    assert run.code == 0, run.stderr
+    result = run.lines[-1]
+    assert result["text"] == "Hello from the provider."
+    assert result["usage"] == {"input_tokens": 1000, "output_tokens": 500}
+    assert result["cost"] == pytest.approx((1000 * 2.0 + 500 * 8.0) / 1_000_000)  # gpt-4.1's built-in price
+    assert "sk-test-exec" not in run.stdout + run.stderr
+    missing = exec_run(tmp_path, "hi", model="openai:gpt-4.1", env={"OPENAI_API_KEY": None})
+    assert missing.code == 2 and "OPENAI_API_KEY" in missing.stderr and missing.stdout == ""

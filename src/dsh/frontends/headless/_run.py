@@ -329,7 +329,10 @@ async def _wait(agent: Agent, state: _State, deadline: float | None) -> None:
 
 
 def _cost(ctx: Context, model: str, tracker: RunTracker) -> float | None:
-    price = ctx.llm.model_info(model).price
+    """What the run's model calls cost: the configured price, else the built-in table's (the context service
+    knows both); None when neither knows the model or nothing was used."""
+    context = ctx.get("context")
+    price = context.price(model) if context is not None else ctx.llm.model_info(model).price
     if price is None or not tracker.usage:
         return None
     return round(price.cost(tracker.usage), 6)  # type: ignore[arg-type]
