@@ -27,10 +27,38 @@ async def _echo_with_agent_events(tmp_path: Path, recording: Path) -> None:
         assert (await dsh.prompt(session, "/status")).stop_reason == "end_turn"
 
 
+async def _openai_provider(tmp_path: Path, recording: Path) -> None:
+    """An OpenAI-compatible server on 127.0.0.1 (the provider's real streaming wire): a tool call (whose result
+    does not depend on the directory: the file does not exist anywhere), then text. Replaying it needs neither
+    the server nor a key."""
+    from tests.support.provider_server import Reply, serve
+    from tests.support.provider_wire import DONE, oa_chunk, oa_finish, oa_text_reply, oa_tool_delta, oa_usage
+
+    with serve() as server:
+        server.script(
+            Reply(
+                events=[
+                    oa_chunk({"role": "assistant", "content": None}),
+                    oa_tool_delta(0, "", "call_read", "read_file"),
+                    oa_tool_delta(0, '{"path": "missing.txt"}'),
+                    oa_finish("tool_calls"),
+                    oa_usage(120, 9),
+                    DONE,
+                ]
+            ),
+            Reply(events=oa_text_reply("There is ", "no such file.", prompt=150, completion=5)),
+        )
+        env = {"DSH_RECORD": str(recording), "OPENAI_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": "sk-recorded"}
+        async with run_dsh(tmp_path, "openai:gpt-4.1", env=env) as dsh:
+            session = await dsh.start()
+            assert (await dsh.prompt(session, "what is in missing.txt?")).stop_reason == "end_turn"
+
+
 async def main() -> None:
     for name, scenario in (
         ("editor-session.jsonl", record_editor_session),
         ("echo-agent-events.jsonl", _echo_with_agent_events),
+        ("openai-provider.jsonl", _openai_provider),
     ):
         with tempfile.TemporaryDirectory(prefix="dsh-record-") as scratch:
             recording = Path(scratch) / name

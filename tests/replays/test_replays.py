@@ -19,7 +19,7 @@ RECORDINGS = sorted(HERE.glob("*.jsonl"))
 
 
 def test_there_are_recordings() -> None:
-    assert len(RECORDINGS) >= 2, RECORDINGS
+    assert len(RECORDINGS) >= 3, RECORDINGS
 
 
 @pytest.mark.parametrize("recording", RECORDINGS, ids=[path.stem for path in RECORDINGS])
