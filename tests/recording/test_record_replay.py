@@ -126,6 +126,26 @@ async def test_a_real_provider_run_replays_without_its_key_or_its_server(tmp_pat
         assert len(server.requests) == 1, "the replay called the provider"
 
 
+async def test_a_recording_that_loads_an_older_session_carries_it(tmp_path: Path) -> None:
+    """The bug-report case: the editor loads a session made before the recording started. The recording holds
+    that session's file as it was when loaded, so the replay (with an empty data directory) loads the same."""
+    async with run_dsh(tmp_path, "echo", name="before") as dsh:
+        session = await dsh.start()
+        assert (await dsh.prompt(session, "an older conversation")).stop_reason == "end_turn"
+    recording = tmp_path / "load.jsonl"
+    async with run_dsh(tmp_path, "echo", env={"DSH_RECORD": str(recording)}) as dsh:
+        await dsh.initialize()
+        await dsh.conn.load_session(cwd=str(dsh.cwd), session_id=session, mcp_servers=[])
+        assert (await dsh.prompt(session, "and a new prompt")).stop_reason == "end_turn"
+    entries = _entries(recording)
+    carried = [e for e in entries if e["kind"] == "session-file"]
+    assert [e["sessionId"] for e in carried] == [session]
+    assert "an older conversation" in json.dumps(carried[0]["lines"])
+    assert "and a new prompt" not in json.dumps(carried[0]["lines"])  # the file as it was when loaded
+    replayed = await anyio.to_thread.run_sync(lambda: run_replay(tmp_path, recording))
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+
+
 def test_replay_refuses_a_file_that_is_not_a_recording(tmp_path: Path) -> None:
     bogus = tmp_path / "bogus.jsonl"
     bogus.write_text('{"jsonrpc": "2.0"}\n', encoding="utf-8")

@@ -13,11 +13,17 @@ __all__ = ["run_replay", "write_updated"]
 
 
 def write_updated(
-    path: Path, header: dict[str, object], result: ReplayResult, model_entries: list[dict[str, object]]
+    path: Path,
+    header: dict[str, object],
+    result: ReplayResult,
+    model_entries: list[dict[str, object]],
+    session_files: dict[str, list[str]] | None = None,
 ) -> None:
     """Rewrite the recording at *path*: its header, the replay's frames in the order they happened (the
     daemon's as it sent them now, in the recording's names), then the recorded model responses."""
     lines = [header]
+    for sid, content in (session_files or {}).items():
+        lines.append({"kind": "session-file", "sessionId": sid, "lines": content})
     for kind, value in result.timeline:
         if kind == "eof":
             lines.append({"kind": "eof"})
@@ -46,7 +52,7 @@ def run_replay(file: str, *, cwd: str | None, frame_timeout: float, update: bool
         return 2
     result = anyio.run(lambda: replay(recording, cwd=cwd, frame_timeout=frame_timeout, update=update, config=config))
     if update:
-        write_updated(Path(file), recording.header, result, recording.model_entries)
+        write_updated(Path(file), recording.header, result, recording.model_entries, recording.session_files)
         sys.stdout.write(f"updated {file}: {result.report}\n")
         return 0
     sys.stdout.write(("ok: " if result.ok else "replay differs: ") + result.report + "\n")

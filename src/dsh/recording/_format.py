@@ -37,6 +37,8 @@ class Recording:
     header: dict[str, Any]
     events: list[Event] = field(default_factory=list)
     model_entries: list[dict[str, Any]] = field(default_factory=list)
+    session_files: dict[str, list[str]] = field(default_factory=dict)
+    """Stored sessions the recorded client loaded (id → the file's lines when it did)."""
 
     @property
     def outgoing(self) -> list[Event]:
@@ -72,6 +74,10 @@ def read_recording(path: str | Path) -> Recording:
             )
         elif kind == "eof":
             recording.events.append(Event("eof", number, t=float(entry.get("t", 0.0))))
+        elif kind == "session-file" and isinstance(entry.get("sessionId"), str):
+            if not entry["sessionId"].replace("-", "").isalnum():
+                raise RecordingError(f"{path}:{number}: session id {entry['sessionId'][:80]!r} is not a session id")
+            recording.session_files.setdefault(entry["sessionId"], [str(line) for line in entry.get("lines", [])])
         elif kind in ("model-request", "model-chunk", "model-end"):
             recording.model_entries.append(entry)
         else:

@@ -6,6 +6,9 @@ monotonic clock):
 * ``{"kind": "header", "format": "dsh-recording", "version": 1, "dsh": VERSION, "model": …, "models": […],
   "cwd": …, "dataDir": …, "started": ISO-8601}`` — the first line.
 * ``{"kind": "eof", "t"}`` — the daemon's input ended.
+* ``{"kind": "session-file", "t", "sessionId", "lines": […]}`` — a stored session the client loads or resumes
+  that this recording did not create, as its file was just before the daemon read the request (a replay puts it
+  in its data directory first).
 * ``{"kind": "frame", "t", "dir": "in" | "out", "frame": {…}}`` — a frame the daemon read (``in``) or wrote
   (``out``); a frame that is not JSON is kept as text in ``raw`` instead of ``frame``.
 * ``{"kind": "model-request", "t", "n", "model"}``, then ``{"kind": "model-chunk", "t", "n", "chunk": {…}}`` per
@@ -57,13 +60,16 @@ def _redact_json(value: Any, redact: Callable[[str], str]) -> Any:
 class Recorder:
     """Writes one recording file (see the module docstring). Not thread-safe: used from the event loop only."""
 
-    def __init__(self, path: str | Path, redact: Callable[[str], str]) -> None:
+    def __init__(self, path: str | Path, redact: Callable[[str], str], *, data_dir: str | None = None) -> None:
         self.path = recording_path(path)
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         self._file: Any = os.fdopen(fd, "w", encoding="utf-8")
         self._redact = redact
         self._start = time.monotonic()
         self._requests = 0
+        self._data_dir = data_dir
+        self._sessions: set[str] = set()
+        """Session ids the recording already holds: created in it (answered by the daemon) or embedded."""
 
     def _write(self, entry: dict[str, Any]) -> None:
         if self._file is None:
@@ -94,7 +100,33 @@ class Recorder:
             entry["frame"] = json.loads(data)
         except ValueError:
             entry["raw"] = data.decode("utf-8", errors="replace")
+        frame = entry.get("frame")
+        if isinstance(frame, dict):
+            if direction == "in":
+                self._embed_stored(frame)
+            else:
+                result = frame.get("result")
+                if isinstance(result, dict) and isinstance(result.get("sessionId"), str):
+                    self._sessions.add(result["sessionId"])
         self._write(entry)
+
+    def _embed_stored(self, frame: dict[str, Any]) -> None:
+        """Before a ``session/load`` or ``session/resume`` of a session this recording did not create, the stored
+        session as it is now (the daemon has not read the frame yet): a replay starts from the same file."""
+        params = frame.get("params")
+        if frame.get("method") not in ("session/load", "session/resume") or not isinstance(params, dict):
+            return
+        session_id = params.get("sessionId")
+        if not isinstance(session_id, str) or session_id in self._sessions or self._data_dir is None:
+            return
+        if not session_id.replace("-", "").isalnum():  # never a path: the daemon refuses such ids anyway
+            return
+        try:
+            text = (Path(self._data_dir) / f"{session_id}.jsonl").read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return
+        self._sessions.add(session_id)
+        self._write({"kind": "session-file", "t": self._now(), "sessionId": session_id, "lines": text.splitlines()})
 
     def eof(self) -> None:
         """The daemon's input ended (the client closed its end): a replay closes the replayed daemon's here."""

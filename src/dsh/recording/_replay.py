@@ -199,6 +199,8 @@ def _prepare(
     script.write_text(json.dumps({"script": str(steps), "models": [m for m in models if isinstance(m, str)]}))
     data_dir = root / "data"
     data_dir.mkdir()
+    for session_id, lines in recording.session_files.items():  # stored sessions the client loaded, as they were
+        (data_dir / f"{session_id}.jsonl").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     paths: dict[str, str] = {}
     if isinstance(header.get("dataDir"), str):
         paths[str(data_dir)] = header["dataDir"]

@@ -304,8 +304,9 @@ def _recorder(options: DaemonOptions) -> Recorder | None:
 
     loaded = options.loaded_config
     policy = policy_for(loaded.providers if loaded else None, loaded.secrets if loaded else None)
+    data_dir = options.data_dir or _default_data_dir()
     try:
-        recorder = Recorder(options.record, policy.redactor())
+        recorder = Recorder(options.record, policy.redactor(), data_dir=data_dir)
     except OSError as exc:
         sys.stderr.write(f"dsh acp: cannot record to {options.record}: {exc.strerror}; not recording\n")
         return None
@@ -313,7 +314,7 @@ def _recorder(options: DaemonOptions) -> Recorder | None:
         model=options.model,
         models=list(options.models),
         cwd=os.getcwd(),
-        dataDir=options.data_dir or _default_data_dir(),
+        dataDir=data_dir,
         agentEvents=options.agent_events,
     )
     return recorder
