@@ -50,7 +50,7 @@ def stop_reason(reason: TurnEndReason | None, *, limited: str | None, interrupte
 class RunTracker:
     session_id: str
     turn: int | None = None
-    """The turn this run sent (the first turn that starts after the task was handed over)."""
+    """The run's turn: the last one its agent started."""
     reason: TurnEndReason | None = None
     step_text: list[str] = field(default_factory=list)
     final_text: str = ""
@@ -61,6 +61,14 @@ class RunTracker:
     current_tool: str | None = None
     names: dict[str, str] = field(default_factory=dict)
     """call id → tool name."""
+
+    def turn_started(self, turn: int) -> None:
+        """A turn of the run's agent began: the result describes the last one (usage, files and refusals add
+        up over all of them)."""
+        self.turn = turn
+        self.reason = None
+        self.steps = 0
+        self.final_text = ""
 
     def step_started(self) -> None:
         self.steps += 1

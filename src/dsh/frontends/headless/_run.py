@@ -242,8 +242,8 @@ def _listen(ctx: Context, session_id: str, tracker: RunTracker, output: _Output)
         return agent.session.id == session_id
 
     def on_turn_start(agent: Agent, turn: int) -> None:
-        if ours(agent) and tracker.turn is None:
-            tracker.turn = turn
+        if ours(agent):  # the last turn is the run's (a compaction may run as a turn of its own before it)
+            tracker.turn_started(turn)
 
     def on_turn_end(agent: Agent, turn: int, reason: Any) -> None:
         if ours(agent) and turn == tracker.turn:
