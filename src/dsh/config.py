@@ -33,6 +33,7 @@ from dsh.app import DEFAULT_MODEL
 from dsh.context._config import CompactionConfig, SectionOverrides
 from dsh.errors import DshError
 from dsh.mcp._config import McpServerConfig
+from dsh.policy import PermissionsConfig
 from dsh.providers._settings import ProviderSettings
 from dsh.secrets import SecretsConfig
 
@@ -101,6 +102,8 @@ class DshConfig(BaseModel):
     """MCP servers of every session, by name (:mod:`dsh.mcp`); an editor-given server of the same name wins."""
     secrets: SecretsConfig = Field(default_factory=SecretsConfig)
     """What the processes dsh starts for tools do not see (see :mod:`dsh.secrets`)."""
+    permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
+    """New sessions' mode and the allow / ask / deny patterns of tool calls (see :mod:`dsh.policy`)."""
 
     @field_validator("data_dir")
     @classmethod

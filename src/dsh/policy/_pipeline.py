@@ -42,7 +42,9 @@ if TYPE_CHECKING:
     from dsh.kernel import Context, Next
     from dsh.services.tools import Prepared, ToolDefinition, ToolExecution, ToolResult
 
-__all__ = ["Pipeline", "refused"]
+__all__ = ["REFUSED_CODE", "Pipeline", "refusal_of", "refused"]
+
+REFUSED_CODE = "PERMISSION_DENIED"
 
 log = get_logger("dsh.policy")
 
@@ -54,8 +56,19 @@ def refused(execution: ToolExecution, message: str) -> ToolResult:
         execution.call_id,
         [{"type": "text", "text": message}],
         is_error=True,
-        error={"name": "PermissionDenied", "code": "PERMISSION_DENIED"},
+        error={"name": "PermissionDenied", "code": REFUSED_CODE},
     )
+
+
+def refusal_of(event_type: str, data: Any) -> str | None:
+    """The message of a ``tool/result`` the policy refused (a front end that shows refusals: ``dsh prompt``)."""
+    if event_type != "tool/result" or not isinstance(data, dict):
+        return None
+    error = data.get("error")
+    if not isinstance(error, dict) or error.get("code") != REFUSED_CODE:
+        return None
+    content = data.get("content") or []
+    return " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
 
 
 class Pipeline:

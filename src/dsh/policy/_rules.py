@@ -11,16 +11,17 @@ session (allow or reject, with the scope the option named), which are recorded i
 The decision (:meth:`SessionPolicy.decide`), in order:
 
 1. A deny pattern or an "always reject" that matches refuses (deny wins over everything, even bypass).
-2. Plan mode refuses edits, commands, tools that ask, and paths outside the roots.
-3. Bypass mode allows.
-4. Paths outside the session's roots ask (an "always allow" never reaches outside; a config ``allow`` pattern
+2. Reads and searches outside the roots are allowed when the session reads anywhere (``--allow-reads``).
+3. Plan mode refuses edits, commands, tools that ask, and paths outside the roots.
+4. Bypass mode allows.
+5. Paths outside the session's roots ask (an "always allow" never reaches outside; a config ``allow`` pattern
    that names the path does).
-5. An ``ask`` pattern that matches asks.
-6. A command is split into its simple commands (:mod:`._shell`); it is allowed only when every part is, by the
+6. An ``ask`` pattern that matches asks.
+7. A command is split into its simple commands (:mod:`._shell`); it is allowed only when every part is, by the
    built-in read-only set or an allow rule; anything opaque asks.
-7. Edits: allowed in accept-edits mode or by an allow rule for the path; else ask.
-8. Other commands and tools that say they ``ask`` (MCP tools that are not read-only): an allow rule, else ask.
-9. Everything else (reads, searches) is allowed.
+8. Edits: allowed in accept-edits mode or by an allow rule for the path; else ask.
+9. Other commands and tools that say they ``ask`` (MCP tools that are not read-only): an allow rule, else ask.
+10. Everything else (reads, searches) is allowed.
 
 Legacy ``permission/rule`` events (before scopes) carry no scope: their "reject" still holds for the whole tool,
 their "allow" holds only for tools that are neither commands nor edits (a remembered tool-wide "always allow
@@ -54,6 +55,7 @@ __all__ = [
 
 EDIT_KINDS = frozenset({"edit", "delete", "move"})
 COMMAND_KINDS = frozenset({"execute"})
+READ_KINDS = frozenset({"read", "search"})
 RULE_EVENT = "permission/rule"
 RUNNING_EVENT = "tool/running"
 """Logged by the pipeline when it lets a call run: the card goes ``pending`` → ``in_progress``. In the log (not
@@ -162,6 +164,8 @@ class SessionPolicy:
 
     mode: str = DEFAULT_MODE
     rules: list[Rule] = field(default_factory=list)
+    reads_anywhere: bool = False
+    """Reads and searches outside the roots run without asking (a run nobody can be asked in, ``--allow-reads``)."""
 
     # -- matching ----------------------------------------------------------------------------------------------
 
@@ -198,6 +202,8 @@ class SessionPolicy:
         if denied is not None:
             return Decision("refuse", self._denied(facts, denied))
         mutating = facts.kind in EDIT_KINDS or facts.kind in COMMAND_KINDS or facts.asks
+        if facts.outside and self.reads_anywhere and not mutating and facts.kind in READ_KINDS:
+            return Decision("allow")
         if self.mode == "plan" and (mutating or facts.outside):
             return Decision("refuse", self._plan(facts))
         if self.mode == "bypass":

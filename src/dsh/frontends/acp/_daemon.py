@@ -361,6 +361,7 @@ async def _serve_app(
     from dsh.frontends.acp._wire import InitializeParams
     from dsh.kernel import App
     from dsh.plugins.persistence import default_data_dir
+    from dsh.policy import policy_config
 
     async with App() as app:
         ctx = app.ctx
@@ -372,6 +373,7 @@ async def _serve_app(
             providers=loaded.providers if loaded is not None else None,
             context=context_from_file(loaded),
             secrets=loaded.secrets if loaded is not None else None,
+            policy=policy_config(loaded.permissions if loaded is not None else None),
         )
         _report_storage(ctx.get("session_persistence"))
         from dsh.mcp import McpOptions, mcp_plugin
