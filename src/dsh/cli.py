@@ -115,6 +115,22 @@ MaxStepsOption = Annotated[
         "--max-steps", "--max-turns", metavar="N", help="Stop after N model calls (exit 1).", min=1, show_default=False
     ),
 ]
+ModeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--mode",
+        metavar="MODE",
+        help="default, accept-edits, plan or bypass \\[config `permissions.mode`; default default].",
+        show_default=False,
+    ),
+]
+AllowReadsOption = Annotated[
+    bool, typer.Option("--allow-reads", help="Let reads and searches reach outside the working directory.")
+]
+AllowEditsOption = Annotated[bool, typer.Option("--allow-edits", help="Let file edits run without asking.")]
+AllowAllOption = Annotated[
+    bool, typer.Option("--allow-all", help="Let everything run without asking (deny rules still hold).")
+]
 TimeoutOption = Annotated[
     float | None,
     typer.Option(metavar="SECONDS", help="Cancel the run after SECONDS (exit 1).", min=0.001, show_default=False),
@@ -135,6 +151,10 @@ def exec_command(
     ephemeral: EphemeralOption = False,
     max_steps: MaxStepsOption = None,
     timeout: TimeoutOption = None,
+    mode: ModeOption = None,
+    allow_reads: AllowReadsOption = False,
+    allow_edits: AllowEditsOption = False,
+    allow_all: AllowAllOption = False,
     model: ModelOption = None,
     system: SystemOption = None,
     data_dir: DataDirOption = None,
@@ -151,18 +171,22 @@ def exec_command(
         task = sys.stdin.read()
     _exec(
         task,
-        json_output,
-        cwd,
-        session,
-        ephemeral,
-        max_steps,
-        timeout,
-        model,
-        system,
-        data_dir,
-        log_level,
-        log_file,
-        config,
+        json_output=json_output,
+        cwd=cwd,
+        session=session,
+        ephemeral=ephemeral,
+        max_steps=max_steps,
+        timeout=timeout,
+        mode=mode,
+        allow_reads=allow_reads,
+        allow_edits=allow_edits,
+        allow_all=allow_all,
+        model=model,
+        system=system,
+        data_dir=data_dir,
+        log_level=log_level,
+        log_file=log_file,
+        config=config,
     )
 
 
@@ -175,6 +199,10 @@ def prompt(
     ephemeral: EphemeralOption = False,
     max_steps: MaxStepsOption = None,
     timeout: TimeoutOption = None,
+    mode: ModeOption = None,
+    allow_reads: AllowReadsOption = False,
+    allow_edits: AllowEditsOption = False,
+    allow_all: AllowAllOption = False,
     model: ModelOption = None,
     system: SystemOption = None,
     data_dir: DataDirOption = None,
@@ -185,29 +213,38 @@ def prompt(
     """The same as `dsh exec TEXT` (kept for the scripts that use it)."""
     _exec(
         text,
-        json_output,
-        cwd,
-        session,
-        ephemeral,
-        max_steps,
-        timeout,
-        model,
-        system,
-        data_dir,
-        log_level,
-        log_file,
-        config,
+        json_output=json_output,
+        cwd=cwd,
+        session=session,
+        ephemeral=ephemeral,
+        max_steps=max_steps,
+        timeout=timeout,
+        mode=mode,
+        allow_reads=allow_reads,
+        allow_edits=allow_edits,
+        allow_all=allow_all,
+        model=model,
+        system=system,
+        data_dir=data_dir,
+        log_level=log_level,
+        log_file=log_file,
+        config=config,
     )
 
 
 def _exec(
     task: str,
+    *,
     json_output: bool,
     cwd: str | None,
     session: str | None,
     ephemeral: bool,
     max_steps: int | None,
     timeout: float | None,
+    mode: str | None,
+    allow_reads: bool,
+    allow_edits: bool,
+    allow_all: bool,
     model: str | None,
     system: str | None,
     data_dir: str | None,
@@ -240,6 +277,10 @@ def _exec(
         ephemeral=ephemeral,
         max_steps=max_steps,
         timeout=timeout,
+        mode=mode,
+        allow_reads=allow_reads,
+        allow_edits=allow_edits,
+        allow_all=allow_all,
     )
     raise typer.Exit(anyio.run(run_exec, options, settings))
 

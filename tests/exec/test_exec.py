@@ -47,7 +47,7 @@ def test_json_events_are_the_agent_streams_and_the_result_ends_them(tmp_path: Pa
             {"text": "Done: notes are final.", "usage": {"input_tokens": 100, "output_tokens": 7}},
         ],
     )
-    run = exec_run(tmp_path, "--json", "make the notes final", model=model)
+    run = exec_run(tmp_path, "--json", "--allow-all", "make the notes final", model=model)
     assert run.code == 0, run.stderr
     lines = run.lines  # every line parses
     *events, result = lines
@@ -239,3 +239,50 @@ def test_a_real_provider_runs_and_the_result_has_its_usage_and_cost(tmp_path: Pa
     assert "sk-test-exec" not in run.stdout + run.stderr
     missing = exec_run(tmp_path, "hi", model="openai:gpt-4.1", env={"OPENAI_API_KEY": None})
     assert missing.code == 2 and "OPENAI_API_KEY" in missing.stderr and missing.stdout == ""
+
+
+def test_a_command_is_refused_without_a_flag_and_runs_with_one(tmp_path: Path) -> None:
+    """Nobody can approve in a headless run: what would ask is refused (exit 1, the reason on stderr and in the
+    result), and the model is told how it could be allowed; ``--allow-all`` lets it run."""
+    project = tmp_path / "project"
+    project.mkdir()
+    steps = [
+        {"tool_calls": [{"name": "run_command", "arguments": {"command": "touch made.txt"}, "id": "c1"}]},
+        {"text": "I tried."},
+    ]
+    refused = exec_run(tmp_path, "--json", "make the file", model=write_script(tmp_path / "a.json", steps))
+    assert refused.code == 1, refused.stderr
+    assert not (project / "made.txt").exists()
+    result = refused.lines[-1]
+    assert result["stopReason"] == "end_turn" and [d["tool"] for d in result["denied"]] == ["run_command"]
+    told = next(e for e in refused.lines if e["type"] == "agent/tool-result")
+    assert told["isError"] and told["error"]["code"] == "PERMISSION_DENIED"
+    assert "--allow-all" in json.dumps(told["content"])  # the model can say what to allow
+    assert "refused run_command" in refused.stderr and "--allow-all" in refused.stderr
+
+    allowed = exec_run(
+        tmp_path, "--json", "--allow-all", "make the file", model=write_script(tmp_path / "b.json", steps)
+    )
+    assert allowed.code == 0, allowed.stderr
+    assert (project / "made.txt").exists() and allowed.lines[-1]["denied"] == []
+
+
+def test_edits_need_allow_edits_and_plan_mode_stays_read_only(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    steps = [
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "new.txt", "content": "x\n"}, "id": "w1"}]},
+        {"text": "ok"},
+    ]
+    plain = exec_run(tmp_path, "write", model=write_script(tmp_path / "a.json", steps))
+    assert plain.code == 1 and not (project / "new.txt").exists()
+    assert plain.stdout == "ok\n" and "refused write_file" in plain.stderr
+    planned = exec_run(
+        tmp_path, "--mode", "plan", "--allow-all", "write", model=write_script(tmp_path / "b.json", steps)
+    )
+    assert planned.code == 1 and not (project / "new.txt").exists()
+    edits = exec_run(tmp_path, "--json", "--allow-edits", "write", model=write_script(tmp_path / "c.json", steps))
+    assert edits.code == 0, edits.stderr
+    assert edits.lines[-1]["filesChanged"] == [str(project / "new.txt")]
+    bad = exec_run(tmp_path, "--mode", "yolo", "write")
+    assert bad.code == 2 and "yolo" in bad.stderr and bad.stdout == ""

@@ -20,8 +20,6 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
-DENIED = "PERMISSION_DENIED"
-"""The error code of a tool result the policy refused (RFC 0017)."""
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
 
 
@@ -95,10 +93,11 @@ class RunTracker:
     def tool_result(self, data: dict[str, Any]) -> None:
         self.current_tool = None
         name = self.names.get(data["call_id"], "a tool")
-        error = data.get("error")
-        if isinstance(error, dict) and error.get("code") == DENIED:
-            texts = [block.get("text", "") for block in data.get("content", []) if block.get("type") == "text"]
-            self.denied.append({"tool": name, "callId": data["call_id"], "reason": " ".join(texts).strip()})
+        from dsh.policy import refusal_of
+
+        refusal = refusal_of("tool/result", data)
+        if refusal is not None:
+            self.denied.append({"tool": name, "callId": data["call_id"], "reason": refusal.strip()})
             return
         display = data.get("display")
         diff = display.get("diff") if isinstance(display, dict) else None

@@ -26,7 +26,7 @@ import os
 import signal
 import sys
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from dsh.kernel import Context, Next
+    from dsh.policy import PolicyConfig
     from dsh.services.agents import Agent, AgentHandle
     from dsh.services.llm import StreamChunk
     from dsh.services.sessions import Session, SessionEvent
@@ -66,9 +67,11 @@ class ExecOptions:
     ephemeral: bool = False
     max_steps: int | None = None
     timeout: float | None = None
-    model_given: bool = False
-    """Whether the model came from a flag or variable (a continued session otherwise keeps the default)."""
-    extra: dict[str, Any] = field(default_factory=dict)
+    mode: str | None = None
+    """The policy's mode (RFC 0017); None: the configuration's ``permissions.mode``, else ``default``."""
+    allow_reads: bool = False
+    allow_edits: bool = False
+    allow_all: bool = False
 
 
 class _Output:
@@ -117,7 +120,27 @@ async def run_exec(options: ExecOptions, settings: Settings) -> int:
         return code
 
 
-def _load(ctx: Context, options: ExecOptions, settings: Settings) -> None:
+FLAGS = "run dsh exec with --allow-edits, --allow-all, --allow-reads or --mode, or add a permissions: rule"
+"""How the model (and so the user) is told a refused call can be allowed."""
+
+
+def _policy(options: ExecOptions, settings: Settings) -> PolicyConfig:
+    """Nobody can be asked in a headless run: what would ask is refused, unless the flags allow it (RFC 0017's
+    :func:`dsh.policy.unattended_policy`; deny rules hold whatever the flags say). A bad mode is ValueError."""
+    from dsh.policy import unattended_policy
+
+    loaded = settings.config
+    return unattended_policy(
+        loaded.permissions if loaded is not None else None,
+        mode=options.mode,
+        allow_reads=options.allow_reads,
+        allow_edits=options.allow_edits,
+        allow_all=options.allow_all,
+        flags=FLAGS,
+    )
+
+
+def _load(ctx: Context, options: ExecOptions, settings: Settings, policy: PolicyConfig) -> None:
     from dsh.app import load_core
     from dsh.context import context_from_file
     from dsh.mcp import McpOptions, mcp_plugin
@@ -129,6 +152,7 @@ def _load(ctx: Context, options: ExecOptions, settings: Settings) -> None:
         providers=loaded.providers if loaded is not None else None,
         secrets=loaded.secrets if loaded is not None else None,
         context=context_from_file(loaded),
+        policy=policy,
     )
     ctx.plugin(mcp_plugin, McpOptions(loaded.mcp_servers if loaded is not None else {}, settings.get("mcp_timeout")))
 
@@ -137,9 +161,14 @@ async def _run(options: ExecOptions, settings: Settings, state: _State) -> int:
     from dsh.kernel import App
 
     output = _Output(options.json)
+    try:
+        policy = _policy(options, settings)
+    except ValueError as error:
+        sys.stderr.write(f"dsh exec: --mode: {error}\n")
+        return EXIT_USAGE
     async with App() as app:
         ctx = app.ctx
-        _load(ctx, options, settings)
+        _load(ctx, options, settings, policy)
         problem = ctx.llm.unserved(settings.model)
         if problem is not None:
             sys.stderr.write(f"dsh: {settings.origin('model')}: {problem}\n")
