@@ -286,3 +286,29 @@ def test_edits_need_allow_edits_and_plan_mode_stays_read_only(tmp_path: Path) ->
     assert edits.lines[-1]["filesChanged"] == [str(project / "new.txt")]
     bad = exec_run(tmp_path, "--mode", "yolo", "write")
     assert bad.code == 2 and "yolo" in bad.stderr and bad.stdout == ""
+
+
+def test_a_reader_that_stops_reading_does_not_break_the_run(tmp_path: Path) -> None:
+    """``dsh exec --json … | head -1``: the run still ends normally, with no traceback."""
+    import subprocess
+
+    from tests.support.env import sandbox_env
+
+    project = tmp_path / "project"
+    project.mkdir()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dsh", "exec", "--json", " ".join(f"w{i}" for i in range(3000))],
+        env=sandbox_env(tmp_path, "echo"),
+        cwd=project,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    with process:
+        assert process.stdout is not None and process.stderr is not None
+        first = process.stdout.readline()
+        assert json.loads(first)["type"] == "agent/created"
+        process.stdout.close()
+        err = process.stderr.read().decode()
+        assert process.wait(timeout=30) == 0, err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err

@@ -74,6 +74,12 @@ class ExecOptions:
     allow_all: bool = False
 
 
+def _drop_stdout() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 class _Output:
     """Where the run's lines go: JSON lines or the person's progress."""
 
@@ -86,8 +92,14 @@ class _Output:
         self.line({"type": method.removeprefix("_dsh/"), **params})
 
     def line(self, obj: dict[str, Any]) -> None:
-        sys.stdout.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n")
-        sys.stdout.flush()
+        """One line on stdout, flushed. A reader that went away (``dsh exec --json | head -1``) is not an error
+        of the run: stdout is pointed at /dev/null and the run goes on to its end (and its exit status)."""
+        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _drop_stdout()
 
     def note(self, kind: str, text: str, **fields: Any) -> None:
         """Something that is not a loop event (a server that did not start): a line of its own."""
@@ -220,8 +232,11 @@ def _finish(result: dict[str, Any], output: _Output, ephemeral: bool) -> int:
     else:
         output.progress.clear()
         if result["text"]:
-            sys.stdout.write(result["text"].rstrip("\n") + "\n")
-            sys.stdout.flush()
+            try:
+                sys.stdout.write(result["text"].rstrip("\n") + "\n")
+                sys.stdout.flush()
+            except BrokenPipeError:
+                _drop_stdout()
     reason = failure_line(result)
     if reason is not None:
         sys.stderr.write(f"dsh exec: {reason}\n")
