@@ -20,6 +20,17 @@ from tests.support.sdk import run_dsh
 pytestmark = pytest.mark.anyio
 
 
+NUMBERED = 'entry = f"{offset + index:>6}\\t{line}"'
+
+
+def _number_lines_differently(scratch: Path) -> None:
+    """In the scratch copy, read_file numbers its lines ``1: text`` instead of ``     1\ttext``."""
+    holders = [path for path in (scratch / "dsh" / "tools").glob("*.py") if NUMBERED in path.read_text("utf-8")]
+    assert len(holders) == 1, holders
+    source = holders[0].read_text(encoding="utf-8")
+    holders[0].write_text(source.replace(NUMBERED, 'entry = f"{offset + index}: {line}"'), encoding="utf-8")
+
+
 def _entries(recording: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in recording.read_text(encoding="utf-8").splitlines()]
 
@@ -48,10 +59,7 @@ async def test_a_recorded_session_replays_exactly_and_a_changed_tool_output_is_n
     # A scratch copy of dsh whose read_file numbers lines differently: the replay names the tool call's update.
     scratch = tmp_path / "scratch"
     shutil.copytree(SRC / "dsh", scratch / "dsh", ignore=shutil.ignore_patterns("__pycache__"))
-    builtin = scratch / "dsh" / "tools" / "_builtin.py"
-    source = builtin.read_text(encoding="utf-8")
-    assert 'entry = f"{offset + index:>6}\\t{line}"' in source
-    builtin.write_text(source.replace('entry = f"{offset + index:>6}\\t{line}"', 'entry = f"{offset + index}: {line}"'))
+    _number_lines_differently(scratch)
     project = str(tmp_path / "project")
     results: dict[str, subprocess.CompletedProcess[str]] = {}
 
