@@ -60,11 +60,21 @@ def _redact_json(value: Any, redact: Callable[[str], str]) -> Any:
 class Recorder:
     """Writes one recording file (see the module docstring). Not thread-safe: used from the event loop only."""
 
-    def __init__(self, path: str | Path, redact: Callable[[str], str], *, data_dir: str | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        redact: Callable[[str], str],
+        *,
+        data_dir: str | None = None,
+        secrets_are_plain: bool = False,
+    ) -> None:
         self.path = recording_path(path)
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         self._file: Any = os.fdopen(fd, "w", encoding="utf-8")
         self._redact = redact
+        self._plain = secrets_are_plain
+        """Every secret value reads the same inside a JSON string (no quote, backslash, control or non-ASCII
+        character): then a line's JSON text is redacted as text, exactly as its strings would be one by one."""
         self._start = time.monotonic()
         self._requests = 0
         self._data_dir = data_dir
@@ -75,10 +85,22 @@ class Recorder:
         if self._file is None:
             return
         try:
-            line = json.dumps(_redact_json(entry, self._redact), ensure_ascii=False, separators=(",", ":"))
+            if self._plain:
+                line = self._redact(json.dumps(entry, ensure_ascii=False, separators=(",", ":")))
+            else:
+                line = json.dumps(_redact_json(entry, self._redact), ensure_ascii=False, separators=(",", ":"))
+        except (ValueError, TypeError) as exc:
+            log.error("recording: an entry that is not JSON was left out", error=str(exc))
+            return
+        self._line(line)
+
+    def _line(self, line: str) -> None:
+        if self._file is None:
+            return
+        try:
             self._file.write(line + "\n")
             self._file.flush()
-        except (OSError, ValueError, TypeError) as exc:
+        except (OSError, ValueError) as exc:
             log.error("recording stopped: cannot write it", path=str(self.path), error=str(exc))
             self.close()
 
@@ -95,6 +117,11 @@ class Recorder:
 
     def frame(self, direction: str, data: bytes) -> None:
         """A frame read (``in``) or written (``out``), without its newline."""
+        if direction == "out" and self._plain and b'"result"' not in data:
+            # The daemon's own frame is one line of JSON already: no parse and no re-encoding on the chunk path.
+            text = data.decode("utf-8", errors="replace")
+            self._line(f'{{"kind":"frame","t":{self._now()},"dir":"out","frame":{self._redact(text)}}}')
+            return
         entry: dict[str, Any] = {"kind": "frame", "t": self._now(), "dir": direction}
         try:
             entry["frame"] = json.loads(data)

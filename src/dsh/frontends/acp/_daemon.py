@@ -306,7 +306,11 @@ def _recorder(options: DaemonOptions) -> Recorder | None:
     policy = policy_for(loaded.providers if loaded else None, loaded.secrets if loaded else None)
     data_dir = options.data_dir or _default_data_dir()
     try:
-        recorder = Recorder(options.record, policy.redactor(), data_dir=data_dir)
+        values = [value for value, _ in policy.secret_values(os.environ)]
+        plain = all(
+            value.isascii() and value.isprintable() and '"' not in value and "\\" not in value for value in values
+        )
+        recorder = Recorder(options.record, policy.redactor(), data_dir=data_dir, secrets_are_plain=plain)
     except OSError as exc:
         sys.stderr.write(f"dsh acp: cannot record to {options.record}: {exc.strerror}; not recording\n")
         return None
