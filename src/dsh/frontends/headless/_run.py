@@ -164,6 +164,7 @@ def _load(ctx: Context, options: ExecOptions, settings: Settings, policy: Policy
         providers=loaded.providers if loaded is not None else None,
         secrets=loaded.secrets if loaded is not None else None,
         context=context_from_file(loaded),
+        tools=loaded.tools if loaded is not None else None,
         policy=policy,
     )
     ctx.plugin(mcp_plugin, McpOptions(loaded.mcp_servers if loaded is not None else {}, settings.get("mcp_timeout")))
