@@ -9,7 +9,8 @@ from typing import Any
 import anyio
 import pytest
 
-from dsh.context._accounting import Accounting, estimate_messages
+from dsh.context._accounting import Accounting
+from dsh.services.llm import estimate_request
 from dsh.context._models import builtin_price, builtin_window
 from dsh.services.llm import Price
 from tests.context.test_sections import write_config
@@ -171,4 +172,4 @@ def test_accounting_reported_plus_estimate_of_what_came_after() -> None:
     assert accounting.tokens() == 120 + 100 + 4
     accounting.on_usage({"input_tokens": 300, "output_tokens": 5}, Price(1.0, 1.0))
     assert accounting.tokens() == 305 and accounting.priced
-    assert estimate_messages([{"role": "user", "content": [{"type": "text", "text": "y" * 40}]}], "s" * 8) == 12 + 4
+    assert estimate_request([{"role": "user", "content": [{"type": "text", "text": "y" * 40}]}], "s" * 8) == 12 + 4

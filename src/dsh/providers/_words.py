@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from dsh.services.llm import Message, estimate_tokens
+from dsh.services.llm import Message
 
 _WORD = re.compile(r"\s*\S+\s*|\s+")
 
@@ -47,9 +47,3 @@ def message_text(message: Message) -> str:
         elif block["type"] == "tool-result":
             parts.extend(b["text"] for b in block["content"] if b["type"] == "text")
     return "".join(parts)
-
-
-def rough_tokens(messages: list[Message], system: str | None) -> int:
-    """A deterministic stand-in for a token count: whitespace-separated words (cached per message and per
-    request: see :mod:`dsh.services.llm._tokens`)."""
-    return estimate_tokens(messages) + len((system or "").split())

@@ -21,8 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dsh.errors import DshError, LlmError
 from dsh.kernel import plugin
-from dsh.providers._words import rough_tokens, words
-from dsh.services.llm import GenerateRequest, StreamChunk, Usage, model_name
+from dsh.providers._words import words
+from dsh.services.llm import GenerateRequest, StreamChunk, Usage, estimate_request, model_name
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
@@ -121,7 +121,10 @@ class ScriptedModels:
             if isinstance(step.error, str):
                 raise ScriptedModelError(step.error)
             raise ScriptedModelError(step.error.message, step.error.code)
-        usage: Usage = {"input_tokens": rough_tokens(request.messages, request.system), "output_tokens": count}
+        usage: Usage = {
+            "input_tokens": estimate_request(request.messages, request.system, request.tools),
+            "output_tokens": count,
+        }
         if step.usage is not None:
             usage = step.usage  # type: ignore[assignment]
         yield {"type": "usage", "usage": usage}
