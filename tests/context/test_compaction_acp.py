@@ -61,8 +61,8 @@ async def test_the_card_then_usage_live_and_on_load(server: FakeProvider, tmp_pa
     assert card["rawInput"]["trigger"] == "threshold" and card["rawInput"]["tokens_before"] > 16100
     assert usage["sessionUpdate"] == "usage_update" and usage["size"] == 20000
     # calibrated: the fake counted 16100 for a request estimated at far less (the ratio is clamped at 4), so the
-    # figure after compaction (mostly the built-in tools' schemas, about 1,000 estimated tokens) is in that count
-    assert usage["used"] == card["rawInput"]["tokens_after"] < 5000
+    # figure after compaction (mostly the built-in tools' schemas, about 1,600 estimated tokens) is in that count
+    assert usage["used"] == card["rawInput"]["tokens_after"] < 0.5 * 20000
     async with run_daemon(tmp_path, data, model="openai:test-model", env=env, name="dsh2") as daemon:
         with anyio.fail_after(30):
             await daemon.initialize()

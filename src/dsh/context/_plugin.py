@@ -433,10 +433,12 @@ class ContextService:
         window: int | None = None,
         instructions: str | None = None,
         manual: bool = False,
+        tail_budget: int | None = None,
     ) -> dict[str, Any] | None:
         """Summarise the session's older history now and append the ``context/compaction`` event; return its
         data, or None when there is nothing to summarise. Raises (history unchanged) when the summarisation
-        fails or *signal* is aborted."""
+        fails or *signal* is aborted. *tail_budget*: estimated tokens the running turn's recent steps may keep
+        (default: ``turn_tail`` of the window, calibrated)."""
         state = self._sessions.get(agent.session.id)
         if state is None:
             return None
@@ -453,7 +455,13 @@ class ContextService:
                 in_turn=state.in_turn,
                 turn_start=state.turn_start,
                 step_starts=state.step_starts,
-                tail_budget=int(settings.turn_tail * size / state.accounting.ratio) if size else None,
+                tail_budget=(
+                    tail_budget
+                    if tail_budget is not None
+                    else int(settings.turn_tail * size / state.accounting.ratio)
+                    if size
+                    else None
+                ),
             )
         if plan is None:
             return None
@@ -534,6 +542,8 @@ class ContextService:
             data = await self.compact_session(
                 agent,
                 trigger="overflow",
+                # the provider says it does not fit, whatever the window we know: keep at most the newest half
+                tail_budget=estimate_request(request.messages) // 2,
                 model=request.model,
                 signal=request.signal,
                 system=request.system,
