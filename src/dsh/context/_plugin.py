@@ -48,6 +48,8 @@ __all__ = ["INSTRUCTIONS_EVENT", "ContextService", "SessionContext", "context_pl
 log = get_logger("dsh.context")
 INSTRUCTIONS_EVENT = "context/instructions"
 EXTRA_ORDER = 900
+TOOLS_TEXTS = 64
+"""Tool lists whose rendered section is kept (a handful per process: the global set, each session's MCP set)."""
 PRUNE_TARGET = 0.75
 """A prune alone is enough when it brings the request under this fraction of the threshold; otherwise the
 history is summarised too (a prune that leaves the request just under the threshold would be followed by
@@ -81,6 +83,8 @@ class SessionContext:
     compacted_upto: int = 0
     failed_turn: int | None = None
     """The turn in which a threshold compaction failed (not retried before the next turn)."""
+    tools_section: str = ""
+    """The tools section the session's last assembly rendered (from the global tools)."""
     recorded_files: list[str] | None = None
     """The instruction files last recorded in the session log (``context/instructions``)."""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -96,8 +100,7 @@ class ContextService:
         self._mode_providers: list[ModeProvider] = []
         self._inflight: dict[int, tuple[GenerateRequest, Agent, int]] = {}
         """id(request) → (request, agent, turn) of each agent's current step request (for the overflow retry)."""
-        self._tools_key: tuple[tuple[str, str], ...] = ()
-        self._tools_text = ""
+        self._tools_texts: dict[tuple[tuple[str, str], ...], str] = {}
 
     # -- per-session state ------------------------------------------------------------------------------
 
@@ -254,19 +257,39 @@ class ContextService:
 
     # -- sections ---------------------------------------------------------------------------------------
 
-    def _tools_section(self, assembly: PromptAssembly) -> str:
-        key = tuple((tool["name"], tool.get("description", "")) for tool in assembly.tools)
-        if key != self._tools_key:
-            self._tools_key = key
-            self._tools_text = tools_text(assembly.tools)
-        return self._tools_text
+    def _tools_section(self, tools: list[ToolSchema]) -> str:
+        """The tools section for *tools* (cached per tool list: the same list renders the same bytes)."""
+        key = tuple((tool["name"], tool.get("description", "")) for tool in tools)
+        text = self._tools_texts.get(key)
+        if text is None:
+            if len(self._tools_texts) >= TOOLS_TEXTS:
+                self._tools_texts.clear()
+            text = self._tools_texts[key] = tools_text(tools)
+        return text
+
+    def _with_session_tools(self, state: SessionContext, request: GenerateRequest) -> GenerateRequest:
+        """The step's system prompt with its tools section listing every tool the request carries: tools
+        registered for the session alone (MCP servers') are added on ``agent/request``, after the prompt was
+        rendered from the global ones, and the model should find them in the section like the built-in ones.
+        The section is replaced in place (same position, so the prefix before it is unchanged); a section that
+        the configuration replaced or removed is left as it is."""
+        before = state.tools_section
+        if not before or not request.tools or not request.system:
+            return request
+        after = self._tools_section(request.tools)
+        if after == before or before not in request.system:
+            return request
+        return replace(request, system=request.system.replace(before, after, 1))
 
     def builtin_sections(self, assembly: PromptAssembly) -> list[PromptSection]:
         """The built-in sections for *assembly* (its tools, its agent's session)."""
         sections = [PromptSection("identity", ORDER["identity"], IDENTITY)]
-        sections.append(PromptSection("tools", ORDER["tools"], self._tools_section(assembly)))
+        tools = self._tools_section(assembly.tools)
+        sections.append(PromptSection("tools", ORDER["tools"], tools))
         agent = assembly.agent
         state = self._sessions.get(agent.session.id) if agent is not None else None
+        if state is not None:
+            state.tools_section = tools
         if agent is not None:
             mode = self.mode_of(agent.session.id)
             if mode is not None:
@@ -329,6 +352,7 @@ class ContextService:
         request = await next_(request)
         if state is None:
             return request
+        request = self._with_session_tools(state, request)
         state.model = request.model
         ratio = state.accounting.ratio_to_record()
         if ratio is not None:  # so a reload starts from this session's calibration, not from 1
