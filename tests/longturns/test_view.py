@@ -61,3 +61,25 @@ def test_a_compaction_inside_the_turn_keeps_the_request_and_the_recent_steps() -
     assert live[1]["content"] == [_text("fix it")]
     assert live[2]["content"][0]["id"] == "c3" and live[3]["content"][0]["tool_call_id"] == "c3"
     assert reloaded(session).derive_messages() == live
+
+
+def test_the_offline_models_count_is_the_one_estimate_of_what_they_are_sent() -> None:
+    """The echo and scripted models count each message once (by identity) yet report exactly ``estimate_request``
+    of every request, before and after a prune replaced messages in the view."""
+    from dsh.providers._words import RequestCounter
+    from dsh.services.llm import GenerateRequest, estimate_request
+
+    session = build()
+    counter = RequestCounter()
+    tools: Any = [{"name": "read_file", "description": "Read.", "parameters": {"type": "object"}}]
+
+    def check() -> None:
+        request = GenerateRequest(model="echo", messages=session.derive_messages(), system="You are dsh.", tools=tools)
+        assert counter(request) == estimate_request(request.messages, request.system, request.tools)
+
+    check()
+    results = [seq for seq, m in session.view() if m["content"][0]["type"] == "tool-result"]
+    session.append("context/prune", {"results": [{"seq": results[0], "stub": "[pruned]"}]})
+    check()
+    session.append("user/message", {"content": [_text("more")]})
+    check()

@@ -12,13 +12,17 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from dsh.kernel import plugin
-from dsh.providers._words import message_text, word_blocks
-from dsh.services.llm import GenerateRequest, StreamChunk, estimate_request
+from dsh.providers._words import RequestCounter, message_text, word_blocks
+from dsh.services.llm import GenerateRequest, StreamChunk
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
 
 __all__ = ["echo_plugin", "echo_stream"]
+
+
+_COUNTER = RequestCounter()
+"""The echo model's count of what it is sent (each message once; the figure of ``estimate_request``)."""
 
 
 async def echo_stream(request: GenerateRequest) -> AsyncIterator[StreamChunk]:
@@ -41,7 +45,7 @@ async def echo_stream(request: GenerateRequest) -> AsyncIterator[StreamChunk]:
     yield {
         "type": "usage",
         "usage": {
-            "input_tokens": estimate_request(request.messages, request.system, request.tools),
+            "input_tokens": _COUNTER(request),
             "output_tokens": count,
         },
     }

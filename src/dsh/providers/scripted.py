@@ -21,8 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dsh.errors import DshError, LlmError
 from dsh.kernel import plugin
-from dsh.providers._words import words
-from dsh.services.llm import GenerateRequest, StreamChunk, Usage, estimate_request, model_name
+from dsh.providers._words import RequestCounter, words
+from dsh.services.llm import GenerateRequest, StreamChunk, Usage, model_name
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
@@ -53,6 +53,7 @@ class ScriptedModels:
     """The adapter behind ``scripted:*``: one cursor per script, shared by every agent using it."""
 
     def __init__(self, inline: dict[str, list[Any]] | None = None) -> None:
+        self._count = RequestCounter()
         self._scripts: dict[str, _Script] = {
             name: _Script(name, load_steps(steps, name)) for name, steps in (inline or {}).items()
         }
@@ -122,7 +123,7 @@ class ScriptedModels:
                 raise ScriptedModelError(step.error)
             raise ScriptedModelError(step.error.message, step.error.code)
         usage: Usage = {
-            "input_tokens": estimate_request(request.messages, request.system, request.tools),
+            "input_tokens": self._count(request),
             "output_tokens": count,
         }
         if step.usage is not None:

@@ -7,6 +7,7 @@ from dsh.services.llm._estimate import (
     content_chars,
     estimate_chars,
     estimate_request,
+    tools_chars,
 )
 from dsh.services.llm._service import LlmService, ModelInfo, Price, ReasoningSupport, llm_plugin, model_name
 from dsh.services.llm._types import (
@@ -66,4 +67,5 @@ __all__ = [
     "estimate_request",
     "llm_plugin",
     "model_name",
+    "tools_chars",
 ]

@@ -22,7 +22,15 @@ import orjson
 
 from dsh.services.llm._types import Message
 
-__all__ = ["CHARS_PER_TOKEN", "IMAGE_TOKENS", "MESSAGE_OVERHEAD", "content_chars", "estimate_chars", "estimate_request"]
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "IMAGE_TOKENS",
+    "MESSAGE_OVERHEAD",
+    "content_chars",
+    "estimate_chars",
+    "estimate_request",
+    "tools_chars",
+]
 
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD = 4
@@ -55,7 +63,8 @@ def estimate_chars(chars: int) -> int:
     return -(-chars // CHARS_PER_TOKEN)
 
 
-def _tools_chars(tools: Any) -> int:
+def tools_chars(tools: Any) -> int:
+    """Characters of the tool schemas (their JSON)."""
     if not tools:
         return 0
     try:
@@ -66,7 +75,7 @@ def _tools_chars(tools: Any) -> int:
 
 def estimate_request(messages: Iterable[Message], system: str | None = None, tools: Any = None) -> int:
     """A whole request's prompt tokens, estimated: system, tool schemas and messages."""
-    chars = len(system or "") + _tools_chars(tools)
+    chars = len(system or "") + tools_chars(tools)
     count = 0
     for message in messages:
         chars += content_chars(message["content"])
