@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import operator
 import re
 from collections.abc import Iterator
-from typing import cast
 
 from dsh.services.llm import MESSAGE_OVERHEAD, GenerateRequest, Message, content_chars, estimate_chars, tools_chars
 
@@ -55,34 +53,37 @@ class RequestCounter:
     """What an offline model reports as its input tokens: :func:`~dsh.services.llm.estimate_request` of the request
     it is sent (the one estimate), each message counted once.
 
-    A conversation is sent again at every step with one or two messages more, and the messages are the session's
+    A conversation is sent again at every step with a message or two more, and its messages are the session's
     shared, read-only objects; counting every message of every request would make a step cost grow with the
-    session. So the characters of each message are kept by its identity (the entry holds the message, so the
-    identity cannot be reused while it is cached); a request costs C-level lookups plus the new messages. A
-    message replaced in the view (a prune's stub, a compaction's summary) is a new object and is counted anew.
-    At most :data:`COUNTED` messages are kept (then the cache starts again)."""
+    session. So the counter keeps, per conversation (keyed by its first message), the messages it last saw and
+    their characters: when a request starts with exactly those messages (one C-level list comparison, identity
+    first), only the new ones are counted. Anything else (a compaction's summary, a prune's stub, a plugin's
+    rewrite) is counted in full, so the figure is always exact. At most :data:`CONVERSATIONS` are kept."""
 
-    __slots__ = ("_chars",)
+    __slots__ = ("_seen",)
 
-    COUNTED = 200_000
+    CONVERSATIONS = 64
 
     def __init__(self) -> None:
-        self._chars: dict[int, tuple[Message, int]] = {}
+        self._seen: dict[int, tuple[Message, list[Message], int]] = {}
 
     def __call__(self, request: GenerateRequest) -> int:
         messages = request.messages
-        cache = self._chars
-        entries = list(map(cache.get, map(id, messages)))
-        if None in entries:
-            if len(cache) + len(entries) > self.COUNTED:
-                cache.clear()
-            for index in range(entries.index(None), len(entries)):
-                if entries[index] is None:
-                    message = messages[index]
-                    entries[index] = cache[id(message)] = (message, content_chars(message["content"]))
-        counted = cast("list[tuple[Message, int]]", entries)  # every entry is filled now
-        chars = sum(map(_CHARS, counted)) + len(request.system or "") + tools_chars(request.tools)
-        return estimate_chars(chars) + len(entries) * MESSAGE_OVERHEAD
-
-
-_CHARS = operator.itemgetter(1)
+        chars = 0
+        if messages:
+            first = messages[0]
+            seen = self._seen.get(id(first))
+            counted = None
+            if seen is not None and seen[0] is first:
+                _, previous, previous_chars = seen
+                known = len(previous)
+                if len(messages) >= known and messages[:known] == previous:
+                    counted = previous_chars + sum(content_chars(m["content"]) for m in messages[known:])
+            if counted is None:
+                counted = sum(content_chars(m["content"]) for m in messages)
+            if seen is None and len(self._seen) >= self.CONVERSATIONS:
+                self._seen.clear()
+            self._seen[id(first)] = (first, list(messages), counted)  # the entry keeps *first*: its id stays its own
+            chars = counted
+        chars += len(request.system or "") + tools_chars(request.tools)
+        return estimate_chars(chars) + len(messages) * MESSAGE_OVERHEAD
