@@ -58,6 +58,8 @@ async def test_a_300_step_turn_completes_in_a_32k_window_and_survives_a_restart(
         # the naive size: every tool result the turn produced, without pruning or summaries, is far over the window
         naive = sum(len(e["data"]["content"][0]["text"]) for e in events if e["type"] == "tool/result") // 4
         assert naive >= 40 * WINDOW * 0.7
+        cards = [u for u in daemon.updates_in(0, session_id=session) if u.get("title") == "Compacted conversation"]
+        assert len(cards) == len(compactions)  # the editor sees each in-turn compaction as it sees one between turns
         shutil.copytree(data, copy)  # the state a restart finds
         before = len(model.counts)
         assert (await daemon.prompt(session, "and now?")).stop_reason == "end_turn"
