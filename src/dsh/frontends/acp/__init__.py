@@ -9,13 +9,13 @@ from typing import Any
 
 from dsh.frontends.acp._daemon import DaemonOptions, run
 
-__all__ = ["DaemonOptions", "preview_request", "run", "show_system_prompt"]
+__all__ = ["DaemonOptions", "preview_system_prompt", "run", "show_system_prompt"]
 
 
 def __getattr__(name: str) -> Any:
-    """``preview_request`` and ``show_system_prompt`` (``dsh config show --system-prompt``), imported when first
-    used: the daemon answers ``initialize`` before the rest of the application is imported (RFC 0008)."""
-    if name in ("preview_request", "show_system_prompt"):
+    """``preview_system_prompt`` and ``show_system_prompt`` (``dsh config show --system-prompt``), imported when
+    first used: the daemon answers ``initialize`` before the rest of the application is imported (RFC 0008)."""
+    if name in ("preview_system_prompt", "show_system_prompt"):
         from dsh.frontends.acp import _preview
 
         return getattr(_preview, name)

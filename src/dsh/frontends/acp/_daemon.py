@@ -301,13 +301,34 @@ async def _serve_app(
     plugins: list[Any],
 ) -> None:
     """Build the application, then serve *early* and every later frame until EOF or a signal; shut down."""
-    from dsh.frontends.acp._build import load_daemon_plugins
-    from dsh.frontends.acp._frontend import AcpFrontend, AcpOptions
+    from dsh.app import load_core
+    from dsh.context import context_from_file
+    from dsh.frontends.acp._frontend import AcpFrontend, AcpOptions, acp_plugin
     from dsh.frontends.acp._wire import InitializeParams
     from dsh.kernel import App
+    from dsh.plugins.persistence import default_data_dir
 
     async with App() as app:
         ctx = app.ctx
+        loaded = options.loaded_config
+        load_core(
+            ctx,
+            data_dir=options.data_dir or default_data_dir(),
+            agent_loop=options.agent_loop_config(),
+            providers=loaded.providers if loaded is not None else None,
+            context=context_from_file(loaded),
+            secrets=loaded.secrets if loaded is not None else None,
+        )
+        _report_storage(ctx.get("session_persistence"))
+        from dsh.mcp import McpOptions, mcp_plugin
+
+        ctx.plugin(mcp_plugin, McpOptions(loaded.mcp_servers if loaded else {}, options.mcp_timeout))
+        for extra in plugins:
+            ctx.plugin(extra)
+        problem = ctx.llm.unserved(options.model)
+        if problem is not None:  # reported now, answered at session/new; the daemon keeps serving
+            sys.stderr.write(f"dsh: {options.model_origin}: {problem}; session/new will answer this error\n")
+            sys.stderr.flush()
         acp_options = AcpOptions(
             writer.send,
             model=options.model,
@@ -315,12 +336,10 @@ async def _serve_app(
             models=options.models or (options.model,),
             flow=writer,
         )
-        load_daemon_plugins(ctx, options, plugins, acp_options)
-        _report_storage(ctx.get("session_persistence"))
-        problem = ctx.llm.unserved(options.model)
-        if problem is not None:  # reported now, answered at session/new; the daemon keeps serving
-            sys.stderr.write(f"dsh: {options.model_origin}: {problem}; session/new will answer this error\n")
-            sys.stderr.flush()
+        ctx.plugin(acp_plugin, acp_options)
+        from dsh.agent_stream import agent_stream_plugin
+
+        ctx.plugin(agent_stream_plugin, {"forced": options.agent_events})
         frontend: AcpFrontend = ctx.acp
         connection = frontend.connection
         _tune_gc()
