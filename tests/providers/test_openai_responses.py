@@ -12,8 +12,8 @@ from typing import Any
 import anyio
 import pytest
 
-from dsh.providers._settings import BUILTIN_PROVIDERS, ProviderSettings, wire_format
-from dsh.providers.openai_responses import build_body, to_input
+from dsh.providers._settings import BUILTIN_PROVIDERS, ProviderSettings
+from dsh.providers.openai_responses import build_body, to_input, wire_format
 from dsh.services.llm import GenerateRequest
 from tests.support.bulk_tool import PLUGIN, bulk_text
 from tests.support.durable import run_daemon

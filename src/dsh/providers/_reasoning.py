@@ -49,7 +49,7 @@ class ReasoningSupport:
     def extra(self, model: str, level: str) -> dict[str, Any]:
         """The request options for *level* (merged into the request body last)."""
         if self.settings.type == "openai":
-            from dsh.providers._settings import wire_format
+            from dsh.providers.openai_responses import wire_format
 
             if wire_format(self.provider, self.settings, model) == "responses":
                 return {"reasoning": {"effort": level}}

@@ -15,12 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-__all__ = ["BUILTIN_PROVIDERS", "ModelPrice", "ProviderSettings", "WireFormat", "merge_providers", "wire_format"]
-
-WireFormat = Literal["chat-completions", "responses"]
-RESPONSES_FAMILIES = ("o1", "o3", "o4", "gpt-5")
-"""OpenAI's reasoning families: on the built-in ``openai`` provider they use the Responses API by default (their
-reasoning is carried between the calls of a turn only there)."""
+__all__ = ["BUILTIN_PROVIDERS", "ModelPrice", "ProviderSettings", "merge_providers"]
 
 
 class ModelPrice(BaseModel):
@@ -60,11 +55,11 @@ class ProviderSettings(BaseModel):
     """Context window in tokens per model name (without the provider prefix); over dsh's built-in table."""
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     """Price per model name (without the provider prefix), over dsh's built-in table (``cost`` in usage)."""
-    wire_format: WireFormat | None = None
+    wire_format: Literal["chat-completions", "responses"] | None = None
     """``openai`` type only: the wire format of this provider's models (``chat-completions`` or ``responses``);
     default: the Responses API for OpenAI's reasoning families (``o1``, ``o3``, ``o4``, ``gpt-5``) on the built-in
-    ``openai`` provider, Chat Completions everywhere else."""
-    wire_formats: dict[str, WireFormat] = Field(default_factory=dict)
+    ``openai`` provider, Chat Completions everywhere else (:func:`dsh.providers.openai_responses.wire_format`)."""
+    wire_formats: dict[str, Literal["chat-completions", "responses"]] = Field(default_factory=dict)
     """The wire format per model name (without the provider prefix), over ``wire_format``."""
     thought_levels: dict[str, list[str]] = Field(default_factory=dict)
     """Reasoning-effort levels per model name (without the provider prefix), overriding the built-in table of
@@ -93,16 +88,6 @@ BUILTIN_PROVIDERS: dict[str, ProviderSettings] = {
         max_tokens=8192,
     ),
 }
-
-
-def wire_format(provider: str, settings: ProviderSettings, model: str) -> WireFormat:
-    """Which wire format serves ``<provider>:<model>`` (``openai`` type; see ``ProviderSettings.wire_format``)."""
-    if settings.type != "openai":
-        return "chat-completions"
-    configured = settings.wire_formats.get(model) or settings.wire_format
-    if configured is not None:
-        return configured
-    return "responses" if provider == "openai" and model.startswith(RESPONSES_FAMILIES) else "chat-completions"
 
 
 def merge_providers(configured: dict[str, ProviderSettings] | None) -> dict[str, ProviderSettings]:

@@ -2,7 +2,7 @@
 ``o4``, ``gpt-5`` families) keep their reasoning between the calls of a turn only through it.
 
 :func:`responses_adapter` turns a :class:`~dsh.providers._http.HttpProvider` into an ``llm`` adapter. Which models
-of an ``openai``-type provider use it is decided by :func:`dsh.providers._settings.wire_format` (per model, per
+of an ``openai``-type provider use it is decided by :func:`wire_format` (per model, per
 provider, else by default the reasoning families on the built-in ``openai`` provider).
 
 What is sent: ``instructions`` = the system prompt; ``input`` = the conversation as items, in order: user text and
@@ -40,10 +40,24 @@ from dsh.services.llm import Adapter, FinishReason, GenerateRequest, Message, St
 
 if TYPE_CHECKING:
     from dsh.providers._http import HttpProvider
+    from dsh.providers._settings import ProviderSettings
 
-__all__ = ["build_body", "responses_adapter", "to_input"]
+__all__ = ["RESPONSES_FAMILIES", "build_body", "responses_adapter", "to_input", "wire_format"]
 
 ENCRYPTED = "encrypted_content"
+RESPONSES_FAMILIES = OPENAI_PREFIXES
+"""OpenAI's reasoning families (``o1``, ``o3``, ``o4``, ``gpt-5``): on the built-in ``openai`` provider they use the
+Responses API by default (their reasoning is carried between the calls of a turn only there)."""
+
+
+def wire_format(provider: str, settings: ProviderSettings, model: str) -> str:
+    """Which wire format serves ``<provider>:<model>`` (``openai`` type; see ``ProviderSettings.wire_format``)."""
+    if settings.type != "openai":
+        return "chat-completions"
+    configured = settings.wire_formats.get(model) or settings.wire_format
+    if configured is not None:
+        return configured
+    return "responses" if provider == "openai" and model.startswith(RESPONSES_FAMILIES) else "chat-completions"
 
 
 def _tool_output(block: dict[str, Any]) -> str:

@@ -41,9 +41,8 @@ class RemoteProvidersConfig(RootModel[dict[str, ProviderSettings] | None]):
 
 def _openai_wires(name: str, http: HttpProvider) -> Adapter:
     """The ``openai``-type adapter: each request goes to Chat Completions or the Responses API, by its model."""
-    from dsh.providers._settings import wire_format
     from dsh.providers.openai import openai_adapter
-    from dsh.providers.openai_responses import responses_adapter
+    from dsh.providers.openai_responses import responses_adapter, wire_format
     from dsh.services.llm import model_name
 
     chat, responses = openai_adapter(http), responses_adapter(http)
