@@ -12,17 +12,14 @@ import anyio
 
 from tests.context.test_sections import make_repo, provider_env, system_of, write_config
 from tests.support.durable import run_daemon
-from tests.support.env import ROOT, sandbox_env
+from tests.support.env import sandbox_env
+from tests.support.mcp_servers import serve_http
 from tests.support.provider_server import FakeProvider, Reply
 from tests.support.provider_wire import oa_text_reply
 
 
-def config_text(served: Path) -> str:
-    args = json.dumps(["-m", "tests.support.mcp_servers", "stdio", str(served)])
-    return (
-        "mcp_servers:\n"
-        f"  main: {{command: {json.dumps(sys.executable)}, args: {args}, env: {{PYTHONPATH: {json.dumps(str(ROOT))}}}}}\n"
-    )
+def config_text(url: str) -> str:
+    return f"mcp_servers:\n  web: {{type: http, url: {json.dumps(url)}}}\n"
 
 
 async def test_mcp_tools_are_in_the_tools_section_and_config_show_prints_what_a_session_sends(
@@ -30,31 +27,30 @@ async def test_mcp_tools_are_in_the_tools_section_and_config_show_prints_what_a_
 ) -> None:
     repo = make_repo(tmp_path / "repo", "trunk")
     (repo / "AGENTS.md").write_text("PROJECT RULE.")
-    served = tmp_path / "served"
-    served.mkdir()
     (tmp_path / "home").mkdir()
-    write_config(tmp_path, config_text(served))
     server.script(Reply(events=oa_text_reply("one")), Reply(events=oa_text_reply("two")))
     env = provider_env(server) | {"SHELL": "/bin/sh"}  # the environment section names it: the same in both
-    async with run_daemon(tmp_path, tmp_path / "data", model="openai:test-model", env=env) as daemon:
-        with anyio.fail_after(30):
-            session = await daemon.start(cwd=repo)
-            assert (await daemon.prompt(session, "hello")).stop_reason == "end_turn"
-            assert (await daemon.prompt(session, "again")).stop_reason == "end_turn"
+    with serve_http("streamable-http") as url:
+        write_config(tmp_path, config_text(url))
+        async with run_daemon(tmp_path, tmp_path / "data", model="openai:test-model", env=env) as daemon:
+            with anyio.fail_after(30):
+                session = await daemon.start(cwd=repo)
+                assert (await daemon.prompt(session, "hello")).stop_reason == "end_turn"
+                assert (await daemon.prompt(session, "again")).stop_reason == "end_turn"
+        with anyio.fail_after(60):
+            result = await anyio.run_process(
+                [sys.executable, "-m", "dsh", "config", "show", "--system-prompt", "--cwd", str(repo)],
+                env=sandbox_env(tmp_path, "openai:test-model", data_dir=tmp_path / "other-data", extra=env),
+                cwd=tmp_path,
+                check=False,
+            )
     first, second = (system_of(request.body) for request in server.requests)
     tools_section = first[first.index("# Tools") :].split("\n# ")[0]
     listed = [line[2:].split(":")[0] for line in tools_section.splitlines() if line.startswith("- ")]
     sent = [tool["function"]["name"] for tool in server.requests[0].body["tools"]]
     assert listed == sent  # every tool the model is given, in the order it is given, built-in and MCP alike
-    assert "mcp__main__echo" in listed and "read_file" in listed and "exit_plan_mode" in listed
+    assert "mcp__web__ping" in listed and "read_file" in listed and "exit_plan_mode" in listed
     assert second == first  # the same bytes at the next step
-    with anyio.fail_after(60):
-        result = await anyio.run_process(
-            [sys.executable, "-m", "dsh", "config", "show", "--system-prompt", "--cwd", str(repo)],
-            env=sandbox_env(tmp_path, "openai:test-model", data_dir=tmp_path / "other-data", extra=env),
-            cwd=tmp_path,
-            check=False,
-        )
     assert result.returncode == 0, result.stderr.decode()
     assert result.stdout.decode() == first + "\n"
     assert not (tmp_path / "other-data").exists()  # the preview's session went to a temporary directory
