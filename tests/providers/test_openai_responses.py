@@ -17,7 +17,7 @@ from dsh.providers.openai_responses import build_body, to_input, wire_format
 from dsh.services.llm import GenerateRequest
 from tests.support.bulk_tool import PLUGIN, bulk_text
 from tests.support.durable import run_daemon
-from tests.support.provider_server import FakeProvider, Reply
+from tests.support.provider_server import Event, FakeProvider, Reply
 from tests.support.provider_wire import rs_call, rs_completed, rs_created, rs_reasoning, rs_text
 
 MODEL = "openai:o4-mini"
@@ -162,3 +162,86 @@ async def test_reasoning_items_are_carried_within_the_turn_and_after_a_load(
     assert fourth["input"] == [*turn_one_done, user("again"), assistant("second"), user("after the restart")]
     assert fourth["reasoning"]["effort"] == "high" and fourth["instructions"] == first["instructions"]
     assert json.dumps(fourth["input"]).count("encrypted_content") == 2  # the stored reasoning, sent again
+
+
+# -- the stream, chunk by chunk (llm/stream against the loopback server) -----------------------------------------
+
+
+async def _chunks(server: FakeProvider, *replies: Reply) -> list[Any]:
+    from dsh.errors import LlmError
+    from tests.providers._helpers import collect, openai_settings, running, user
+
+    server.script(*replies)
+    settings = openai_settings(server.url, retries=0)
+    async with running({"openai": settings}) as ctx:
+        try:
+            return await collect(ctx, GenerateRequest(model=MODEL, messages=[user("hi")]))
+        except LlmError as error:
+            return [error]
+
+
+async def test_the_chunks_of_a_reasoning_step_with_a_call(server: FakeProvider) -> None:
+    chunks = await _chunks(
+        server,
+        Reply(
+            events=[
+                *rs_created(),
+                *rs_reasoning(0, "rs_9", ["First part.", "Second part."], "ENC"),
+                *rs_call(1, "fc_9", "call_9", "bulk", ['{"size"', ": 1}"]),
+                rs_completed(input_tokens=50, output_tokens=7, reasoning=5, cached=32),
+            ]
+        ),
+    )
+    thoughts = "".join(c["text"] for c in chunks if c["type"] == "reasoning-delta")
+    assert thoughts == "First part.\n\nSecond part."  # a blank line between summary parts
+    [end] = [c for c in chunks if c["type"] == "block-end"]
+    assert end["block"] == {
+        "type": "reasoning",
+        "text": "First part.\n\nSecond part.",
+        "id": "rs_9",
+        "encrypted_content": "ENC",
+    }
+    calls = [c for c in chunks if c["type"] == "tool-call-delta"]
+    assert {c["id"] for c in calls} == {"call_9"} and "".join(c["arguments_delta"] for c in calls) == '{"size": 1}'
+    assert chunks[-2:] == [
+        {
+            "type": "usage",
+            "usage": {
+                "input_tokens": 50,
+                "output_tokens": 7,
+                "total_tokens": 57,
+                "cache_read_tokens": 32,
+                "reasoning_tokens": 5,
+            },
+        },
+        {"type": "finish", "reason": {"kind": "tool-calls"}},
+    ]
+
+
+async def test_an_incomplete_response_is_max_tokens(server: FakeProvider) -> None:
+    incomplete = Event(
+        {
+            "type": "response.incomplete",
+            "response": {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}},
+        },
+        event="response.incomplete",
+    )
+    chunks = await _chunks(server, Reply(events=[*rs_created(), *rs_text(0, "m", "cut"), incomplete]))
+    assert chunks[-1] == {"type": "finish", "reason": {"kind": "max-tokens"}}
+
+
+async def test_a_failed_response_for_length_is_a_context_overflow(server: FakeProvider) -> None:
+    failed = Event(
+        {
+            "type": "response.failed",
+            "response": {"status": "failed", "error": {"code": "context_length_exceeded", "message": "too long"}},
+        },
+        event="response.failed",
+    )
+    [error] = await _chunks(server, Reply(events=[*rs_created(), failed]))
+    assert error.code == "CONTEXT_WINDOW_EXCEEDED" and "too long" in str(error)
+
+
+async def test_a_stream_cut_before_completion_is_interrupted(server: FakeProvider) -> None:
+    [*_, error] = await _chunks(server, Reply(events=[*rs_created(), *rs_text(0, "m", "partial")]))
+    assert getattr(error, "code", None) == "STREAM_INTERRUPTED"
