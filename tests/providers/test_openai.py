@@ -258,7 +258,8 @@ READ_TOOL = {
 
 async def test_the_request_body_follows_the_chat_completions_format(server: FakeProvider) -> None:
     server.script(Reply(events=oa_text_reply("ok")))
-    async with running({"openai": openai_settings(server.url)}) as ctx:
+    # the conversation holds an image: the model must take images, or the llm service sends it as a note
+    async with running({"openai": openai_settings(server.url, vision={"test-model": True})}) as ctx:
         await collect(
             ctx,
             GenerateRequest(
