@@ -2,7 +2,10 @@
 does not give us:
 
 * the server's stderr goes to our log, line by line (and its last lines explain a failure), never to our stdout
-  or stderr;
+  or stderr; every line is cut to :data:`STDERR_LINE_LIMIT` bytes and has the secrets dsh holds redacted
+  (:func:`dsh.secrets.redact_text`) before it is logged or kept;
+* lines are split in linear time (:class:`~dsh.mcp._lines.LineSplitter`); a stdout line longer than
+  :data:`STDOUT_LINE_LIMIT` is dropped as it arrives, so no output bounds the daemon's memory but these limits;
 * the process runs in its own process group, and closing ends the *group* (stdin closed, then SIGTERM, then
   SIGKILL, within :data:`CLOSE_GRACE` in all), also when the closing task is being cancelled;
 * the pid is known, so the owner can end the group synchronously at daemon exit (:func:`kill_group`).
@@ -26,12 +29,19 @@ import anyio
 import anyio.abc
 
 from dsh._log import get_logger
+from dsh.mcp._lines import Line, LineSplitter
+from dsh.secrets import redact_text
 
 __all__ = ["CLOSE_GRACE", "StdioProcess", "kill_group", "stdio_transport"]
 
 CLOSE_GRACE = 0.5
 """Upper bound of the three steps of a close (stdin EOF → SIGTERM → SIGKILL), each a third of it: a daemon that
 is told to exit has about 2 s in all, and its sessions' servers close in parallel within that."""
+STDOUT_LINE_LIMIT = 64 * 1024 * 1024
+"""Longest JSON-RPC line read from a server: a longer one is dropped as it arrives (one log line), so a server
+writing without newlines costs at most this much memory."""
+STDERR_LINE_LIMIT = 2000
+"""A stderr line is logged (and kept for failure reasons) cut to this many bytes; the rest is discarded."""
 log = get_logger("dsh.mcp")
 
 
@@ -96,39 +106,57 @@ async def stdio_transport(
     read_writer, read_stream = anyio.create_memory_object_stream[Any](0)
     write_stream, write_reader = anyio.create_memory_object_stream[Any](0)
 
+    async def deliver(line: Line) -> None:
+        if line.cut:
+            log.warning(
+                "mcp server wrote a line longer than dsh reads; dropped it",
+                server=server,
+                bytes=line.size,
+                limit=STDOUT_LINE_LIMIT,
+            )
+            return
+        if not line.data.strip():
+            return
+        try:
+            message = types.JSONRPCMessage.model_validate_json(line.data)
+        except Exception as exc:
+            log.warning("mcp server wrote a non-JSON-RPC line", server=server, error=redact_text(str(exc)[:200]))
+            return
+        await read_writer.send(SessionMessage(message))
+
     async def read_stdout() -> None:
         assert process.stdout is not None
-        buffer = b""
+        lines = LineSplitter(STDOUT_LINE_LIMIT)
         async with read_writer:
             try:
                 async for chunk in process.stdout:
-                    buffer += chunk
-                    *lines, buffer = buffer.split(b"\n")
-                    for line in lines:
-                        if not line.strip():
-                            continue
-                        try:
-                            message = types.JSONRPCMessage.model_validate_json(line)
-                        except Exception as exc:
-                            log.warning("mcp server wrote a non-JSON-RPC line", server=server, error=str(exc)[:200])
-                            continue
-                        await read_writer.send(SessionMessage(message))
+                    for line in lines.feed(chunk):
+                        await deliver(line)
+                last = lines.close()
+                if last is not None:
+                    await deliver(last)
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                 pass
         info.exited.set()
 
+    def log_stderr(line: Line) -> None:
+        text = redact_text(line.data.decode("utf-8", "replace").rstrip())
+        if line.cut:
+            log.warning("mcp server wrote a long stderr line; cut it", server=server, bytes=line.size)
+        if text:
+            info.stderr_tail.append(text)
+            log.info("mcp server stderr", server=server, line=text)
+
     async def read_stderr() -> None:
         assert process.stderr is not None
-        buffer = b""
+        lines = LineSplitter(STDERR_LINE_LIMIT)
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
             async for chunk in process.stderr:
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for raw in lines:
-                    line = raw.decode("utf-8", "replace").rstrip()
-                    if line:
-                        info.stderr_tail.append(line)
-                        log.info("mcp server stderr", server=server, line=line[:2000])
+                for line in lines.feed(chunk):
+                    log_stderr(line)
+            last = lines.close()
+            if last is not None:
+                log_stderr(last)
 
     async def write_stdin() -> None:
         assert process.stdin is not None

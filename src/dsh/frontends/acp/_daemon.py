@@ -291,6 +291,16 @@ def _tune_gc() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
+def _seal_secrets() -> None:
+    """Once the policy is installed: provider keys leave the start-up environment block and the process becomes
+    non-dumpable (:func:`dsh.secrets.seal_process`), so a command the model runs cannot read them from
+    ``/proc/$PPID``. A platform that does not allow it is one warning, never a failed start."""
+    from dsh.secrets import current_policy, seal_process
+
+    for problem in seal_process(current_policy()):
+        log.warning("cannot keep secrets from child processes", problem=problem)
+
+
 async def _serve_app(
     writer: FrameWriter,
     frames: _Frames,
@@ -320,6 +330,7 @@ async def _serve_app(
             secrets=loaded.secrets if loaded is not None else None,
         )
         _report_storage(ctx.get("session_persistence"))
+        _seal_secrets()
         from dsh.mcp import McpOptions, mcp_plugin
 
         ctx.plugin(mcp_plugin, McpOptions(loaded.mcp_servers if loaded else {}, options.mcp_timeout))
