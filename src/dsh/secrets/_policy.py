@@ -261,8 +261,12 @@ def install_policy(policy: SecretPolicy) -> Callable[[], None]:
 
 def child_environment() -> dict[str, str]:
     """The environment for a process dsh starts for a tool (a command, an MCP server, a hook): the daemon's
-    environment now, minus every variable the current policy withholds. Pass it whole as the child's ``env``."""
-    return current_policy().child_environment(os.environ)
+    environment now, minus every variable the current policy withholds, plus the session tag of the running task
+    (:func:`dsh.reaper.tag_environment`: what lets dsh find the child's descendants when the session ends). Pass
+    it whole as the child's ``env``."""
+    from dsh.reaper import tag_environment
+
+    return {**current_policy().child_environment(os.environ), **tag_environment()}
 
 
 def redact_text(text: str) -> str:
