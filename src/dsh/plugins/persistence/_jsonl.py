@@ -35,6 +35,7 @@ import errno
 import fcntl
 import gc
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -206,6 +207,8 @@ class JsonlPersistence:
         self._woken = False
         self.unavailable: str | None = None
         """Why the data directory cannot hold sessions (set by :meth:`check_root`); None: it can."""
+        self._info_cache: dict[str, tuple[tuple[int, int, int], SessionInfo | None]] = {}
+        """File name → (inode, size, mtime_ns) and the info read then: what :meth:`list` does not read again."""
 
     # -- paths ------------------------------------------------------------------------------------------
 
@@ -456,15 +459,21 @@ class JsonlPersistence:
             _lock(fd, path)
             length = os.fstat(fd).st_size
             collecting = gc.isenabled()
+            if collecting:
+                gc.collect(1)  # the young generations hold nothing but what the load makes (see below)
             gc.disable()
             try:
                 # Read a piece at a time and parsed as it comes: the file's bytes and its events are never all
                 # in memory together (the careful path, for a file the fast one does not accept, reads it whole).
                 result = scan_stream(_pieces(fd), str(path), lambda: _read_all(fd))
-                # A loaded history lives as long as its session and holds no cycles: moved out of the
-                # collector's generations before any collection runs, a million events are never scanned by
-                # one (a full collection right after the load cost ~0.5 s; issue #12).
+                # The loaded history goes straight to the oldest generation, before any collection runs: a
+                # million young objects are never scanned by a young collection (one cost ~0.5 s right after
+                # the load; issue #12). freeze() + unfreeze() is that move in O(1). Freezing alone would keep
+                # them, and any cyclic garbage alive at that moment, out of every collection forever: each
+                # load + close leaked the whole closed session (issue #30). Full collections are rare (they
+                # wait for a quarter of the long-lived objects to be new) and do see the history.
                 gc.freeze()
+                gc.unfreeze()
             finally:
                 if collecting:
                     gc.enable()
@@ -508,19 +517,27 @@ class JsonlPersistence:
         return self.path_of(session_id).exists()
 
     def _infos(self) -> list[SessionInfo]:
+        """Every session's info, read only for files that changed since the last listing (same inode, size and
+        mtime: the cached info is used), so listing repeatedly costs a ``stat`` per file."""
         if not self.root.is_dir():
             return []
         infos = []
+        cache: dict[str, tuple[tuple[int, int, int], SessionInfo | None]] = {}
         for path in self.root.iterdir():
             if path.suffix != _SUFFIX or path.name.startswith("."):
                 continue
             try:
-                info = _read_info(path)
+                stat = path.stat()
+                key = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+                cached = self._info_cache.get(path.name)
+                info = cached[1] if cached is not None and cached[0] == key else _read_info(path, stat.st_mtime)
             except Exception:  # one bad file must not hide the others
                 log.warning("skipping an unreadable session file", path=str(path))
                 continue
+            cache[path.name] = (key, info)
             if info is not None:
                 infos.append(info)
+        self._info_cache = cache  # only the files that exist now: the cache never outgrows the directory
         infos.sort(key=lambda info: (-info.updated_at, info.id))
         return infos
 
@@ -567,33 +584,65 @@ def _read_all(fd: int) -> bytes:
 
 
 _TITLE_SCAN_LINES = 64
+_HEADER_LIMIT = 1 << 20
+"""A header line longer than this is not a session file's (it holds an id, a cwd and a few fields)."""
+_LIST_HEAD = 256 * 1024
+"""What listing reads of a file after its header: the title comes from the first user message within it (a
+longer first message gives its title from its first bytes), never from a whole session."""
+_TEXT = re.compile(rb'"text"\s*:\s*"((?:[^"\\]|\\.){0,2000})')
 
 
-def _read_info(path: Path) -> SessionInfo | None:
-    """Header, mtime and title (the first user message's text) from the first lines of a file; None for a
-    session with no event yet."""
+def _partial_title(line: bytes) -> str | None:
+    """The title of a ``user/message`` line that was cut by :data:`_LIST_HEAD`: its first text's start."""
     import json
 
-    updated = path.stat().st_mtime
+    found = _TEXT.search(line)
+    if found is None:
+        return None
+    raw = found.group(1)
+    while raw:
+        try:
+            text = json.loads(b'"' + raw + b'"')
+            break
+        except ValueError:  # cut inside an escape or a multi-byte character: drop a byte and retry
+            raw = raw[:-1]
+    else:
+        return None
+    return title_from_content([{"type": "text", "text": text}])
+
+
+def _read_info(path: Path, updated: float | None = None) -> SessionInfo | None:
+    """Header, mtime and title (the first user message's text) from the start of a file — at most its header and
+    :data:`_LIST_HEAD` bytes; None for a session with no event yet."""
+    import json
+
+    if updated is None:
+        updated = path.stat().st_mtime
     with path.open("rb") as file:
-        header: dict[str, Any] = json.loads(file.readline())
+        first = file.readline(_HEADER_LIMIT)
+        if not first.endswith(b"\n") and len(first) >= _HEADER_LIMIT:
+            raise ValueError("the header line is too long")
+        header: dict[str, Any] = json.loads(first)
         if header.get("type") != "session":
             raise ValueError("not a session file")
-        title = None
-        for index in range(_TITLE_SCAN_LINES):
-            line = file.readline()
-            if not line:
-                if index == 0:
-                    return None  # only the header: created, never used
-                break
-            if b'"user/message"' not in line:
-                continue
-            try:
-                event = json.loads(line)
-            except (ValueError, RecursionError):
-                break
-            title = title_from_content(event.get("data", {}).get("content", []))
+        head = file.read(_LIST_HEAD)
+    if not head:
+        return None  # only the header: created, never used
+    lines = head.split(b"\n")
+    complete = len(head) < _LIST_HEAD  # the whole rest of the file was read: every line is complete
+    title = None
+    for index, line in enumerate(lines[:_TITLE_SCAN_LINES]):
+        if b'"user/message"' not in line:
+            continue
+        if index == len(lines) - 1 and not complete:
+            title = _partial_title(line)
             break
+        try:
+            event = json.loads(line)
+        except (ValueError, RecursionError):
+            break
+        title = title_from_content(event.get("data", {}).get("content", []))
+        break
     return SessionInfo(
         id=str(header["id"]),
         cwd=header.get("cwd"),
