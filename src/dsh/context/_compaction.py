@@ -36,7 +36,16 @@ if TYPE_CHECKING:
     from dsh.services.llm import Message
     from dsh.services.sessions import Session
 
-__all__ = ["SUMMARY_PROMPT", "CompactionPlan", "build_summary_request", "plan_compaction", "summarise", "transcript"]
+__all__ = [
+    "SUMMARY_FLOOR",
+    "SUMMARY_PROMPT",
+    "CompactionPlan",
+    "build_summary_request",
+    "plan_compaction",
+    "refuse_summary",
+    "summarise",
+    "transcript",
+]
 
 SUMMARY_PROMPT = """\
 You are compacting the history of a coding session between a user and dsh, a coding agent, so that the work can continue with less context. The agent will see only your summary in place of the history, followed by the most recent turns verbatim.
@@ -147,6 +156,25 @@ async def summarise(ctx: Context, request: GenerateRequest) -> str:
     if not text:
         raise DshError("the summarising model returned no text", "EMPTY_SUMMARY")
     return text
+
+
+SUMMARY_FLOOR = 1_024
+"""A summary up to this many tokens is never refused for its length (a short conversation may well be summarised
+in more words than it had: harmless)."""
+
+
+def refuse_summary(summary: int, replaced: int, tokens_after: int, window: int | None) -> str | None:
+    """Why a summary cannot be used, or None. *summary*: its tokens; *replaced*: the history it replaces (the
+    previous summary and the summarised turns); *tokens_after*: the conversation it leaves (summary and kept
+    turns, with the system prompt and tools). Refused: a summary longer than what it replaces (beyond
+    :data:`SUMMARY_FLOOR`), or a conversation that would still not fit the model's *window*. A summarising
+    model that answers at length would otherwise be accepted, and every later turn would fail on a window it
+    alone filled."""
+    if window is not None and tokens_after >= window:
+        return f"the compacted conversation (about {tokens_after} tokens) would not fit the window ({window} tokens)"
+    if summary > max(replaced, SUMMARY_FLOOR):
+        return f"the summary (about {summary} tokens) is longer than the history it replaces (about {replaced} tokens)"
+    return None
 
 
 def compaction_data(

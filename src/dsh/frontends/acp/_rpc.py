@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextvars
 import itertools
+from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
@@ -51,6 +52,8 @@ REQUEST_CANCELLED = -32800
 RESOURCE_NOT_FOUND = -32002
 
 log = get_logger("dsh.acp")
+ANSWERED_KEPT = 256
+"""How many answered request ids are remembered to recognise a second answer (then a debug line, not a warning)."""
 _TOO_DEEP = f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
 
 Dispatch = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
@@ -116,6 +119,8 @@ class Connection:
         self._ids = itertools.count()
         self._arrivals = itertools.count()
         self._outbound: dict[int, _Outbound] = {}
+        self._answered: deque[int] = deque(maxlen=ANSWERED_KEPT)
+        """Ids of the latest requests answered: a second answer to one of them is ignored quietly."""
         self._inbound: dict[Hashable, anyio.CancelScope] = {}
         self._closed = False
 
@@ -310,9 +315,13 @@ class Connection:
         request_id = message["id"]
         is_ours = isinstance(request_id, int) and not isinstance(request_id, bool)  # we never send bool ids
         slot = self._outbound.get(request_id) if is_ours else None
-        if slot is None:
-            log.warning("response to an unknown request", request_id=repr(request_id)[:80])
+        if slot is None or slot.done.is_set():
+            if slot is not None or request_id in self._answered:  # the first answer settled it
+                log.debug("a second answer to a request was ignored", request_id=repr(request_id)[:80])
+            else:
+                log.warning("response to an unknown request", request_id=repr(request_id)[:80])
             return
+        self._answered.append(request_id)
         error = message.get("error")
         if error is not None:
             code = error.get("code") if isinstance(error, dict) else None
