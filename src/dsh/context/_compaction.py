@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
+from dsh._log import get_logger
 from dsh.errors import DshError
 from dsh.kernel import AbortedError
 from dsh.services.llm import GenerateRequest
@@ -36,16 +37,7 @@ if TYPE_CHECKING:
     from dsh.services.llm import Message
     from dsh.services.sessions import Session
 
-__all__ = [
-    "SUMMARY_FLOOR",
-    "SUMMARY_PROMPT",
-    "CompactionPlan",
-    "build_summary_request",
-    "plan_compaction",
-    "refuse_summary",
-    "summarise",
-    "transcript",
-]
+__all__ = ["SUMMARY_PROMPT", "CompactionPlan", "build_summary_request", "plan_compaction", "summarise", "transcript"]
 
 SUMMARY_PROMPT = """\
 You are compacting the history of a coding session between a user and dsh, a coding agent, so that the work can continue with less context. The agent will see only your summary in place of the history, followed by the most recent turns verbatim.
@@ -59,6 +51,7 @@ Write a concise, factual summary that keeps everything needed to continue:
 
 Keep exact names (files, functions, identifiers, error messages). Do not invent anything; leave out chit-chat. Answer with the summary only."""
 
+log = get_logger("dsh.context")
 BLOCK_CLIP = 2_000
 """Characters of one tool output or message block kept in the transcript the summariser reads."""
 
@@ -136,8 +129,40 @@ def build_summary_request(
     )
 
 
+SUMMARY_FLOOR = 4_096
+"""Characters a summary may always have, whatever it summarises (a three-line conversation may well be summarised
+in more words than it had: harmless)."""
+
+
 async def summarise(ctx: Context, request: GenerateRequest) -> str:
-    """Run the summarisation call; a cancel of *request*'s token cancels it (``AbortedError``)."""
+    """Run the summarisation call; a cancel of *request*'s token cancels it (``AbortedError``).
+
+    A summary longer than the transcript it was given (beyond :data:`SUMMARY_FLOOR` characters) does not shrink
+    the history: it is refused and asked for once more, and a second such summary raises ``DshError``
+    (``SUMMARY_TOO_LONG``), so the history stays as it was. Accepting it would have every later turn fail on a
+    window that the summary alone fills, until the summarising model behaves (issue #30)."""
+    source = sum(
+        len(str(block.get("text", "")))
+        for message in request.messages
+        for block in message["content"]
+        if block.get("type") == "text"
+    )
+    limit = max(source, SUMMARY_FLOOR)
+    text = ""
+    for attempt in (1, 2):
+        text = await _summarise_once(ctx, request)
+        if len(text) <= limit:
+            return text
+        log.warning("refused a summary longer than the history it summarises", attempt=attempt, chars=len(text))
+    raise DshError(
+        f"compaction failed twice: the summarising model returned {len(text):,} characters for a history of "
+        f"{source:,}; the conversation was not compacted",
+        "SUMMARY_TOO_LONG",
+    )
+
+
+async def _summarise_once(ctx: Context, request: GenerateRequest) -> str:
+    """Run the summarisation call once; a cancel of *request*'s token cancels it (``AbortedError``)."""
     signal = request.signal
     text = ""
     with anyio.CancelScope() as scope:
@@ -156,25 +181,6 @@ async def summarise(ctx: Context, request: GenerateRequest) -> str:
     if not text:
         raise DshError("the summarising model returned no text", "EMPTY_SUMMARY")
     return text
-
-
-SUMMARY_FLOOR = 1_024
-"""A summary up to this many tokens is never refused for its length (a short conversation may well be summarised
-in more words than it had: harmless)."""
-
-
-def refuse_summary(summary: int, replaced: int, tokens_after: int, window: int | None) -> str | None:
-    """Why a summary cannot be used, or None. *summary*: its tokens; *replaced*: the history it replaces (the
-    previous summary and the summarised turns); *tokens_after*: the conversation it leaves (summary and kept
-    turns, with the system prompt and tools). Refused: a summary longer than what it replaces (beyond
-    :data:`SUMMARY_FLOOR`), or a conversation that would still not fit the model's *window*. A summarising
-    model that answers at length would otherwise be accepted, and every later turn would fail on a window it
-    alone filled."""
-    if window is not None and tokens_after >= window:
-        return f"the compacted conversation (about {tokens_after} tokens) would not fit the window ({window} tokens)"
-    if summary > max(replaced, SUMMARY_FLOOR):
-        return f"the summary (about {summary} tokens) is longer than the history it replaces (about {replaced} tokens)"
-    return None
 
 
 def compaction_data(

@@ -22,13 +22,7 @@ import anyio
 from dsh import events as ev
 from dsh._log import get_logger
 from dsh.context._accounting import Accounting, estimate_messages
-from dsh.context._compaction import (
-    build_summary_request,
-    compaction_data,
-    plan_compaction,
-    refuse_summary,
-    summarise,
-)
+from dsh.context._compaction import build_summary_request, compaction_data, plan_compaction, summarise
 from dsh.context._config import ContextConfig
 from dsh.context._environment import Environment, snapshot
 from dsh.context._instructions import Instructions, find_instruction_files, load_instructions
@@ -372,21 +366,10 @@ class ContextService:
         if plan is None:
             return None
         summariser = settings.model or model
-        window = window if window is not None else self.window(model)
-        for attempt in (1, 2):  # a summary that does not shrink the conversation is asked for once more
-            summary = await summarise(self._ctx, build_summary_request(plan, summariser, signal, instructions))
-            view = session.derive_messages()
-            kept = view[(1 if plan.previous is not None else 0) + len(plan.messages) :]
-            after = estimate_messages([summary_message(summary), *kept], system, tools)
-            replaced = estimate_messages(view[: len(view) - len(kept)])
-            refused = refuse_summary(estimate_messages([summary_message(summary)]), replaced, after, window)
-            if refused is None:
-                break
-            log.warning("refused a summary", session_id=session.id, attempt=attempt, reason=refused)
-        else:
-            raise DshError(
-                f"compaction failed twice: {refused}; the conversation was not compacted", "SUMMARY_TOO_LONG"
-            )
+        summary = await summarise(self._ctx, build_summary_request(plan, summariser, signal, instructions))
+        view = session.derive_messages()
+        kept = view[(1 if plan.previous is not None else 0) + len(plan.messages) :]
+        after = estimate_messages([summary_message(summary), *kept], system, tools)
         data = compaction_data(
             plan,
             summary,
@@ -394,7 +377,7 @@ class ContextService:
             model=summariser,
             tokens_before=tokens_before,
             tokens_after=after,
-            window=window,
+            window=window if window is not None else self.window(model),
             instructions=instructions,
         )
         session.append(COMPACTION_EVENT, data)
