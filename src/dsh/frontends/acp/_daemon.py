@@ -336,7 +336,6 @@ async def _serve_app(
             secrets=loaded.secrets if loaded is not None else None,
         )
         _report_storage(ctx.get("session_persistence"))
-        _seal_secrets()
         from dsh.mcp import McpOptions, mcp_plugin
 
         ctx.plugin(mcp_plugin, McpOptions(loaded.mcp_servers if loaded else {}, options.mcp_timeout))
@@ -360,6 +359,7 @@ async def _serve_app(
         frontend: AcpFrontend = ctx.acp
         connection = frontend.connection
         _tune_gc()
+        _seal_secrets()
         initialized, boot_answer = boot
         if initialized is not None:  # answered at boot: the front end records what initialize records
             result = await frontend.initialize(InitializeParams.model_validate(initialized))

@@ -207,8 +207,6 @@ class JsonlPersistence:
         self._woken = False
         self.unavailable: str | None = None
         """Why the data directory cannot hold sessions (set by :meth:`check_root`); None: it can."""
-        self._info_cache: dict[str, tuple[tuple[int, int, int], SessionInfo | None]] = {}
-        """File name → (inode, size, mtime_ns) and the info read then: what :meth:`list` does not read again."""
 
     # -- paths ------------------------------------------------------------------------------------------
 
@@ -517,27 +515,19 @@ class JsonlPersistence:
         return self.path_of(session_id).exists()
 
     def _infos(self) -> list[SessionInfo]:
-        """Every session's info, read only for files that changed since the last listing (same inode, size and
-        mtime: the cached info is used), so listing repeatedly costs a ``stat`` per file."""
         if not self.root.is_dir():
             return []
         infos = []
-        cache: dict[str, tuple[tuple[int, int, int], SessionInfo | None]] = {}
         for path in self.root.iterdir():
             if path.suffix != _SUFFIX or path.name.startswith("."):
                 continue
             try:
-                stat = path.stat()
-                key = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
-                cached = self._info_cache.get(path.name)
-                info = cached[1] if cached is not None and cached[0] == key else _read_info(path, stat.st_mtime)
+                info = _read_info(path)
             except Exception:  # one bad file must not hide the others
                 log.warning("skipping an unreadable session file", path=str(path))
                 continue
-            cache[path.name] = (key, info)
             if info is not None:
                 infos.append(info)
-        self._info_cache = cache  # only the files that exist now: the cache never outgrows the directory
         infos.sort(key=lambda info: (-info.updated_at, info.id))
         return infos
 
@@ -585,15 +575,16 @@ def _read_all(fd: int) -> bytes:
 
 _TITLE_SCAN_LINES = 64
 _HEADER_LIMIT = 1 << 20
-"""A header line longer than this is not a session file's (it holds an id, a cwd and a few fields)."""
-_LIST_HEAD = 256 * 1024
-"""What listing reads of a file after its header: the title comes from the first user message within it (a
-longer first message gives its title from its first bytes), never from a whole session."""
+"""A header line is an id, a cwd and a few fields: reading one is never reading a whole session."""
+_LINE_LIMIT = 16 * 1024
+"""What listing reads of one line after the header: a 4 MB first message gives its title from its first bytes,
+and a longer line ends the scan, so one listing reads at most the header and 64 such pieces per file (issue #30:
+300 listings of a session with a 4 MB first message read 1.2 GB)."""
 _TEXT = re.compile(rb'"text"\s*:\s*"((?:[^"\\]|\\.){0,2000})')
 
 
 def _partial_title(line: bytes) -> str | None:
-    """The title of a ``user/message`` line that was cut by :data:`_LIST_HEAD`: its first text's start."""
+    """The title of a ``user/message`` line read only in part: its first text's start."""
     import json
 
     found = _TEXT.search(line)
@@ -611,38 +602,34 @@ def _partial_title(line: bytes) -> str | None:
     return title_from_content([{"type": "text", "text": text}])
 
 
-def _read_info(path: Path, updated: float | None = None) -> SessionInfo | None:
-    """Header, mtime and title (the first user message's text) from the start of a file — at most its header and
-    :data:`_LIST_HEAD` bytes; None for a session with no event yet."""
+def _read_info(path: Path) -> SessionInfo | None:
+    """Header, mtime and title (the first user message's text) from the first lines of a file; None for a
+    session with no event yet."""
     import json
 
-    if updated is None:
-        updated = path.stat().st_mtime
+    updated = path.stat().st_mtime
     with path.open("rb") as file:
-        first = file.readline(_HEADER_LIMIT)
-        if not first.endswith(b"\n") and len(first) >= _HEADER_LIMIT:
-            raise ValueError("the header line is too long")
-        header: dict[str, Any] = json.loads(first)
+        header: dict[str, Any] = json.loads(file.readline(_HEADER_LIMIT))
         if header.get("type") != "session":
             raise ValueError("not a session file")
-        head = file.read(_LIST_HEAD)
-    if not head:
-        return None  # only the header: created, never used
-    lines = head.split(b"\n")
-    complete = len(head) < _LIST_HEAD  # the whole rest of the file was read: every line is complete
-    title = None
-    for index, line in enumerate(lines[:_TITLE_SCAN_LINES]):
-        if b'"user/message"' not in line:
-            continue
-        if index == len(lines) - 1 and not complete:
-            title = _partial_title(line)
+        title = None
+        for index in range(_TITLE_SCAN_LINES):
+            line = file.readline(_LINE_LIMIT)  # a longer line is not read on: it ends the scan (below)
+            if not line:
+                if index == 0:
+                    return None  # only the header: created, never used
+                break
+            if not line.endswith(b"\n"):  # cut by _LINE_LIMIT (or the file's torn end): its start only
+                title = _partial_title(line) if b'"user/message"' in line else None
+                break
+            if b'"user/message"' not in line:
+                continue
+            try:
+                event = json.loads(line)
+            except (ValueError, RecursionError):
+                break
+            title = title_from_content(event.get("data", {}).get("content", []))
             break
-        try:
-            event = json.loads(line)
-        except (ValueError, RecursionError):
-            break
-        title = title_from_content(event.get("data", {}).get("content", []))
-        break
     return SessionInfo(
         id=str(header["id"]),
         cwd=header.get("cwd"),
