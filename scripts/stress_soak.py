@@ -50,13 +50,21 @@ def soak_plugin(ctx: Any, config: Any = None) -> None:
         elif text.startswith("tool"):
             arguments = json.dumps({"command": "echo soak $PPID"})
             called = True
-            yield {"type": "tool-call-delta", "id": f"c{time.monotonic_ns()}", "name": "run_command",
-                   "arguments_delta": arguments}
+            yield {
+                "type": "tool-call-delta",
+                "id": f"c{time.monotonic_ns()}",
+                "name": "run_command",
+                "arguments_delta": arguments,
+            }
         elif text.startswith("mcp"):
             arguments = json.dumps({"text": "soak"})
             called = True
-            yield {"type": "tool-call-delta", "id": f"m{time.monotonic_ns()}", "name": "mcp__soak__echo",
-                   "arguments_delta": arguments}
+            yield {
+                "type": "tool-call-delta",
+                "id": f"m{time.monotonic_ns()}",
+                "name": "mcp__soak__echo",
+                "arguments_delta": arguments,
+            }
         elif text.startswith("hang"):
             if request.signal is not None:
                 await request.signal.wait()
@@ -110,11 +118,13 @@ class Client:
         self.next_id += 1
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self.waiting[self.next_id] = future
-        asyncio.ensure_future(self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}))
+        assert self.process.stdin is not None
+        message = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
+        self.process.stdin.write(json.dumps(message).encode() + b"\n")  # drained by the next send or call
         return future
 
-    async def call(self, method: str, params: dict[str, Any], timeout: float = 30.0) -> Any:
-        answer = await asyncio.wait_for(self.start(method, params), timeout)
+    async def call(self, method: str, params: dict[str, Any], deadline: float = 30.0) -> Any:
+        answer = await asyncio.wait_for(self.start(method, params), deadline)
         if "error" in answer:
             raise Failure(f"{method} answered an error: {json.dumps(answer['error'])[:300]}")
         return answer["result"]
@@ -177,8 +187,16 @@ async def soak(seconds: float, workdir: Path) -> Report:
     }
     stderr = (workdir / "stderr.log").open("wb")
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "dsh", "acp", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=stderr, env=env, cwd=str(project), limit=64 << 20,
+        sys.executable,
+        "-m",
+        "dsh",
+        "acp",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=stderr,
+        env=env,
+        cwd=str(project),
+        limit=64 << 20,
     )
     client = Client(process)
     reading = asyncio.ensure_future(client.reader())
@@ -248,15 +266,18 @@ async def soak(seconds: float, workdir: Path) -> Report:
             process.stdin.close()
         try:
             code = await asyncio.wait_for(process.wait(), 10)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             process.kill()
             code = await process.wait()
         reading.cancel()
         stderr.close()
     if code != 0:
         raise Failure(f"the daemon exited {code}: {(workdir / 'stderr.log').read_text(errors='replace')[-2000:]}")
-    errors = [line for line in (workdir / "stderr.log").read_text(errors="replace").splitlines()
-              if '"level": "error"' in line or "Traceback" in line]
+    errors = [
+        line
+        for line in (workdir / "stderr.log").read_text(errors="replace").splitlines()
+        if '"level": "error"' in line or "Traceback" in line
+    ]
     if errors:
         raise Failure("the daemon logged errors:\n" + "\n".join(e[:500] for e in errors[:5]))
     return report
