@@ -76,6 +76,30 @@ def soak_plugin(ctx: Any, config: Any = None) -> None:
         yield {"type": "finish", "reason": {"kind": "tool-calls" if called else "stop"}}
 
     ctx.llm.register_adapter(["soak"], adapter)
+    profile = os.environ.get("DSH_SOAK_PROFILE")
+    if profile:
+        ctx.spawn(_profile, profile, name="soak-profile")
+
+
+async def _profile(path: str) -> None:
+    """Every 10 s: the daemon's RSS, its Python allocator's blocks in use, threads, open descriptors and
+    children, and the collector's counts, appended to *path*. For finding what grows; off unless asked."""
+    import gc
+    import threading
+
+    import anyio
+
+    while True:
+        await anyio.sleep(10)
+        with open("/proc/self/status", encoding="ascii") as status:
+            fields = dict(line.split(":", 1) for line in status if ":" in line)
+        line = (
+            f"{time.monotonic():.0f} rss {fields['VmRSS'].strip()} anon {fields.get('RssAnon', '?').strip()} "
+            f"blocks {sys.getallocatedblocks()} objects {len(gc.get_objects())} threads {threading.active_count()} "
+            f"fds {len(os.listdir('/proc/self/fd'))} gc {[g['collections'] for g in gc.get_stats()]}"
+        )
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(line + "\n")
 
 
 # -- the client ------------------------------------------------------------------------------------------------
@@ -179,6 +203,9 @@ async def soak(seconds: float, workdir: Path) -> Report:
         "DSH_LOG_LEVEL": "warning",
         "DSH_MCP_TIMEOUT": "30",
     }
+    for name in ("DSH_SOAK_PROFILE", "DSH_SOAK_PROFILE_COLLECT", "MALLOC_ARENA_MAX"):
+        if os.environ.get(name):
+            env[name] = os.environ[name]
     mcp = {
         "name": "soak",
         "command": sys.executable,

@@ -457,21 +457,26 @@ class JsonlPersistence:
             _lock(fd, path)
             length = os.fstat(fd).st_size
             collecting = gc.isenabled()
-            if collecting:
+            big = length >= _BIG_LOAD
+            if collecting and big:
                 gc.collect(1)  # the young generations hold nothing but what the load makes (see below)
             gc.disable()
             try:
                 # Read a piece at a time and parsed as it comes: the file's bytes and its events are never all
                 # in memory together (the careful path, for a file the fast one does not accept, reads it whole).
                 result = scan_stream(_pieces(fd), str(path), lambda: _read_all(fd))
-                # The loaded history goes straight to the oldest generation, before any collection runs: a
-                # million young objects are never scanned by a young collection (one cost ~0.5 s right after
-                # the load; issue #12). freeze() + unfreeze() is that move in O(1). Freezing alone would keep
-                # them, and any cyclic garbage alive at that moment, out of every collection forever: each
-                # load + close leaked the whole closed session (issue #30). Full collections are rare (they
-                # wait for a quarter of the long-lived objects to be new) and do see the history.
-                gc.freeze()
-                gc.unfreeze()
+                if big:
+                    # A big history goes straight to the oldest generation, before any collection runs: a
+                    # million young objects are never scanned by a young collection (one cost ~0.5 s right
+                    # after the load; issue #12). freeze() + unfreeze() is that move in O(1). Freezing alone
+                    # kept them, and any cyclic garbage alive at that moment, out of every collection forever:
+                    # each load + close leaked the whole closed session (issue #30). The move also zeroes the
+                    # oldest generation's counter (CPython 3.11), which postpones the next full collection: a
+                    # fair price once per big load, not for every small one (a daemon loading small sessions
+                    # every few seconds never ran a full collection), so smaller loads are left to the
+                    # collector like any other objects.
+                    gc.freeze()
+                    gc.unfreeze()
             finally:
                 if collecting:
                     gc.enable()
@@ -573,6 +578,9 @@ def _read_all(fd: int) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
+_BIG_LOAD = 16 << 20
+"""A session file at least this long (about 100,000 events) is loaded straight into the collector's oldest
+generation (see :meth:`JsonlPersistence.load`); a smaller one costs a young collection a few milliseconds."""
 _TITLE_SCAN_LINES = 64
 _HEADER_LIMIT = 1 << 20
 """A header line is an id, a cwd and a few fields: reading one is never reading a whole session."""
