@@ -28,6 +28,9 @@ _PR_SET_CHILD_SUBREAPER = 36
 _REAP_WITHIN = 0.5
 _tag: ContextVar[str | None] = ContextVar("dsh_session_tag", default=None)
 _subreaper = False
+_handed_out: set[str] = set()
+"""Tags some child was started with: :func:`end_tagged` scans ``/proc`` only for these (most sessions start no
+process at all, and a scan reads every process's ``stat``)."""
 
 
 def become_subreaper() -> str | None:
@@ -68,7 +71,10 @@ def current_tag() -> str | None:
 def tag_environment() -> dict[str, str]:
     """What a child started now adds to its environment: ``{DSH_SESSION_TAG: tag}``, or nothing untagged."""
     tag = _tag.get()
-    return {TAG_VARIABLE: tag} if tag else {}
+    if not tag:
+        return {}
+    _handed_out.add(tag)
+    return {TAG_VARIABLE: tag}
 
 
 def _parents() -> dict[int, int]:
@@ -153,8 +159,9 @@ def end_tagged(tag: str) -> list[int]:
     """End every descendant of this process whose environment carries *tag* (a few rounds, so what one of them
     forked while being found is found too); the pids signalled. Blocking (up to half a second to reap): call it
     from a worker thread in async code."""
-    if not sys.platform.startswith("linux"):
+    if not sys.platform.startswith("linux") or tag not in _handed_out:
         return []
+    _handed_out.discard(tag)
     needle = f"\0{TAG_VARIABLE}={tag}\0".encode()
     ended: list[int] = []
     for _ in range(3):
