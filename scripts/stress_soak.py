@@ -96,7 +96,7 @@ async def _profile(path: str) -> None:
         line = (
             f"{time.monotonic():.0f} rss {fields['VmRSS'].strip()} anon {fields.get('RssAnon', '?').strip()} "
             f"blocks {sys.getallocatedblocks()} objects {len(gc.get_objects())} threads {threading.active_count()} "
-            f"fds {len(os.listdir('/proc/self/fd'))} gc {[g['collections'] for g in gc.get_stats()]}"
+            f"fds {len(os.listdir('/proc/self/fd'))} gc {[g['collections'] for g in gc.get_stats()]} count {gc.get_count()}"
         )
         with open(path, "a", encoding="utf-8") as out:
             out.write(line + "\n")
