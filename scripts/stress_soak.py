@@ -82,24 +82,30 @@ def soak_plugin(ctx: Any, config: Any = None) -> None:
 
 
 async def _profile(path: str) -> None:
-    """Every 10 s: the daemon's RSS, its Python allocator's blocks in use, threads, open descriptors and
-    children, and the collector's counts, appended to *path*. For finding what grows; off unless asked."""
-    import gc
-    import threading
-
+    """Every 10 s, one line appended to *path* (:func:`_sample`). For finding what grows; off unless asked."""
     import anyio
 
     while True:
         await anyio.sleep(10)
-        with open("/proc/self/status", encoding="ascii") as status:
-            fields = dict(line.split(":", 1) for line in status if ":" in line)
-        line = (
-            f"{time.monotonic():.0f} rss {fields['VmRSS'].strip()} anon {fields.get('RssAnon', '?').strip()} "
-            f"blocks {sys.getallocatedblocks()} objects {len(gc.get_objects())} threads {threading.active_count()} "
-            f"fds {len(os.listdir('/proc/self/fd'))} gc {[g['collections'] for g in gc.get_stats()]} count {gc.get_count()}"
-        )
-        with open(path, "a", encoding="utf-8") as out:
-            out.write(line + "\n")
+        _sample(path)
+
+
+def _sample(path: str) -> None:
+    """The daemon's RSS, its Python allocator's blocks in use, objects the collector tracks, threads, open
+    descriptors, collections per generation and the collector's counters."""
+    import gc
+    import threading
+
+    with open("/proc/self/status", encoding="ascii") as status:
+        fields = dict(line.split(":", 1) for line in status if ":" in line)
+    line = (
+        f"{time.monotonic():.0f} rss {fields['VmRSS'].strip()} anon {fields.get('RssAnon', '?').strip()} "
+        f"blocks {sys.getallocatedblocks()} objects {len(gc.get_objects())} threads {threading.active_count()} "
+        f"fds {len(os.listdir('/proc/self/fd'))} gc {[g['collections'] for g in gc.get_stats()]} "
+        f"count {gc.get_count()}"
+    )
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(line + "\n")
 
 
 # -- the client ------------------------------------------------------------------------------------------------

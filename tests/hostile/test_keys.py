@@ -34,7 +34,7 @@ async def test_a_command_cannot_read_the_key_from_the_daemons_environ(tmp_path: 
     ]
     model = write_script(tmp_path / "script.json", script)
     env = {"OPENAI_API_KEY": KEY, "ANTHROPIC_API_KEY": OTHER}
-    async with run_editor(tmp_path, model, EditorClient(["allow_always"]), env=env) as editor:
+    async with run_editor(tmp_path, model, EditorClient(["allow_once", "allow_once"]), env=env) as editor:
         session = (await editor.new_session()).session_id
         assert (await editor.prompt(session, "look")).stop_reason == "end_turn"
         b64 = text_of(editor.final(session, "b64"))

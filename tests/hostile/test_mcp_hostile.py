@@ -167,10 +167,10 @@ async def test_a_50_mb_result_is_budgeted_with_the_full_result_on_disk(tmp_path:
     assert max(map(len, lines)) < 1_000_000
     (result,) = tool_results(read_log(tmp_path, session), "b1")
     text = result["content"][0]["text"]
-    assert "50000000" in text.replace(",", "") and text.startswith("B")
-    spilled = [Path(word.rstrip(".;,")) for word in text.replace("]", " ").split() if word.startswith("/")]
-    assert spilled and spilled[0].stat().st_size >= 50_000_000
-    assert spilled[0].is_relative_to(tmp_path / "dsh-data")
+    assert text.startswith("B") and len(text) < 100_000
+    spilled = Path(result["spill"])  # the tool pipeline's budget step kept the whole result on disk
+    assert os.path.getsize(spilled) >= 50_000_000 and str(spilled) in text  # noqa: ASYNC240 (after the daemon)
+    assert spilled.is_relative_to(tmp_path / "dsh-data")
 
 
 async def test_a_key_a_server_prints_on_stderr_is_not_logged(tmp_path: Path) -> None:

@@ -25,7 +25,6 @@ import anyio
 from dsh import events as ev
 from dsh._log import get_logger
 from dsh.kernel import plugin
-from dsh.mcp._budget import budget_content
 from dsh.mcp._config import (
     DEFAULT_TIMEOUT,
     McpServerConfig,
@@ -284,7 +283,7 @@ class McpManager:
         state = self._sessions.get(agent.session.id)
         if state is None:
             return await next_(request)
-        state.images = self._ctx.llm.model_info(request.model).images
+        state.images = self._ctx.llm.takes_images(request.model)
         pending = [c for c in state.connections.values() if not c.settled.is_set()]
         changing = [c for c in state.connections.values() if c.settled.is_set() and c.state == "ready"]
         with anyio.CancelScope() as scope:
@@ -340,27 +339,7 @@ class McpManager:
         except McpCallError as exc:
             return replace(error_result(execution.call_id, exc), display=display)
         content, is_error = map_result(result, images=state.images)
-        content = budget_content(content, partial(self._spill, state.id, execution.call_id))
         return ToolResult(execution.call_id, content, is_error=is_error, display=display)
-
-    def _spill(self, session_id: str, call_id: str, text: str) -> str:
-        """Write a result's whole text beside the session's file (``<data dir>/<session>.results/``; a temporary
-        directory without durable sessions); its path."""
-        import os
-        import re
-        import tempfile
-        from pathlib import Path
-
-        persistence = self._ctx.get("session_persistence")
-        path_of = getattr(persistence, "path_of", None)
-        base = Path(path_of(session_id)) if callable(path_of) else Path(tempfile.gettempdir()) / "dsh" / session_id
-        directory = base.with_name(base.name.removesuffix(".jsonl") + ".results")
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        path = directory / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', call_id)[:100]}.txt"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        with open(fd, "w", encoding="utf-8", errors="surrogateescape") as file:
-            file.write(text)
-        return str(path)
 
 
 @plugin("mcp", inject=("tools", "llm"))

@@ -45,12 +45,8 @@ from dsh.frontends.acp._commands import CommandDesk, commands_hooks
 from dsh.frontends.acp._content import prompt_content
 from dsh.frontends.acp._delegation import EditorDelegation
 from dsh.frontends.acp._dispatch import MethodTable, make_dispatch, public_error
-from dsh.frontends.acp._gate import PermissionGate
+from dsh.frontends.acp._gate import ApprovalDesk
 from dsh.frontends.acp._mcp import close_mcp, mcp_capabilities, open_mcp
-from dsh.frontends.acp._permissions import (
-    SessionPolicy,
-    rules_from_log,
-)
 from dsh.frontends.acp._pickers import Pickers
 from dsh.frontends.acp._projection import (
     Presenter,
@@ -78,7 +74,9 @@ from dsh.frontends.acp._wire import (
     SetModelParams,
     SetModeParams,
 )
+from dsh.images import DEFAULT_MAX_PER_PROMPT
 from dsh.kernel import Next, plugin
+from dsh.policy import SessionPolicy
 from dsh.services.agents import Agent, AgentHandle, AgentOptions, AgentStatus
 from dsh.services.llm import GenerateRequest, MessageSource
 from dsh.services.sessions import ChunkEvent, check_session_id, title_from_content
@@ -110,6 +108,8 @@ class AcpOptions:
     """Models offered in the editor's model picker (the default model is always offered)."""
     flow: FlowControl | None = None
     """The writer's back-pressure: with it, model streams wait while the client is not reading."""
+    max_images: int = DEFAULT_MAX_PER_PROMPT
+    """Images one prompt may carry (the config file's ``images.max_per_prompt``)."""
 
 
 @dataclass(eq=False)
@@ -133,6 +133,7 @@ class _AcpSession:
     thought_level: str | None = None
     """The reasoning effort the user picked (None: the model's default), for models that take one."""
     policy: SessionPolicy = field(default_factory=SessionPolicy)
+    """The session's mode and rules: the core's own object (``ctx.policy.session(id)``), set with the record."""
     prompts: list[_Prompt] = field(default_factory=list)
     by_message: dict[str, _Prompt] = field(default_factory=dict)
     open_calls: dict[str, None] = field(default_factory=dict)
@@ -251,6 +252,7 @@ class AcpFrontend:
             mcp=mcp_capabilities(self),
             meta=meta,
             auth_methods=auth_methods(self.client_capabilities),
+            image=self._ctx.llm.takes_images(self._options.model),
         )
 
     async def authenticate(self, params: AuthenticateParams) -> dict[str, Any]:
@@ -294,7 +296,12 @@ class AcpFrontend:
         number = arrival()
         invoked = self.desk.match(record, params.prompt)
         if invoked is None:
-            content = prompt_content(params.prompt, accept_images=False)
+            content = prompt_content(
+                params.prompt,
+                accept_images=self._ctx.llm.takes_images(record.model),
+                model=record.model,
+                max_images=self._options.max_images,
+            )
             self.auth.check_prompt(record.model)  # a prompt for the model: its key must be there
             await self.desk.wait_turn(record)
         else:
@@ -369,6 +376,9 @@ class AcpFrontend:
 
     def _record(self, session_id: str, cwd: str, handle: AgentHandle, mcp_servers: list[dict[str, Any]]) -> _AcpSession:
         record = _AcpSession(session_id, cwd, handle, mcp_servers, self._options.model)
+        policies = self._ctx.get("policy")
+        if policies is not None:
+            record.policy = policies.session(session_id)
         tools = self._ctx.tools
 
         def present(name: str, arguments: Any) -> Any:
@@ -497,7 +507,9 @@ class AcpFrontend:
         record.remove_roots = remove_roots
         record.roots = list(params.additional_directories)
         recorded = session.events_without_chunks()  # a big session is nearly all chunks: walk the rest only
-        record.policy.rules = rules_from_log(recorded)
+        policies = self._ctx.get("policy")
+        if policies is not None:
+            record.policy = policies.restore(session_id, recorded)
         self.pickers.restore(record, recorded)
         record.titled = any(event.type == "user/message" for event in recorded)
         last = next((event for event in reversed(recorded) if event.type == "turn/start"), None)
@@ -749,7 +761,7 @@ def acp_plugin(ctx: Context, options: AcpOptions) -> None:
     ctx.on(ev.AGENT_REQUEST, frontend.route_request)
     if options.flow is not None:
         ctx.on(ev.LLM_STREAM, stream_gate(options.flow))
-    ctx.on(ev.TOOLS_EXECUTE, PermissionGate(frontend, ctx.tools).check, prepend=True)
+    ctx.on(ev.USER_APPROVE, ApprovalDesk(frontend).approve)
     delegation = EditorDelegation(frontend)
     ctx.on(ev.WORKSPACE_READ, delegation.read)
     ctx.on(ev.WORKSPACE_WRITE, delegation.write)

@@ -19,8 +19,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from dsh._log import get_logger
-from dsh.frontends.acp._permissions import MODE_IDS, MODES, mode_state
 from dsh.frontends.acp._rpc import INVALID_PARAMS, RpcError
+from dsh.policy import MODE_IDS, MODES
 
 if TYPE_CHECKING:
     from dsh.frontends.acp._frontend import _AcpSession
@@ -43,6 +43,14 @@ def choices_from_log(events: Iterable[SessionEvent]) -> dict[str, str]:
             if isinstance(option, str) and isinstance(value, str):
                 choices[option] = value
     return choices
+
+
+def mode_state(current: str) -> dict[str, Any]:
+    """ACP ``SessionModeState``, rendered from the core's modes table."""
+    return {
+        "currentModeId": current,
+        "availableModes": [{"id": mode.id, "name": mode.name, "description": mode.description} for mode in MODES],
+    }
 
 
 def current_level(levels: Sequence[str], picked: str | None) -> str | None:
@@ -71,6 +79,13 @@ class Pickers:
     def model_name(self, model: str) -> str:
         return self._ctx.llm.model_info(model).name or model
 
+    def _model_choice(self, model: str, key: str) -> dict[str, Any]:
+        """One model in a picker; a model that takes images says so in its description (RFC 0022)."""
+        choice: dict[str, Any] = {key: model, "name": self.model_name(model)}
+        if self._ctx.llm.takes_images(model):
+            choice["description"] = "sees images"
+        return choice
+
     def config_options(self, record: _AcpSession) -> list[dict[str, Any]]:
         """Every configuration option of the session, in priority order, each with its current value."""
         options: list[dict[str, Any]] = [
@@ -80,7 +95,7 @@ class Pickers:
                 "category": "model",
                 "type": "select",
                 "currentValue": record.model,
-                "options": [{"value": m, "name": self.model_name(m)} for m in self._offered],
+                "options": [self._model_choice(m, "value") for m in self._offered],
             },
             {
                 "id": "mode",
@@ -88,7 +103,7 @@ class Pickers:
                 "category": "mode",
                 "type": "select",
                 "currentValue": record.policy.mode,
-                "options": [{"value": mode, "name": name, "description": text} for mode, name, text in MODES],
+                "options": [{"value": m.id, "name": m.name, "description": m.description} for m in MODES],
             },
         ]
         levels = self._ctx.llm.thought_levels(record.model)
@@ -114,7 +129,7 @@ class Pickers:
             "modes": mode_state(record.policy.mode),
             "models": {
                 "currentModelId": record.model,
-                "availableModels": [{"modelId": m, "name": self.model_name(m)} for m in self._offered],
+                "availableModels": [self._model_choice(m, "modelId") for m in self._offered],
             },
         }
 

@@ -17,9 +17,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dsh._log import get_logger
-from dsh.frontends.acp._permissions import MODES
 from dsh.frontends.acp._rpc import RpcError
-from dsh.kernel import abortable
+from dsh.policy import MODES
 from dsh.questions import Answer, Choice, Question, ask
 
 if TYPE_CHECKING:
@@ -123,15 +122,13 @@ class QuestionDesk:
 
     async def _request(self, method: str, params: dict[str, Any], signal: CancelToken | None) -> Any:
         """The client's answer (None when it answered ``null``); :data:`_WITHDRAWN` when the turn was cancelled
-        first; an :class:`Answer` when the request failed."""
-        answer: Any = None
-        with abortable(signal):
-            try:
-                answer = await self._frontend.connection.request(method, params)
-            except RpcError as exc:
-                log.warning("question failed", method=method, error=exc.message)
-                answer = Answer(reason=f"the editor could not ask: {exc.message}")
-        return _WITHDRAWN if signal is not None and signal.aborted else answer
+        first (and the client did not answer within the grace); an :class:`Answer` when the request failed."""
+        try:
+            answered, answer = await self._frontend.connection.request_until(method, params, signal)
+        except RpcError as exc:
+            log.warning("question failed", method=method, error=exc.message)
+            return Answer(reason=f"the editor could not ask: {exc.message}")
+        return _WITHDRAWN if not answered or (signal is not None and signal.aborted) else answer
 
 
 _WITHDRAWN: Any = object()
@@ -161,7 +158,7 @@ def exit_plan_mode_tool(ctx: Context, frontend: AcpFrontend) -> ToolDefinition:
         record = frontend.session_record(agent.session.id) if agent is not None else None
         if record is None or record.policy.mode != "plan":
             return "Plan mode is not on; carry on."
-        choices = tuple(Choice(mode, f"Yes, switch to {name}") for mode, name, _ in MODES if mode != "plan")
+        choices = tuple(Choice(mode.id, f"Yes, switch to {mode.name}") for mode in MODES if mode.id != "plan")
         question = Question(
             record.id,
             execution.call_id,
@@ -185,5 +182,5 @@ def exit_plan_mode_tool(ctx: Context, frontend: AcpFrontend) -> ToolDefinition:
         "In plan mode only: present your finished plan to the user and ask to leave plan mode and start.",
         PLAN_EXIT_PARAMETERS,
         run,
-        meta={"kind": "switch_mode", "present": present},
+        meta={"kind": "switch_mode", "present": present, "modes": ("plan",)},
     )
