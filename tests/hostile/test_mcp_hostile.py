@@ -150,6 +150,7 @@ async def test_a_flood_without_newlines_keeps_memory_flat_and_the_server_usable(
             assert (await editor.prompt(session, "still there?")).stop_reason == "end_turn"
         assert text_of(editor.final(session, "e1")) == "after flood"
         stderr = editor.dsh.stderr()
+    print(f"flood {FLOOD_SECONDS} s: RSS {before >> 20} -> peak {peak >> 20} MiB")
     assert peak - before < 64 * 1024 * 1024, (before, peak)
     assert "dsh cannot use; dropped it" in stderr and "more than the 134217728 dsh reads" in stderr
     assert len(stderr) < 1024 * 1024  # the flood did not reach the log whole
