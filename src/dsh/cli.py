@@ -120,7 +120,7 @@ ModeOption = Annotated[
     typer.Option(
         "--mode",
         metavar="MODE",
-        help="default, accept-edits, plan or bypass \\[config `permissions.mode`; default default].",
+        help="default, accept-edits, plan or bypass \\[config `permissions.mode`; else default].",
         show_default=False,
     ),
 ]
