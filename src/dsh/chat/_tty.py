@@ -370,16 +370,18 @@ class TtyView:
         self._cancelling = True
         self.transcript.cancelling = True
         self.transcript.refresh()
-        self._task_group.start_soon(self._send_cancel)
+        self._task_group.start_soon(self._send_cancel, self._turn_scope)
 
-    async def _send_cancel(self) -> None:
+    async def _send_cancel(self, turn: anyio.CancelScope | None) -> None:
+        """``session/cancel``; if *turn* (the cancelled turn's scope, never a later turn's) is still waiting for
+        the agent's answer after :data:`CANCEL_GRACE` seconds, stop waiting (a no-op once that turn ended)."""
         try:
             await self.client.cancel()
         except ConnectionError:
             return
         await anyio.sleep(CANCEL_GRACE)
-        if self._turn_scope is not None:  # the agent never answered the cancelled turn
-            self._turn_scope.cancel()
+        if turn is not None:
+            turn.cancel()
 
     async def ask_permission(self, tool_call: dict[str, Any], options: list[dict[str, Any]]) -> str | None:
         self.transcript.ask(tool_call, options)
