@@ -124,7 +124,17 @@ class _StepOutcome:
 class _Turn:
     """The bookkeeping of one turn: its reason, the open step, and the closers that keep it balanced."""
 
-    __slots__ = ("agent", "error_reported", "open_call", "reason", "step", "step_open", "turn", "turn_ended")
+    __slots__ = (
+        "agent",
+        "error_reported",
+        "open_call",
+        "open_provider_id",
+        "reason",
+        "step",
+        "step_open",
+        "turn",
+        "turn_ended",
+    )
 
     def __init__(self, agent: ReactLoopAgent, turn: int) -> None:
         self.agent = agent
@@ -136,6 +146,8 @@ class _Turn:
         self.error_reported = False
         self.open_call: str | None = None
         """The call id of a tool call logged without its result yet."""
+        self.open_provider_id: str | None = None
+        """That call's provider id, when it differs (:mod:`dsh.loop._call_ids`)."""
 
     def fail(self, error: BaseException) -> None:
         """Record the turn's error once: one ``error`` event, one ``agent/error``."""
@@ -366,6 +378,7 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
 
     assembler = BlockAssembler()
     feed = assembler.feed
+    ids = agent._call_ids.step()
     append, append_chunk = session.append, session.append_chunk
     listeners_of = ctx.app.bus.table.get
     chunk_event = ev.AGENT_STREAM_CHUNK.name
@@ -382,6 +395,8 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
                 if (kind == "text-delta" or kind == "reasoning-delta") and type(text) is str and len(chunk) == 2:
                     append_chunk(turn_number, step, kind, text)
                 else:
+                    if kind == "tool-call-delta" or kind == "block-end":
+                        chunk = ids.rename(chunk)  # the session's id from the first chunk on
                     append("assistant/chunk", {"turn": turn_number, "step": step, "chunk": chunk})
                 for listener in listeners_of(chunk_event, ()):  # bus.emit, without its frame per chunk
                     listener(agent, turn_number, step, chunk)
@@ -406,7 +421,7 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
 
     usage = assembler.usage
     if finish is not None and finish["kind"] == "max-tokens":
-        message = _without_tool_calls(assembler.message())
+        message = _without_tool_calls(assembler.message())  # no tool call: no provider id to keep
         message = _without_tool_calls(
             await ctx.waterfall(ev.AGENT_STEP_RESULT, agent, turn_number, step, message, default=_keep_value)
         )
@@ -416,8 +431,10 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
             append("usage", {"turn": turn_number, "step": step, "usage": usage})
         return _StepOutcome(False, finish)
 
-    message = await ctx.waterfall(
-        ev.AGENT_STEP_RESULT, agent, turn_number, step, assembler.message(), default=_keep_value
+    message = ids.mark(
+        await ctx.waterfall(
+            ev.AGENT_STEP_RESULT, agent, turn_number, step, ids.mark(assembler.message()), default=_keep_value
+        )
     )
     append("assistant/message", {"turn": turn_number, "step": step, "content": message["content"]})
     if usage is not None:
@@ -426,17 +443,18 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
     calls: list[ToolCallBlock] = [block for block in message["content"] if block["type"] == "tool-call"]
     for call in calls:
         signal.raise_if_aborted()
-        append(
-            "tool/call",
-            {
-                "turn": turn_number,
-                "step": step,
-                "call_id": call["id"],
-                "name": call["name"],
-                "arguments": call["arguments"],
-            },
-        )
-        turn.open_call = call["id"]
+        provider_id = ids.provider_id(call["id"])
+        logged: dict[str, Any] = {
+            "turn": turn_number,
+            "step": step,
+            "call_id": call["id"],
+            "name": call["name"],
+            "arguments": call["arguments"],
+        }
+        if provider_id is not None:
+            logged["provider_id"] = provider_id
+        append("tool/call", logged)
+        turn.open_call, turn.open_provider_id = call["id"], provider_id
         try:
             arguments = _parse_arguments(call["arguments"], call["name"])
         except ToolArgsError as refused:
@@ -456,8 +474,10 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
             data["error"] = result.error
         if result.display is not None:
             data["display"] = result.display
+        if provider_id is not None:
+            data["provider_id"] = provider_id
         append("tool/result", data)
-        turn.open_call = None
+        turn.open_call = turn.open_provider_id = None
         signal.raise_if_aborted()
     return _StepOutcome(bool(calls), finish)
 
@@ -483,18 +503,18 @@ def close_stuck_turn(agent: ReactLoopAgent) -> bool:
         return False
     if turn.open_call is not None:
         call_id, turn.open_call = turn.open_call, None
+        closing: dict[str, Any] = {
+            "turn": turn.turn,
+            "step": turn.step,
+            "call_id": call_id,
+            "content": [{"type": "text", "text": DISPOSED_TEXT}],
+            "is_error": True,
+            "error": {"name": "AgentDisposedError", "code": "disposed"},
+        }
+        if turn.open_provider_id is not None:
+            closing["provider_id"] = turn.open_provider_id
         try:
-            session.append(
-                "tool/result",
-                {
-                    "turn": turn.turn,
-                    "step": turn.step,
-                    "call_id": call_id,
-                    "content": [{"type": "text", "text": DISPOSED_TEXT}],
-                    "is_error": True,
-                    "error": {"name": "AgentDisposedError", "code": "disposed"},
-                },
-            )
+            session.append("tool/result", closing)
         except Exception:
             log.exception("session/event listener failed on a disposed tool/result", agent_id=agent.id)
     if turn.step_open:

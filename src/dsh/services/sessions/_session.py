@@ -452,17 +452,30 @@ def _wrap(tag: str, source: Any, content: list[ContentBlock]) -> Message:
     return {"role": "user", "content": [opening, *content, closing]}
 
 
+def _provider_ids(content: list[Any]) -> list[ContentBlock]:
+    """An assistant message's blocks as the provider sent them: a tool call the loop gave a session-unique id
+    (``provider_id`` set, see ``dsh.loop._call_ids``) goes back with the provider's own id."""
+    blocks: list[ContentBlock] = list(content)
+    for index, block in enumerate(blocks):
+        if block["type"] == "tool-call" and "provider_id" in block:
+            provider = dict(block)
+            provider["id"] = provider.pop("provider_id")
+            blocks[index] = cast(ContentBlock, provider)
+    return blocks
+
+
 def _derive_one(event: SessionEvent) -> Message | None:
     data = event.data
     match event.type:
         case "user/message":
             return {"role": "user", "content": list(data["content"])}
         case "assistant/message":
-            return {"role": "assistant", "content": list(data["content"])}
+            return {"role": "assistant", "content": _provider_ids(data["content"])}
         case "tool/result":
+            provider_id = data.get("provider_id")
             block: ContentBlock = {
                 "type": "tool-result",
-                "tool_call_id": data["call_id"],
+                "tool_call_id": provider_id if isinstance(provider_id, str) else data["call_id"],
                 "content": list(data["content"]),
                 "is_error": bool(data.get("is_error", False)),
             }
