@@ -49,9 +49,12 @@ class SessionCallIds:
                         used.add(data["call_id"])
                 elif event.type == "assistant/message":
                     for block in data.get("content") or ():
-                        if isinstance(block, dict) and block.get("type") == "tool-call":
-                            if isinstance(block.get("id"), str):
-                                used.add(block["id"])
+                        if (
+                            isinstance(block, dict)
+                            and block.get("type") == "tool-call"
+                            and isinstance(block.get("id"), str)
+                        ):
+                            used.add(block["id"])
             self._used = used
         return used
 
