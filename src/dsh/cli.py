@@ -277,7 +277,12 @@ def config_check(config: ConfigOption = None) -> None:
     from dsh.config import default_config_path, summarize_config
 
     path, loaded = _load_config_or_exit(config)
-    settings_for(config)  # the DSH_* variables too
+    settings = settings_for(config)  # the DSH_* variables too
+    from dsh.extra_plugins import import_plugins
+    from dsh.settings import exit_on_error
+
+    with exit_on_error():  # and that every DSH_PLUGINS entry names a plugin (one line, status 2)
+        import_plugins(settings.plugins)
     if path is None or loaded is None:
         typer.echo(f"no configuration file: {default_config_path()} does not exist (the defaults apply)")
         return

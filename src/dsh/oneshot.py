@@ -44,6 +44,14 @@ async def run_prompt(text: str, settings: Settings) -> int:
                 secrets=loaded.secrets if loaded is not None else None,
                 context=context_from_file(loaded),
             )
+            from dsh.extra_plugins import apply_plugins, import_plugins
+            from dsh.settings import SettingError
+
+            try:  # DSH_PLUGINS, as dsh acp loads them (after the core, before the model is checked)
+                apply_plugins(ctx, import_plugins(settings.plugins))
+            except SettingError as error:
+                sys.stderr.write(f"dsh: {error.message}\n")
+                return error.exit_code
             problem = ctx.llm.unserved(model)
             if problem is not None:
                 sys.stderr.write(f"dsh: {settings.origin('model')}: {problem}\n")

@@ -45,3 +45,44 @@ async def test_a_model_name_with_an_empty_part_is_refused_at_start_up(
     err = one_line(done)
     assert done.returncode == 2
     assert err == f"dsh: {origin}: {value!r} is not a model name; use provider:model, e.g. openai:gpt-4.1\n"
+
+
+PLUGINS = "tests.newcomer._plugins"
+
+
+@pytest.mark.parametrize("command", [["acp"], ["prompt", "hi"], ["config", "check"]])
+@pytest.mark.parametrize(
+    ("entry", "says"),
+    [
+        (
+            "os:path",
+            "dsh: DSH_PLUGINS: 'os:path': os.path is a module, not a plugin (a function plugin(ctx, config))\n",
+        ),
+        ("no_such_module_29:plugin", "there is no module 'no_such_module_29' (is it installed, or on PYTHONPATH?)"),
+        ("os:no_such_attribute", "module 'os' has no attribute 'no_such_attribute'"),
+    ],
+)
+async def test_a_bad_plugin_entry_is_one_line_and_status_2(
+    tmp_path: Path, command: list[str], entry: str, says: str
+) -> None:
+    done = await run(tmp_path, *command, DSH_PLUGINS=f"{PLUGINS}:plugin_model,{entry}")
+    err = one_line(done)
+    assert done.returncode == 2 and err.startswith(f"dsh: DSH_PLUGINS: {entry!r}: ") and says in err, err
+
+
+@pytest.mark.parametrize("command", [["acp"], ["prompt", "hi"]])
+async def test_a_plugin_whose_set_up_fails_is_one_line_and_status_2(tmp_path: Path, command: list[str]) -> None:
+    done = await run(tmp_path, *command, DSH_PLUGINS=f"{PLUGINS}:failing")
+    err = one_line(done)
+    assert done.returncode == 2
+    assert (
+        err == f"dsh: DSH_PLUGINS: '{PLUGINS}:failing': its set-up failed: RuntimeError: the plugin could not start\n"
+    )
+
+
+async def test_dsh_prompt_loads_dsh_plugins_like_the_daemon(tmp_path: Path) -> None:
+    from tests.newcomer._plugins import ANSWER
+
+    done = await run(tmp_path, "prompt", "hi", "--model", "plugin-model", DSH_PLUGINS=f"{PLUGINS}:plugin_model")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode() == ANSWER + "\n"
