@@ -82,7 +82,11 @@ async def test_a_provider_reusing_call_0_gives_distinct_ids_live_in_replay_and_a
     calls = [e["data"] for e in events if e["type"] == "tool/call"]
     results = [e["data"] for e in events if e["type"] == "tool/result"]
     assert [c["call_id"] for c in calls] == live_ids == [r["call_id"] for r in results]
-    assert [c.get("provider_id", c["call_id"]) for c in calls] == [PROVIDER_ID, PROVIDER_ID]  # mapped both ways
+    blocks = [
+        b for e in events if e["type"] == "assistant/message" for b in e["data"]["content"] if b["type"] == "tool-call"
+    ]
+    assert [b["id"] for b in blocks] == live_ids  # the log keeps both: the session's id, and the provider's
+    assert [b.get("provider_id", b["id"]) for b in blocks] == [PROVIDER_ID, PROVIDER_ID]
 
     async with run_daemon(tmp_path, data, model="openai:test-model", env=env, name="second") as second:
         await second.initialize()

@@ -11,9 +11,10 @@ the session has used yet, at the moment its first chunk arrives, and keeps the p
   event the loop writes (``assistant/chunk``, ``assistant/message``, ``tool/call``, ``tool/result``), every
   listener and every tool execution sees that id, so the editor's cards, permission requests and the replay of
   ``session/load`` (which projects the stored events) agree.
-* The provider's id is kept where it differs: ``provider_id`` on the ``tool-call`` block of ``assistant/message``
-  and on ``tool/call`` and ``tool/result``. ``Session.derive_messages`` gives the conversation back in the
-  provider's ids, so a provider gets its own ids in the follow-up request (mapped both ways, through the log).
+* The provider's id is kept where it differs, in one place of the log: ``provider_id`` on the ``tool-call``
+  block of ``assistant/message``. ``Session.derive_messages`` gives the conversation back in the provider's ids
+  (the call from that block, its result through the mapping the block gives), so a provider gets its own ids in
+  the follow-up request; nothing else in the loop needs to know.
 * The ids in use are read from the log once per agent (``tool/call`` events, ``tool-call`` blocks), so a
   restarted daemon does not hand out an id an earlier process showed.
 """
@@ -102,10 +103,6 @@ class StepCallIds:
                 if chosen != block["id"]:
                     return cast("StreamChunk", {**raw, "block": {**block, "id": chosen}})
         return chunk
-
-    def provider_id(self, session_id: str) -> str | None:
-        """The provider's own id of a call whose id was changed; None when the session id is the provider's."""
-        return self._renamed.get(session_id)
 
     def mark(self, message: Message) -> Message:
         """*message* with ``provider_id`` on each tool-call block whose id was changed (blocks copied)."""

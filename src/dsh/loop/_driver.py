@@ -124,17 +124,7 @@ class _StepOutcome:
 class _Turn:
     """The bookkeeping of one turn: its reason, the open step, and the closers that keep it balanced."""
 
-    __slots__ = (
-        "agent",
-        "error_reported",
-        "open_call",
-        "open_provider_id",
-        "reason",
-        "step",
-        "step_open",
-        "turn",
-        "turn_ended",
-    )
+    __slots__ = ("agent", "error_reported", "open_call", "reason", "step", "step_open", "turn", "turn_ended")
 
     def __init__(self, agent: ReactLoopAgent, turn: int) -> None:
         self.agent = agent
@@ -146,8 +136,6 @@ class _Turn:
         self.error_reported = False
         self.open_call: str | None = None
         """The call id of a tool call logged without its result yet."""
-        self.open_provider_id: str | None = None
-        """That call's provider id, when it differs (:mod:`dsh.loop._call_ids`)."""
 
     def fail(self, error: BaseException) -> None:
         """Record the turn's error once: one ``error`` event, one ``agent/error``."""
@@ -421,7 +409,7 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
 
     usage = assembler.usage
     if finish is not None and finish["kind"] == "max-tokens":
-        message = _without_tool_calls(assembler.message())  # no tool call: no provider id to keep
+        message = _without_tool_calls(assembler.message())
         message = _without_tool_calls(
             await ctx.waterfall(ev.AGENT_STEP_RESULT, agent, turn_number, step, message, default=_keep_value)
         )
@@ -443,18 +431,17 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
     calls: list[ToolCallBlock] = [block for block in message["content"] if block["type"] == "tool-call"]
     for call in calls:
         signal.raise_if_aborted()
-        provider_id = ids.provider_id(call["id"])
-        logged: dict[str, Any] = {
-            "turn": turn_number,
-            "step": step,
-            "call_id": call["id"],
-            "name": call["name"],
-            "arguments": call["arguments"],
-        }
-        if provider_id is not None:
-            logged["provider_id"] = provider_id
-        append("tool/call", logged)
-        turn.open_call, turn.open_provider_id = call["id"], provider_id
+        append(
+            "tool/call",
+            {
+                "turn": turn_number,
+                "step": step,
+                "call_id": call["id"],
+                "name": call["name"],
+                "arguments": call["arguments"],
+            },
+        )
+        turn.open_call = call["id"]
         try:
             arguments = _parse_arguments(call["arguments"], call["name"])
         except ToolArgsError as refused:
@@ -474,10 +461,8 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
             data["error"] = result.error
         if result.display is not None:
             data["display"] = result.display
-        if provider_id is not None:
-            data["provider_id"] = provider_id
         append("tool/result", data)
-        turn.open_call = turn.open_provider_id = None
+        turn.open_call = None
         signal.raise_if_aborted()
     return _StepOutcome(bool(calls), finish)
 
@@ -503,18 +488,18 @@ def close_stuck_turn(agent: ReactLoopAgent) -> bool:
         return False
     if turn.open_call is not None:
         call_id, turn.open_call = turn.open_call, None
-        closing: dict[str, Any] = {
-            "turn": turn.turn,
-            "step": turn.step,
-            "call_id": call_id,
-            "content": [{"type": "text", "text": DISPOSED_TEXT}],
-            "is_error": True,
-            "error": {"name": "AgentDisposedError", "code": "disposed"},
-        }
-        if turn.open_provider_id is not None:
-            closing["provider_id"] = turn.open_provider_id
         try:
-            session.append("tool/result", closing)
+            session.append(
+                "tool/result",
+                {
+                    "turn": turn.turn,
+                    "step": turn.step,
+                    "call_id": call_id,
+                    "content": [{"type": "text", "text": DISPOSED_TEXT}],
+                    "is_error": True,
+                    "error": {"name": "AgentDisposedError", "code": "disposed"},
+                },
+            )
         except Exception:
             log.exception("session/event listener failed on a disposed tool/result", agent_id=agent.id)
     if turn.step_open:
