@@ -46,11 +46,12 @@ async def app() -> AsyncIterator[App]:
 @pytest.fixture
 async def core() -> AsyncIterator[Context]:
     """A running application with the five services, echo, scripted and the loop loaded (not the context plugin:
-    the loop's own tests see no built-in system prompt section)."""
+    the loop's own tests see no built-in system prompt section; not the policy pipeline: the tools' and the
+    loop's own tests run calls unattended, and ``tests/policy`` loads it where it is the subject)."""
     from dsh.app import load_core
 
     async with App() as application:
-        load_core(application.ctx, context=False)
+        load_core(application.ctx, context=False, policy=False)
         yield application.ctx
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from dsh.context import ContextConfig
     from dsh.kernel import Context
+    from dsh.policy import PolicyConfig
     from dsh.providers._settings import ProviderSettings
     from dsh.secrets import SecretsConfig
 
@@ -31,6 +32,7 @@ def load_core(
     providers: dict[str, ProviderSettings] | None = None,
     context: ContextConfig | dict[str, Any] | Literal[False] | None = None,
     secrets: SecretsConfig | None = None,
+    policy: PolicyConfig | Literal[False] | None = None,
 ) -> None:
     """Load the interface services, the ``commands`` service with the built-in commands, the ``echo`` and ``scripted`` models, the remote providers (the built-ins,
     with *providers* merged over them) and the agent loop into *ctx*; with *data_dir*, also the JSONL session
@@ -38,7 +40,10 @@ def load_core(
     (for tests of the loop alone). *context* configures the ``context`` plugin (system prompt sections, context
     accounting, compaction; :mod:`dsh.context`); ``context=False`` leaves it out (tests of the loop alone: no
     built-in section at all). The ``secrets`` plugin (*providers* and the file's *secrets* section) decides
-    what the processes started for tools do not see and redacts tool results.
+    what the processes started for tools do not see and redacts tool results. *policy* configures the tool call
+    pipeline and the permission policy (:mod:`dsh.policy`; default: ``default`` mode, no rules, nobody to ask, so
+    a call that would ask is refused); ``policy=False`` leaves it out (tests of the tools and the loop alone:
+    calls run unattended, as a direct ``ctx.tools.execute`` would).
 
     Application order does not matter: each plugin applies once the services it injects exist. Disposal is
     the reverse of this call order, so persistence is loaded first and goes last.
@@ -73,6 +78,10 @@ def load_core(
     ctx.plugin(system_prompt_plugin)
     if context is not False:
         ctx.plugin(context_plugin, context)
+    if policy is not False:
+        from dsh.policy import policy_plugin
+
+        ctx.plugin(policy_plugin, policy)
     ctx.plugin(commands_plugin)
     ctx.plugin(builtin_commands_plugin)
     if builtin_tools:

@@ -15,6 +15,7 @@ Waterfall listeners receive the context arguments, then the value, then ``next``
 | tools/execute              | waterfall | execution → result                          |
 | commands/change            | emit      | —                                           |
 | user/ask                   | waterfall | Question → Answer                           |
+| user/approve               | waterfall | Approval → Verdict  (dsh.policy)            |
 | llm/adapter-change         | emit      | —                                           |
 | llm/stream                 | waterfall | request → chunk stream                      |
 | agent/created, disposed    | emit      | agent                                       |
@@ -43,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias, TypedDic
 from dsh.kernel._events import EmitEvent, EventSpec, Next, ParallelEvent, WaterfallEvent
 
 if TYPE_CHECKING:
+    from dsh.policy import Approval, Verdict
     from dsh.questions import Answer, Question
     from dsh.services.agents import Agent, AgentStatus, CompactRequest
     from dsh.services.llm import ContentBlock, GenerateRequest, Message, MessageSource, StreamChunk
@@ -92,6 +94,8 @@ TOOLS_EXECUTE: WaterfallEvent[ToolsExecuteListener, ToolExecution, ToolResult] =
 COMMANDS_CHANGE: EmitEvent[[]] = EmitEvent("commands/change")
 UserAskListener: TypeAlias = Callable[["Question", Next["Question", "Answer"]], Awaitable["Answer"]]
 USER_ASK: WaterfallEvent[UserAskListener, Question, Answer] = WaterfallEvent("user/ask")
+UserApproveListener: TypeAlias = Callable[["Approval", Next["Approval", "Verdict"]], Awaitable["Verdict"]]
+USER_APPROVE: WaterfallEvent[UserApproveListener, Approval, Verdict] = WaterfallEvent("user/approve")
 
 # -- llm ------------------------------------------------------------------------------------------------
 LlmStreamListener: TypeAlias = Callable[

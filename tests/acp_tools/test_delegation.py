@@ -61,7 +61,9 @@ async def test_fs_delegation_reads_unsaved_buffers_and_writes_through_the_editor
         } in edit["content"]
 
         reads = client.of_method("fs/read_text_file")
-        assert [r["path"] for r in reads] == [str(notes), str(notes)]  # the new out.txt is not read first (#11)
+        # read_file, then edit_file's prepare and its apply's "changed since" check; the new out.txt is not read
+        # first (#11), neither by prepare nor by apply's check
+        assert [r["path"] for r in reads] == [str(notes), str(notes), str(notes)]
         assert all(r["sessionId"] == session for r in reads)
         assert client.of_method("fs/write_text_file") == [
             {"sessionId": session, "path": str(out), "content": "from the agent\n"},

@@ -134,14 +134,14 @@ async def test_allow_always_is_remembered_in_the_session_and_after_a_restart(tmp
         session = (await editor.new_session()).session_id
         assert (await editor.prompt(session, "write twice")).stop_reason == "end_turn"
         project = editor.project
-        # Asked once for write_file; the rule is per tool, so edit_file still asks.
+        # Asked once for write_file; the rule is per tool and directory (#21), so edit_file still asks.
         assert [p["toolCall"]["toolCallId"] for p in client.permissions()] == ["w1", "e1"]
         for call_id in ("w1", "w2", "e1"):
             assert editor.final(session, call_id)["status"] == "completed"
     assert (project / "a.txt").read_text(encoding="utf-8") == "A\n"
     assert (project / "b.txt").read_text(encoding="utf-8") == "b\n"
     rules = [e["data"] for e in read_log(tmp_path, session) if e["type"] == "permission/rule"]
-    assert rules == [{"tool": "write_file", "decision": "allow"}]
+    assert rules == [{"tool": "write_file", "decision": "allow", "scope": str(project)}]
 
     second = write_script(
         tmp_path / "second.json", [call("write_file", "w3", path="c.txt", content="c\n"), {"text": "ok"}]
@@ -177,7 +177,7 @@ async def test_reject_always_refuses_without_asking_again_and_after_a_restart(tm
     assert not (project / "a.txt").exists()
     assert not (project / "b.txt").exists()
     rules = [e["data"] for e in read_log(tmp_path, session) if e["type"] == "permission/rule"]
-    assert rules == [{"tool": "write_file", "decision": "reject"}]
+    assert rules == [{"tool": "write_file", "decision": "reject", "scope": str(project)}]
 
     second = write_script(
         tmp_path / "second.json", [call("write_file", "w3", path="c.txt", content="c\n"), {"text": "ok"}]

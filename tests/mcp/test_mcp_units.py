@@ -10,11 +10,11 @@ import pytest
 from pydantic import ValidationError
 
 from dsh.config import DshConfig
-from dsh.frontends.acp._permissions import SessionPolicy
 from dsh.mcp._config import McpServerConfig, merge_servers, specs_from_acp, specs_from_config
 from dsh.mcp._manager import tool_kind
 from dsh.mcp._names import MAX_NAME, tool_name, unique_names
 from dsh.mcp._results import map_result
+from dsh.policy import CallFacts, Rule, SessionPolicy
 from mcp import types
 
 SAFE = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -139,16 +139,15 @@ def test_kinds_from_annotations_and_names(name: str, annotations: dict[str, bool
 )
 def test_a_tool_that_asks_is_gated_like_a_command(mode: str, read_only: bool, expected: str) -> None:
     kind = "read" if read_only else "edit"
-    assert SessionPolicy(mode=mode).decide("mcp__s__t", kind, outside=False, asks=not read_only) == expected
+    facts = CallFacts("mcp__s__t", kind, "/project", asks=not read_only)
+    assert SessionPolicy(mode=mode).decide(facts).verdict == expected
 
 
 def test_always_allow_holds_for_a_tool_that_asks() -> None:
-    policy = SessionPolicy(rules={"mcp__s__t": "allow"})
-    assert policy.decide("mcp__s__t", "other", outside=False, asks=True) == "allow"
-    assert (
-        SessionPolicy(mode="plan", rules={"mcp__s__t": "allow"}).decide("mcp__s__t", "other", outside=False, asks=True)
-        == "refuse"
-    )
+    facts = CallFacts("mcp__s__t", "other", "/project", asks=True)
+    policy = SessionPolicy(rules=[Rule("mcp__s__t", None, "allow")])
+    assert policy.decide(facts).verdict == "allow"
+    assert SessionPolicy(mode="plan", rules=[Rule("mcp__s__t", None, "allow")]).decide(facts).verdict == "refuse"
 
 
 def test_config_show_lists_mcp_servers_with_their_secrets_masked() -> None:

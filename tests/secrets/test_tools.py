@@ -37,7 +37,9 @@ async def test_run_command_children_do_not_see_keys_and_output_is_redacted(
     monkeypatch.setenv("ORDINARY_VARIABLE", "ordinary")
     (tmp_path / ".env").write_text(f"OPENAI_API_KEY={KEY}\n", encoding="utf-8")
     async with App() as app:
-        load_core(app.ctx, secrets=SecretsConfig(remove=["*_API_KEY"], pass_through=["WEATHER_API_KEY"]))
+        load_core(  # the tools run unattended here (no policy): what is tested is what they see and return
+            app.ctx, secrets=SecretsConfig(remove=["*_API_KEY"], pass_through=["WEATHER_API_KEY"]), policy=False
+        )
         listed = await execute(app.ctx, "run_command", {"command": "env"}, tmp_path)
         assert "OPENAI_API_KEY" not in text(listed)
         assert KEY not in text(listed)
@@ -70,7 +72,7 @@ async def test_errors_and_display_of_any_tool_are_redacted(tmp_path: Path, monke
         return result
 
     async with App() as app:
-        load_core(app.ctx)
+        load_core(app.ctx, policy=False)
         app.ctx.tools.register(define_tool("leaky", "raises with the key", Args, leaky))
 
         async def show(args: Args, execution: ToolExecution) -> str:

@@ -160,9 +160,12 @@ class EditorClient(RecordingClient):
         buffers: Mapping[str, str] | None = None,
         terminal: FakeTerminal | None = None,
         elicitations: list[Any] | None = None,
+        on_permission: Callable[[RequestPermissionRequest], None] | None = None,
     ) -> None:
         super().__init__()
         self.answers = list(answers or [])
+        self.on_permission = on_permission
+        """Called with each permission request before it is answered (a test changes a file "meanwhile")."""
         self.elicitations = list(elicitations or [])
         """Answers to ``elicitation/create``, in order: ``("accept", value)``, ``"decline"``, ``"cancel"`` or
         :data:`HOLD` (pending until :meth:`release_held`, then ``cancel``)."""
@@ -203,6 +206,8 @@ class EditorClient(RecordingClient):
             self._record(PERMISSION, request)
             return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id="reject_once"))
         answer = self.answers.pop(0)
+        if self.on_permission is not None:
+            self.on_permission(request)
         if answer == HOLD:
             self.held.append(tool_call.tool_call_id)
             self._record(PERMISSION, request)

@@ -35,3 +35,10 @@ def test_registering_the_tools_does_not_load_their_bodies() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_the_prepared_tools_are_the_ones_the_plugin_registers_lazily() -> None:
+    from dsh.tools._plugin import PREPARED
+
+    real = build_tools(_NoWorkspace())  # type: ignore[arg-type]
+    assert {t.name for t in real if t.prepare is not None} == PREPARED

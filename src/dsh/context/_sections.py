@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from dsh.policy import MODES
 from dsh.services.llm import ToolSchema
 
 __all__ = ["IDENTITY", "MODE_TEXTS", "ORDER", "mode_text", "tools_text"]
@@ -34,12 +35,8 @@ You are dsh, a coding agent working in the user's project through the tools you 
 - Ask when blocked: if the request is ambiguous, a step would be destructive or irreversible, or you lack access, ask the user instead of guessing.
 - Be concise; never invent results, file contents or command output."""
 
-MODE_TEXTS: dict[str, str] = {
-    "default": "Default: you may read and search freely; each file edit and each command is shown to the user, who approves it before it runs. A declined call did not run: do not repeat it unchanged.",
-    "accept-edits": "Accept edits: file edits inside the project are applied without asking; commands still need the user's approval.",
-    "plan": "Plan: read-only. Reading and searching are allowed; editing files and running commands are refused. Investigate, then propose a concrete plan (the files and the changes you would make, and how you would check them) and wait for the user to approve it and leave plan mode.",
-    "bypass": "Bypass permissions: every tool call runs without asking. Take extra care with destructive or irreversible actions.",
-}
+MODE_TEXTS: dict[str, str] = {mode.id: mode.prompt for mode in MODES}
+"""The model-facing text of each mode, from the one modes table (:data:`dsh.policy.MODES`)."""
 
 
 def mode_text(mode: str) -> str:

@@ -14,6 +14,11 @@ Guarantees:
   ``is_error=True`` with text ``Error: <message>`` and ``error={name, code}`` when the error carries a code;
   it never propagates. A listener vetoes a call by returning a result without calling ``next``: that is the
   seam for permission gates, sandboxes and plan mode.
+* A tool may split itself in two (``ToolDefinition.prepare``): *prepare* computes what the call would do
+  without doing it (resolved paths, the exact diff, the command) and returns a :class:`Prepared` whose
+  ``apply`` does exactly that. The policy pipeline (:mod:`dsh.policy`) prepares, decides, asks, then passes
+  the :class:`Prepared` down the chain in ``ToolExecution.prepared``; the innermost default runs its
+  ``apply``. Without the pipeline, a prepared tool's ``execute`` is prepare followed by apply.
 """
 
 from __future__ import annotations
@@ -36,11 +41,13 @@ if TYPE_CHECKING:
     from dsh.services.llm import GenerateRequest
 
 __all__ = [
+    "Prepared",
     "ToolCard",
     "ToolDefinition",
     "ToolExecution",
     "ToolRegistry",
     "ToolResult",
+    "define_prepared_tool",
     "define_tool",
     "error_result",
     "tools_plugin",
@@ -59,6 +66,27 @@ class ToolExecution:
     arguments: Any
     agent: Agent | None = None
     signal: CancelToken | None = None
+    prepared: Prepared | None = None
+    """Set by the policy pipeline once the call was prepared and allowed: the innermost default applies it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """What a call will do, computed before anyone is asked, and the one way to do it (``apply``).
+
+    ``paths``: the absolute paths the call touches (as the user knows them); ``outside``: those of them whose
+    real location is outside the session's roots (they need a grant, asked for like any other permission);
+    ``diff``: ``(absolute path, old text or None for a new file, new text)`` of a file change; ``command``: a
+    shell command to run. ``apply`` must do exactly what was prepared and fail (never do something else) when
+    the world changed since: a file edited in between is an error ``CHANGED_SINCE``, not a stale write."""
+
+    apply: Callable[[], Awaitable[ToolOutput]]
+    paths: tuple[str, ...] = ()
+    outside: tuple[str, ...] = ()
+    diff: tuple[str, str | None, str] | None = None
+    command: str | None = None
+    cwd: str | None = None
+    """Where ``command`` runs (absolute)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +106,9 @@ class ToolDefinition:
     """A tool: its schema for the model and ``execute(arguments, execution)``.
 
     ``meta`` is for front ends and gates: ``kind`` (read, edit, delete, move, search, execute, fetch, think,
-    other) says what the tool does, and ``present(arguments, cwd)`` may return a :class:`ToolCard`."""
+    other) says what the tool does, and ``present(arguments, cwd)`` may return a :class:`ToolCard`.
+    ``prepare(arguments, execution) -> Prepared``, when set, is the tool's prepare stage (see the module
+    docstring); it raises the tool's error for a call that cannot apply, and must not change anything."""
 
     name: str
     description: str
@@ -86,6 +116,7 @@ class ToolDefinition:
     execute: Callable[[Any, ToolExecution], Awaitable[ToolOutput]]
     strict: bool | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    prepare: Callable[[Any, ToolExecution], Awaitable[Prepared]] | None = None
 
     def schema(self) -> ToolSchema:
         schema: ToolSchema = {
@@ -98,23 +129,39 @@ class ToolDefinition:
         return schema
 
 
+def _validate(model: type[A], arguments: Any, execution: ToolExecution) -> A:
+    try:
+        if isinstance(arguments, str | bytes):
+            return model.model_validate_json(arguments or "{}")
+        return model.model_validate(arguments)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}" for e in exc.errors())
+        raise ToolArgsError(f"invalid arguments for {execution.name}: {problems}") from None
+
+
 class _TypedTool(Generic[A]):
     def __init__(self, model: type[A], fn: Callable[[A, ToolExecution], Awaitable[ToolOutput]]) -> None:
         self._model = model
         self._fn = fn
 
     async def __call__(self, arguments: Any, execution: ToolExecution) -> ToolOutput:
-        try:
-            if isinstance(arguments, str | bytes):
-                parsed = self._model.model_validate_json(arguments or "{}")
-            else:
-                parsed = self._model.model_validate(arguments)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}" for e in exc.errors()
-            )
-            raise ToolArgsError(f"invalid arguments for {execution.name}: {problems}") from None
-        return await self._fn(parsed, execution)
+        return await self._fn(_validate(self._model, arguments, execution), execution)
+
+
+class _TypedPrepare(Generic[A]):
+    def __init__(self, model: type[A], fn: Callable[[A, ToolExecution], Awaitable[Prepared]]) -> None:
+        self._model = model
+        self._fn = fn
+
+    async def __call__(self, arguments: Any, execution: ToolExecution) -> Prepared:
+        return await self._fn(_validate(self._model, arguments, execution), execution)
+
+
+async def _prepare_and_apply(
+    prepare: Callable[[Any, ToolExecution], Awaitable[Prepared]], arguments: Any, execution: ToolExecution
+) -> ToolOutput:
+    prepared = execution.prepared if execution.prepared is not None else await prepare(arguments, execution)
+    return await prepared.apply()
 
 
 def define_tool(
@@ -127,6 +174,24 @@ def define_tool(
 ) -> ToolDefinition:
     """A tool whose arguments are validated by the pydantic model *arguments* (its JSON Schema is sent)."""
     return ToolDefinition(name, description, arguments.model_json_schema(), _TypedTool(arguments, fn), strict)
+
+
+def define_prepared_tool(
+    name: str,
+    description: str,
+    arguments: type[A],
+    prepare: Callable[[A, ToolExecution], Awaitable[Prepared]],
+    *,
+    strict: bool | None = None,
+) -> ToolDefinition:
+    """A tool in two stages: *prepare* (validated arguments → :class:`Prepared`) and the ``apply`` it returns.
+    Its ``execute`` prepares then applies, so the tool works the same without the policy pipeline."""
+    typed = _TypedPrepare(arguments, prepare)
+
+    async def execute(raw: Any, execution: ToolExecution) -> ToolOutput:
+        return await _prepare_and_apply(typed, raw, execution)
+
+    return ToolDefinition(name, description, arguments.model_json_schema(), execute, strict, prepare=typed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +289,10 @@ class ToolRegistry:
         tool = self.get(execution.name, agent.session.id if agent is not None else None)
         if tool is None:
             raise ToolNotFoundError(f"unknown tool {execution.name!r}")
-        output = await tool.execute(execution.arguments, execution)
+        if execution.prepared is not None:
+            output = await execution.prepared.apply()
+        else:
+            output = await tool.execute(execution.arguments, execution)
         return ToolResult(call_id=execution.call_id, content=_as_content(output))
 
 

@@ -16,9 +16,14 @@ Guarantees:
   list[ResolvedPath]`` (what the call would touch, with ``inside`` computed against ``[cwd]``). Presenters are
   cheap, synchronous, never raise (invalid arguments give None) and depend on the arguments alone, never on
   the files, so a replay shows the cards the live session showed.
+* ``write_file``, ``edit_file`` and ``run_command`` are prepared tools (``ToolDefinition.prepare``, see
+  :mod:`dsh.services.tools`): prepare resolves the paths, reads the file and computes the exact change (an
+  edit that cannot apply fails there, before anyone is asked), and apply writes exactly that change, after
+  checking that the file is still what prepare read (else ``CHANGED_SINCE``, nothing written). An outside
+  path is reported by prepare (``Prepared.outside``) and refused by apply unless granted.
 * A failure is an error result (``is_error``; ``error.code`` one of ``OUTSIDE_ROOTS``, ``NOT_FOUND``,
   ``IS_DIRECTORY``, ``NOT_TEXT``, ``NO_MATCH``, ``AMBIGUOUS_MATCH``, ``NO_CHANGE``, ``BAD_PATTERN``,
-  ``BAD_CWD``, ``PATH_CHANGED``). ``run_command`` is an error when the command exits non-zero, is killed, times out or is
+  ``BAD_CWD``, ``PATH_CHANGED``, ``CHANGED_SINCE``). ``run_command`` is an error when the command exits non-zero, is killed, times out or is
   cancelled, and still returns its output. Results carry ``display`` for people: ``{"diff": {path, old_text,
   new_text}}`` for writes and edits (``old_text`` None for a new file), ``{exit_code, signal, timed_out,
   cancelled, truncated, terminal_id?}`` for commands. A tool body returns only text: ``is_error`` and
@@ -45,7 +50,15 @@ import anyio
 from pydantic import BaseModel, Field, ValidationError
 
 from dsh._text import plural
-from dsh.services.tools import ToolCard, ToolDefinition, ToolExecution, ToolResult, define_tool
+from dsh.services.tools import (
+    Prepared,
+    ToolCard,
+    ToolDefinition,
+    ToolExecution,
+    ToolResult,
+    define_prepared_tool,
+    define_tool,
+)
 from dsh.tools._errors import OutsideRootsError, ToolError
 from dsh.tools._paths import ResolvedPath, is_granted, is_within, resolve_path, revoke_grants
 from dsh.tools._safeopen import PathChangedError
@@ -340,30 +353,81 @@ class _Tools:
         text = await self.read_text(execution, target, offset, limit + 1)
         return _number_lines(text, offset, limit)
 
-    async def write_file(self, args: WriteFileArgs, execution: ToolExecution) -> str:
-        target = self.target(execution, args.path)
-        old: str | None = None
+    def locate(self, execution: ToolExecution, raw: str) -> ResolvedPath:
+        """*raw* resolved against the session's roots, not refused yet: prepare reports outside paths (the
+        pipeline asks for them) and apply checks the grant (:meth:`checked`)."""
+        return self.ws.resolve(execution, raw)
+
+    def checked(self, execution: ToolExecution, target: ResolvedPath, raw: str) -> None:
+        """Refuse *target* at apply time when it is outside the roots and no gate granted it for this call."""
+        if not target.inside and not is_granted(execution, target.real, resolved=True):
+            cwd = self.ws.cwd(execution)
+            raise OutsideRootsError(
+                f"path {raw!r} ({target.path}) is outside the session's directory {cwd}; tools may only use "
+                "paths inside it unless the user grants access. Use a path inside the directory, or ask the "
+                "user to allow this one."
+            )
+
+    async def _current(self, execution: ToolExecution, target: ResolvedPath) -> str | None:
+        """The file's text now (None when it does not exist or cannot be read: it is replaced either way)."""
         is_dir, exists = await anyio.to_thread.run_sync(_dir_and_exists, target.real)
         if is_dir:
             raise ToolError(f"{target.path} is a directory, not a file", "IS_DIRECTORY")
-        if exists:  # a new file is not read first (through an editor, that read would report it missing)
-            try:
-                old = await self.ws.read(execution, target.path, real=target.real)
-            except IsADirectoryError:
-                raise ToolError(f"{target.path} is a directory, not a file", "IS_DIRECTORY") from None
-            except PathChangedError:
-                raise _changed(target.path) from None
-            except Exception:  # unreadable: it is replaced either way
-                old = None
-        await self._write(execution, target, args.content)
-        _report(display={"diff": {"path": target.path, "old_text": old, "new_text": args.content}})
-        shown = _shown(target.path, self.ws.cwd(execution))
-        lines = args.content.count("\n") + (0 if args.content.endswith("\n") or not args.content else 1)
-        verb = "Created" if old is None else "Overwrote"
-        return f"{verb} {shown} ({plural(lines, 'line')}, {plural(len(args.content.encode('utf-8')), 'byte')})."
+        if not exists:  # a new file is not read first (through an editor, that read would report it missing)
+            return None
+        try:
+            return await self.ws.read(execution, target.path, real=target.real)
+        except IsADirectoryError:
+            raise ToolError(f"{target.path} is a directory, not a file", "IS_DIRECTORY") from None
+        except PathChangedError:
+            raise _changed(target.path) from None
+        except Exception:  # unreadable: it is replaced either way
+            return None
 
-    async def edit_file(self, args: EditFileArgs, execution: ToolExecution) -> str:
-        target = self.target(execution, args.path)
+    async def _unchanged_since(
+        self, execution: ToolExecution, target: ResolvedPath, before: str | None, *, edit: bool = False
+    ) -> None:
+        """Apply's guard: the file is still what prepare read (the same way: an edit reads through the workspace
+        only, a write looks at the disk first), else ``CHANGED_SINCE`` and nothing is written."""
+        if edit:
+            try:
+                now: str | None = await self.read_text(execution, target)
+            except ToolError as exc:
+                if exc.code != "NOT_FOUND":
+                    raise
+                now = None
+        else:
+            now = await self._current(execution, target)
+        if now != before:
+            shown = _shown(target.path, self.ws.cwd(execution))
+            what = "was created" if before is None else ("was deleted" if now is None else "changed")
+            raise ToolError(
+                f"{shown} {what} since this call was prepared (while it waited for approval); nothing was "
+                "written. Read the file again and redo the change.",
+                "CHANGED_SINCE",
+            )
+
+    async def write_file(self, args: WriteFileArgs, execution: ToolExecution) -> Prepared:
+        target = self.locate(execution, args.path)
+        old = await self._current(execution, target)
+
+        async def apply() -> str:
+            self.checked(execution, target, args.path)
+            await self._unchanged_since(execution, target, old)
+            await self._write(execution, target, args.content)
+            _report(display={"diff": {"path": target.path, "old_text": old, "new_text": args.content}})
+            shown = _shown(target.path, self.ws.cwd(execution))
+            lines = args.content.count("\n") + (0 if args.content.endswith("\n") or not args.content else 1)
+            verb = "Created" if old is None else "Overwrote"
+            size = plural(len(args.content.encode("utf-8")), "byte")
+            return f"{verb} {shown} ({plural(lines, 'line')}, {size})."
+
+        return Prepared(
+            apply, (target.path,), () if target.inside else (target.path,), (target.path, old, args.content)
+        )
+
+    async def edit_file(self, args: EditFileArgs, execution: ToolExecution) -> Prepared:
+        target = self.locate(execution, args.path)
         shown = _shown(target.path, self.ws.cwd(execution))
         if not args.old_string:
             raise ToolError("old_string is empty: to create or overwrite a whole file use write_file", "NO_MATCH")
@@ -388,11 +452,17 @@ class _Tools:
                 "AMBIGUOUS_MATCH",
             )
         new_text = text.replace(old_string, new_string) if args.replace_all else text.replace(old_string, new_string, 1)
-        await self._write(execution, target, new_text)
-        line = _line_of(text, text.find(old_string))
-        _report(display={"diff": {"path": target.path, "old_text": text, "new_text": new_text}, "line": line})
-        replaced = f"{count} occurrences" if count > 1 else "1 occurrence"
-        return f"Edited {shown}: replaced {replaced}.\n{_unified_diff(text, new_text, shown)}"
+
+        async def apply() -> str:
+            self.checked(execution, target, args.path)
+            await self._unchanged_since(execution, target, text, edit=True)
+            await self._write(execution, target, new_text)
+            line = _line_of(text, text.find(old_string))
+            _report(display={"diff": {"path": target.path, "old_text": text, "new_text": new_text}, "line": line})
+            replaced = f"{count} occurrences" if count > 1 else "1 occurrence"
+            return f"Edited {shown}: replaced {replaced}.\n{_unified_diff(text, new_text, shown)}"
+
+        return Prepared(apply, (target.path,), () if target.inside else (target.path,), (target.path, text, new_text))
 
     async def list_files(self, args: ListFilesArgs, execution: ToolExecution) -> str:
         target = self.target(execution, args.path)
@@ -468,35 +538,43 @@ class _Tools:
             lines = [*lines, f"[… more than {len(lines)} matches: narrow the pattern, the path or the glob]"]
         return "\n".join(lines)
 
-    async def run_command(self, args: RunCommandArgs, execution: ToolExecution) -> str:
+    async def run_command(self, args: RunCommandArgs, execution: ToolExecution) -> Prepared:
         cwd = self.ws.cwd(execution)
-        where = self.target(execution, args.cwd) if args.cwd else None
+        where = self.locate(execution, args.cwd) if args.cwd else None
         run_in = where.path if where is not None else cwd
-        try:
-            result = await self.ws.run(
-                execution,
-                args.command,
-                run_in,
-                args.timeout,
-                COMMAND_OUTPUT_LIMIT,
-                real_cwd=where.real if where is not None else "",
-            )
-        except PathChangedError:
-            raise _changed(run_in) from None
-        except FileNotFoundError as exc:
-            raise ToolError(f"cannot run the command: {exc}", "BAD_CWD") from None
-        failed = result.timed_out or result.cancelled or result.exit_code != 0
-        display: dict[str, Any] = {
-            "exit_code": result.exit_code,
-            "signal": result.signal,
-            "timed_out": result.timed_out,
-            "cancelled": result.cancelled,
-            "truncated": result.truncated,
-        }
-        if result.terminal_id is not None:
-            display["terminal_id"] = result.terminal_id
-        _report(is_error=failed, display=display)
-        return _command_text(result, args.timeout)
+
+        async def apply() -> str:
+            if where is not None and args.cwd is not None:
+                self.checked(execution, where, args.cwd)
+            try:
+                result = await self.ws.run(
+                    execution,
+                    args.command,
+                    run_in,
+                    args.timeout,
+                    COMMAND_OUTPUT_LIMIT,
+                    real_cwd=where.real if where is not None else "",
+                )
+            except PathChangedError:
+                raise _changed(run_in) from None
+            except FileNotFoundError as exc:
+                raise ToolError(f"cannot run the command: {exc}", "BAD_CWD") from None
+            failed = result.timed_out or result.cancelled or result.exit_code != 0
+            display: dict[str, Any] = {
+                "exit_code": result.exit_code,
+                "signal": result.signal,
+                "timed_out": result.timed_out,
+                "cancelled": result.cancelled,
+                "truncated": result.truncated,
+            }
+            if result.terminal_id is not None:
+                display["terminal_id"] = result.terminal_id
+            _report(is_error=failed, display=display)
+            return _command_text(result, args.timeout)
+
+        outside = (where.path,) if where is not None and not where.inside else ()
+        paths = (where.path,) if where is not None else ()
+        return Prepared(apply, paths, outside, command=args.command, cwd=run_in)
 
 
 # -- presentation (cards) -------------------------------------------------------------------------------------
@@ -618,13 +696,13 @@ def build_tools(workspace: Workspace) -> list[ToolDefinition]:
             _paths_of(ReadFileArgs, "path"),
         ),
         (
-            define_tool("write_file", _DESCRIPTIONS["write_file"], WriteFileArgs, tools.write_file),
+            define_prepared_tool("write_file", _DESCRIPTIONS["write_file"], WriteFileArgs, tools.write_file),
             "edit",
             _present_write,
             _paths_of(WriteFileArgs, "path"),
         ),
         (
-            define_tool("edit_file", _DESCRIPTIONS["edit_file"], EditFileArgs, tools.edit_file),
+            define_prepared_tool("edit_file", _DESCRIPTIONS["edit_file"], EditFileArgs, tools.edit_file),
             "edit",
             _present_edit,
             _paths_of(EditFileArgs, "path"),
@@ -642,7 +720,7 @@ def build_tools(workspace: Workspace) -> list[ToolDefinition]:
             _paths_of(GrepArgs, "path"),
         ),
         (
-            define_tool("run_command", _DESCRIPTIONS["run_command"], RunCommandArgs, tools.run_command),
+            define_prepared_tool("run_command", _DESCRIPTIONS["run_command"], RunCommandArgs, tools.run_command),
             "execute",
             _present_run,
             _paths_of(RunCommandArgs, "cwd"),

@@ -18,7 +18,10 @@ if TYPE_CHECKING:
     from dsh.services.tools import ToolDefinition, ToolExecution, ToolResult
     from dsh.tools._workspace import Workspace
 
-__all__ = ["builtin_tools_plugin"]
+__all__ = ["PREPARED", "builtin_tools_plugin"]
+
+PREPARED = frozenset({"write_file", "edit_file", "run_command"})
+"""The built-in tools with a prepare stage (a test checks this against the real definitions)."""
 
 
 class _LazyTools:
@@ -40,6 +43,14 @@ class _LazyTools:
             return await self.get(name).execute(arguments, execution)
 
         return execute
+
+    def prepare(self, name: str) -> Any:
+        async def prepare(arguments: Any, execution: ToolExecution) -> Any:
+            real = self.get(name).prepare
+            assert real is not None
+            return await real(arguments, execution)
+
+        return prepare
 
     def meta(self, name: str, key: str) -> Any:
         def call(arguments: Any, cwd: str) -> Any:
@@ -69,6 +80,9 @@ def builtin_tools_plugin(ctx: Context, config: object) -> None:
     lazy = _LazyTools(workspace)
     for spec in CATALOGUE:
         meta = {"kind": spec.kind, "present": lazy.meta(spec.name, "present"), "paths": lazy.meta(spec.name, "paths")}
+        prepare = lazy.prepare(spec.name) if spec.name in PREPARED else None
         ctx.tools.register(
-            ToolDefinition(spec.name, spec.description, spec.parameters, lazy.execute(spec.name), meta=meta)
+            ToolDefinition(
+                spec.name, spec.description, spec.parameters, lazy.execute(spec.name), meta=meta, prepare=prepare
+            )
         )

@@ -22,7 +22,6 @@ import anyio
 
 from dsh import events as ev
 from dsh.commands import Command, CommandResult, Invocation, match_command, run_command
-from dsh.frontends.acp._permissions import MODES
 from dsh.frontends.acp._rpc import RpcError
 
 if TYPE_CHECKING:
@@ -67,7 +66,9 @@ class _Controls:
         return [(model, self._frontend.pickers.model_name(model)) for model in self._frontend.pickers.offered_models()]
 
     def modes(self) -> list[tuple[str, str, str]]:
-        return list(MODES)
+        from dsh.policy import MODES
+
+        return [(mode.id, mode.name, mode.description) for mode in MODES]
 
     def switch_model(self, model: str) -> None:
         try:

@@ -45,12 +45,8 @@ from dsh.frontends.acp._commands import CommandDesk, commands_hooks
 from dsh.frontends.acp._content import prompt_content
 from dsh.frontends.acp._delegation import EditorDelegation
 from dsh.frontends.acp._dispatch import MethodTable, make_dispatch, public_error
-from dsh.frontends.acp._gate import PermissionGate
+from dsh.frontends.acp._gate import ApprovalDesk
 from dsh.frontends.acp._mcp import close_mcp, mcp_capabilities, open_mcp
-from dsh.frontends.acp._permissions import (
-    SessionPolicy,
-    rules_from_log,
-)
 from dsh.frontends.acp._pickers import Pickers
 from dsh.frontends.acp._projection import (
     Presenter,
@@ -79,6 +75,7 @@ from dsh.frontends.acp._wire import (
     SetModeParams,
 )
 from dsh.kernel import Next, plugin
+from dsh.policy import SessionPolicy
 from dsh.services.agents import Agent, AgentHandle, AgentOptions, AgentStatus
 from dsh.services.llm import GenerateRequest, MessageSource
 from dsh.services.sessions import ChunkEvent, check_session_id, title_from_content
@@ -133,6 +130,7 @@ class _AcpSession:
     thought_level: str | None = None
     """The reasoning effort the user picked (None: the model's default), for models that take one."""
     policy: SessionPolicy = field(default_factory=SessionPolicy)
+    """The session's mode and rules: the core's own object (``ctx.policy.session(id)``), set with the record."""
     prompts: list[_Prompt] = field(default_factory=list)
     by_message: dict[str, _Prompt] = field(default_factory=dict)
     open_calls: dict[str, None] = field(default_factory=dict)
@@ -369,6 +367,9 @@ class AcpFrontend:
 
     def _record(self, session_id: str, cwd: str, handle: AgentHandle, mcp_servers: list[dict[str, Any]]) -> _AcpSession:
         record = _AcpSession(session_id, cwd, handle, mcp_servers, self._options.model)
+        policies = self._ctx.get("policy")
+        if policies is not None:
+            record.policy = policies.session(session_id)
         tools = self._ctx.tools
 
         def present(name: str, arguments: Any) -> Any:
@@ -497,7 +498,9 @@ class AcpFrontend:
         record.remove_roots = remove_roots
         record.roots = list(params.additional_directories)
         recorded = session.events_without_chunks()  # a big session is nearly all chunks: walk the rest only
-        record.policy.rules = rules_from_log(recorded)
+        policies = self._ctx.get("policy")
+        if policies is not None:
+            record.policy = policies.restore(session_id, recorded)
         self.pickers.restore(record, recorded)
         record.titled = any(event.type == "user/message" for event in recorded)
         last = next((event for event in reversed(recorded) if event.type == "turn/start"), None)
@@ -749,7 +752,7 @@ def acp_plugin(ctx: Context, options: AcpOptions) -> None:
     ctx.on(ev.AGENT_REQUEST, frontend.route_request)
     if options.flow is not None:
         ctx.on(ev.LLM_STREAM, stream_gate(options.flow))
-    ctx.on(ev.TOOLS_EXECUTE, PermissionGate(frontend, ctx.tools).check, prepend=True)
+    ctx.on(ev.USER_APPROVE, ApprovalDesk(frontend).approve)
     delegation = EditorDelegation(frontend)
     ctx.on(ev.WORKSPACE_READ, delegation.read)
     ctx.on(ev.WORKSPACE_WRITE, delegation.write)

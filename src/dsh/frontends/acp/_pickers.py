@@ -19,8 +19,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from dsh._log import get_logger
-from dsh.frontends.acp._permissions import MODE_IDS, MODES, mode_state
 from dsh.frontends.acp._rpc import INVALID_PARAMS, RpcError
+from dsh.policy import MODE_IDS, MODES
 
 if TYPE_CHECKING:
     from dsh.frontends.acp._frontend import _AcpSession
@@ -43,6 +43,14 @@ def choices_from_log(events: Iterable[SessionEvent]) -> dict[str, str]:
             if isinstance(option, str) and isinstance(value, str):
                 choices[option] = value
     return choices
+
+
+def mode_state(current: str) -> dict[str, Any]:
+    """ACP ``SessionModeState``, rendered from the core's modes table."""
+    return {
+        "currentModeId": current,
+        "availableModes": [{"id": mode.id, "name": mode.name, "description": mode.description} for mode in MODES],
+    }
 
 
 def current_level(levels: Sequence[str], picked: str | None) -> str | None:
@@ -88,7 +96,7 @@ class Pickers:
                 "category": "mode",
                 "type": "select",
                 "currentValue": record.policy.mode,
-                "options": [{"value": mode, "name": name, "description": text} for mode, name, text in MODES],
+                "options": [{"value": m.id, "name": m.name, "description": m.description} for m in MODES],
             },
         ]
         levels = self._ctx.llm.thought_levels(record.model)

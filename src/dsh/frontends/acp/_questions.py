@@ -17,9 +17,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dsh._log import get_logger
-from dsh.frontends.acp._permissions import MODES
 from dsh.frontends.acp._rpc import RpcError
 from dsh.kernel import abortable
+from dsh.policy import MODES
 from dsh.questions import Answer, Choice, Question, ask
 
 if TYPE_CHECKING:
@@ -151,7 +151,7 @@ def exit_plan_mode_tool(ctx: Context, frontend: AcpFrontend) -> ToolDefinition:
         record = frontend.session_record(agent.session.id) if agent is not None else None
         if record is None or record.policy.mode != "plan":
             return "Plan mode is not on; carry on."
-        choices = tuple(Choice(mode, f"Yes, switch to {name}") for mode, name, _ in MODES if mode != "plan")
+        choices = tuple(Choice(mode.id, f"Yes, switch to {mode.name}") for mode in MODES if mode.id != "plan")
         question = Question(
             record.id,
             execution.call_id,

@@ -1,0 +1,70 @@
+"""One tool call pipeline and one permission policy for every front end (RFC 0017; see ``README.md``).
+
+* :func:`policy_plugin` (loaded by :func:`dsh.app.load_core`) provides ``ctx.policy`` (:class:`Policies`: each
+  session's :class:`SessionPolicy`, its mode and rules) and runs every tool call through prepare → decide →
+  ask → apply → budget on ``tools/execute``.
+* :func:`approve` / ``user/approve``: how the pipeline, or any package, asks the user; front ends implement it.
+* :data:`MODES`: the modes, defined once (ids, names, descriptions for the user, text for the model).
+* :func:`split_command`, :func:`is_read_only`: shell commands split into simple commands; the read-only set.
+
+Importing this package is cheap: the bash grammar loads on the first command checked.
+"""
+
+from dsh.policy._approval import (
+    ALLOW_ALWAYS,
+    ALLOW_ONCE,
+    REJECT_ALWAYS,
+    REJECT_ONCE,
+    Approval,
+    ApprovalOption,
+    Verdict,
+    approve,
+)
+from dsh.policy._budget import OUTPUT_LIMIT, budget
+from dsh.policy._modes import DEFAULT_MODE, MODE_IDS, MODES, Mode, mode_named
+from dsh.policy._plugin import Policies, PolicyConfig, policy_plugin
+from dsh.policy._rules import (
+    RULE_EVENT,
+    RUNNING_EVENT,
+    CallFacts,
+    Decision,
+    Rule,
+    SessionPolicy,
+    parse_pattern,
+    rules_from_log,
+)
+from dsh.policy._shell import ShellSplit, SimpleCommand, command_prefix, is_read_only, split_command
+
+__all__ = [
+    "ALLOW_ALWAYS",
+    "ALLOW_ONCE",
+    "DEFAULT_MODE",
+    "MODES",
+    "MODE_IDS",
+    "OUTPUT_LIMIT",
+    "REJECT_ALWAYS",
+    "REJECT_ONCE",
+    "RULE_EVENT",
+    "RUNNING_EVENT",
+    "Approval",
+    "ApprovalOption",
+    "CallFacts",
+    "Decision",
+    "Mode",
+    "Policies",
+    "PolicyConfig",
+    "Rule",
+    "SessionPolicy",
+    "ShellSplit",
+    "SimpleCommand",
+    "Verdict",
+    "approve",
+    "budget",
+    "command_prefix",
+    "is_read_only",
+    "mode_named",
+    "parse_pattern",
+    "policy_plugin",
+    "rules_from_log",
+    "split_command",
+]

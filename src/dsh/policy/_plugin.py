@@ -1,0 +1,95 @@
+"""The ``policy`` service and plugin: each session's mode and rules, and the pipeline on ``tools/execute``.
+
+Guarantees:
+
+* ``ctx.policy.session(id)`` is the session's :class:`SessionPolicy`, made on first use with the configured mode
+  and the ``permissions:`` rules; front ends switch its ``mode`` (the ACP pickers, ``dsh prompt --mode``) and
+  :meth:`Policies.restore` gives a loaded session back the "always" rules of its log. A session's state is
+  dropped when its agent is disposed.
+* The pipeline (:mod:`._pipeline`) is prepended on ``tools/execute`` when the plugin applies, so it runs outside
+  the listeners loaded before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from dsh import events as ev
+from dsh.kernel import plugin
+from dsh.policy._modes import DEFAULT_MODE, MODE_IDS
+from dsh.policy._rules import Rule, SessionPolicy, parse_pattern, rules_from_log
+
+if TYPE_CHECKING:
+    from dsh.kernel import Context
+    from dsh.services.agents import Agent
+
+__all__ = ["PolicyConfig", "Policies", "policy_plugin"]
+
+UNATTENDED = (
+    "{tool} was not allowed: {why}, and nobody can approve it in this run. It did not run. Continue without it, "
+    "or say in your answer what you need the user to allow."
+)
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """``mode``: new sessions' mode; ``allow`` / ``ask`` / ``deny``: permission patterns (``tool`` or
+    ``tool(scope)``, see :mod:`dsh.policy._rules`); ``unattended``: the model's message for a call that would ask
+    when nobody can be asked (``{tool}`` and ``{why}`` are filled in; a front end says how to allow it)."""
+
+    mode: str = DEFAULT_MODE
+    allow: tuple[str, ...] = ()
+    ask: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+    unattended: str = UNATTENDED
+    rules: tuple[Rule, ...] = field(default=(), init=False)
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODE_IDS:
+            raise ValueError(f"unknown mode {self.mode!r}; choose one of {', '.join(sorted(MODE_IDS))}")
+        rules = [
+            *(parse_pattern(p, "deny") for p in self.deny),
+            *(parse_pattern(p, "ask") for p in self.ask),
+            *(parse_pattern(p, "allow") for p in self.allow),
+        ]
+        object.__setattr__(self, "rules", tuple(rules))
+
+
+class Policies:
+    """The ``policy`` service."""
+
+    def __init__(self, config: PolicyConfig) -> None:
+        self.config = config
+        self._sessions: dict[str, SessionPolicy] = {}
+
+    def session(self, session_id: str) -> SessionPolicy:
+        state = self._sessions.get(session_id)
+        if state is None:
+            state = self._sessions[session_id] = SessionPolicy(self.config.mode, list(self.config.rules))
+        return state
+
+    def restore(self, session_id: str, events: Iterable[Any]) -> SessionPolicy:
+        """Give *session_id* the configured rules plus the "always" rules recorded in *events* (its log)."""
+        state = self.session(session_id)
+        state.rules = [*self.config.rules, *rules_from_log(events)]
+        return state
+
+    def forget(self, session_id: str) -> None:
+        self._sessions.pop(session_id, None)
+
+
+@plugin("policy", inject=("tools",))
+def policy_plugin(ctx: Context, config: PolicyConfig | None) -> None:
+    """Provide ``policy`` and put the pipeline on ``tools/execute`` (see :mod:`dsh.policy`)."""
+    from dsh.policy._pipeline import Pipeline
+
+    policies = Policies(config or PolicyConfig())
+    ctx.provide("policy", policies)
+    ctx.on(ev.TOOLS_EXECUTE, Pipeline(ctx, policies, policies.config.unattended).execute, prepend=True)
+
+    def disposed(agent: Agent) -> None:
+        policies.forget(agent.session.id)
+
+    ctx.on(ev.AGENT_DISPOSED, disposed)

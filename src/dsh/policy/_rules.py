@@ -1,0 +1,314 @@
+"""Rules by scope and the decision allow / ask / refuse, as pure logic (no I/O).
+
+A rule is a tool name and an optional scope: for ``run_command`` (any tool of kind ``execute`` whose call was
+prepared with a command) a command prefix in words (``npm test`` matches ``npm test -- -k x``, not ``npm
+testing``); for file tools a path, or a glob (``src/**``, ``*.md``), relative to the session's directory or
+absolute; no scope: every call of the tool. Rules come from the config file's ``permissions:`` section (allow,
+ask, deny patterns such as ``run_command(npm test)`` or ``edit_file(src/**)``) and from "always" answers in the
+session (allow or reject, with the scope the option named), which are recorded in the session log as
+``permission/rule`` events ``{tool, decision, scope?}``.
+
+The decision (:meth:`SessionPolicy.decide`), in order:
+
+1. A deny pattern or an "always reject" that matches refuses (deny wins over everything, even bypass).
+2. Plan mode refuses edits, commands, tools that ask, and paths outside the roots.
+3. Bypass mode allows.
+4. Paths outside the session's roots ask (an "always allow" never reaches outside; a config ``allow`` pattern
+   that names the path does).
+5. An ``ask`` pattern that matches asks.
+6. A command is split into its simple commands (:mod:`._shell`); it is allowed only when every part is, by the
+   built-in read-only set or an allow rule; anything opaque asks.
+7. Edits: allowed in accept-edits mode or by an allow rule for the path; else ask.
+8. Other commands and tools that say they ``ask`` (MCP tools that are not read-only): an allow rule, else ask.
+9. Everything else (reads, searches) is allowed.
+
+Legacy ``permission/rule`` events (before scopes) carry no scope: their "reject" still holds for the whole tool,
+their "allow" holds only for tools that are neither commands nor edits (a remembered tool-wide "always allow
+run_command" was the very hole this design closes).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Literal
+
+from dsh.policy._modes import DEFAULT_MODE
+from dsh.policy._shell import SimpleCommand, command_prefix, is_read_only, split_command
+
+__all__ = [
+    "COMMAND_KINDS",
+    "EDIT_KINDS",
+    "RULE_EVENT",
+    "RUNNING_EVENT",
+    "CallFacts",
+    "Decision",
+    "Rule",
+    "SessionPolicy",
+    "parse_pattern",
+    "rules_from_log",
+]
+
+EDIT_KINDS = frozenset({"edit", "delete", "move"})
+COMMAND_KINDS = frozenset({"execute"})
+RULE_EVENT = "permission/rule"
+RUNNING_EVENT = "tool/running"
+"""Logged by the pipeline when it lets a call run: the card goes ``pending`` → ``in_progress``. In the log (not
+only on the wire) so that a replay shows the same transitions as the live stream did."""
+
+Verdict = Literal["allow", "ask", "refuse"]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    tool: str
+    scope: str | None
+    decision: Literal["allow", "ask", "deny"]
+    origin: Literal["config", "session"] = "session"
+
+    def pattern(self) -> str:
+        return self.tool if self.scope is None else f"{self.tool}({self.scope})"
+
+
+_PATTERN = re.compile(r"^\s*([A-Za-z0-9_.:*-]+)\s*(?:\((.*)\))?\s*$", re.S)
+
+
+def parse_pattern(text: str, decision: Literal["allow", "ask", "deny"]) -> Rule:
+    """``tool`` or ``tool(scope)``; a command scope may end in ``:*`` or `` *`` (Claude Code's spelling), which
+    means the same prefix. Raises ValueError with a message a user can act on."""
+    match = _PATTERN.match(text) if isinstance(text, str) else None
+    if match is None:
+        raise ValueError(
+            f"{text!r} is not a permission pattern: write a tool name, or tool(scope) such as run_command(npm test) or edit_file(src/**)"
+        )
+    tool, scope = match.group(1), match.group(2)
+    if scope is not None:
+        scope = scope.strip()
+        for suffix in (":*", " *"):
+            scope = scope.removesuffix(suffix)
+        if not scope:
+            raise ValueError(f"{text!r} has an empty scope: drop the parentheses to mean every call of {tool}")
+    return Rule(tool, scope, decision, "config")
+
+
+@dataclass(frozen=True, slots=True)
+class CallFacts:
+    """What the decision looks at: the tool, its kind, whether it says it asks, what prepare found (paths, paths
+    outside the roots, the command) and the session's directory (relative scopes are relative to it)."""
+
+    tool: str
+    kind: str
+    cwd: str
+    asks: bool = False
+    paths: tuple[str, ...] = ()
+    outside: tuple[str, ...] = ()
+    command: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    verdict: Verdict
+    why: str = ""
+    """For ask: why the user is asked; for refuse: the message the model gets."""
+    scopes: tuple[str, ...] = ()
+    """What an "always" answer would record (command prefixes; one directory); empty: the whole tool."""
+    always: bool = True
+    """Whether an "always" answer is offered (not for opaque commands or paths outside the roots)."""
+
+
+@lru_cache(maxsize=256)
+def _glob(pattern: str) -> re.Pattern[str]:
+    out: list[str] = []
+    index = 0
+    while index < len(pattern):
+        if pattern.startswith("**/", index):
+            out.append("(?:.*/)?")
+            index += 3
+        elif pattern.startswith("**", index):
+            out.append(".*")
+            index += 2
+        elif pattern[index] == "*":
+            out.append("[^/]*")
+            index += 1
+        elif pattern[index] == "?":
+            out.append("[^/]")
+            index += 1
+        else:
+            out.append(re.escape(pattern[index]))
+            index += 1
+    return re.compile("".join(out) + r"\Z", re.S)
+
+
+def _path_matches(scope: str, path: str, cwd: str) -> bool:
+    """*path* (absolute) is *scope* or below it, or matches it as a glob; *scope* relative to *cwd*."""
+    base = os.path.normpath(os.path.join(cwd, os.path.expanduser(scope)))
+    path = os.path.normpath(path)
+    if not any(char in scope for char in "*?"):
+        return path == base or path.startswith(base.rstrip(os.sep) + os.sep)
+    return bool(_glob(base).match(path))
+
+
+def _prefix_matches(scope: str, words: Sequence[str]) -> bool:
+    wanted = scope.split()
+    return bool(wanted) and tuple(words[: len(wanted)]) == tuple(wanted)
+
+
+@dataclass
+class SessionPolicy:
+    """A session's mode and rules (config rules first, then the session's own "always" answers)."""
+
+    mode: str = DEFAULT_MODE
+    rules: list[Rule] = field(default_factory=list)
+
+    # -- matching ----------------------------------------------------------------------------------------------
+
+    def _of(self, tool: str, *decisions: str) -> list[Rule]:
+        return [rule for rule in self.rules if rule.decision in decisions and rule.tool in (tool, "*")]
+
+    def _rule_covers(self, rule: Rule, facts: CallFacts, part: SimpleCommand | None) -> bool:
+        if rule.scope is None:
+            return True
+        if part is not None:
+            return _prefix_matches(rule.scope, part.words)
+        if facts.command is not None:
+            return False
+        return bool(facts.paths) and all(_path_matches(rule.scope, path, facts.cwd) for path in facts.paths)
+
+    def _matching(self, facts: CallFacts, decisions: tuple[str, ...], parts: Sequence[SimpleCommand]) -> Rule | None:
+        for rule in self._of(facts.tool, *decisions):
+            if rule.scope is None and rule.origin == "session" and rule.decision == "allow" and _guarded(facts):
+                continue  # a legacy tool-wide "always allow" for a command or an edit tool
+            if parts:
+                if any(self._rule_covers(rule, facts, part) for part in parts):
+                    return rule
+            elif self._rule_covers(rule, facts, None):
+                return rule
+        return None
+
+    # -- the decision ------------------------------------------------------------------------------------------
+
+    def decide(self, facts: CallFacts) -> Decision:
+        """allow / ask / refuse for a call (see the module docstring for the order)."""
+        split = split_command(facts.command) if facts.command is not None else None
+        parts = split.commands if split is not None else ()
+        denied = self._matching(facts, ("deny",), parts)
+        if denied is not None:
+            return Decision("refuse", self._denied(facts, denied))
+        mutating = facts.kind in EDIT_KINDS or facts.kind in COMMAND_KINDS or facts.asks
+        if self.mode == "plan" and (mutating or facts.outside):
+            return Decision("refuse", self._plan(facts))
+        if self.mode == "bypass":
+            return Decision("allow")
+        if facts.outside:
+            configured = [r for r in self._of(facts.tool, "allow") if r.origin == "config" and r.scope is not None]
+            if not any(all(_path_matches(r.scope or "", p, facts.cwd) for p in facts.outside) for r in configured):
+                return Decision("ask", "it touches paths outside the session's directory", always=False)
+        if split is not None:
+            return self._command(facts, split.commands, split.opaque)
+        if self._matching(facts, ("ask",), ()) is not None:
+            return Decision("ask", "a permissions rule says to ask", self._path_scopes(facts))
+        if facts.kind in EDIT_KINDS and not facts.asks:
+            if self.mode == "accept-edits" or self._matching(facts, ("allow",), ()) is not None:
+                return Decision("allow")
+            return Decision("ask", "edits ask first in default mode", self._path_scopes(facts))
+        if facts.kind in COMMAND_KINDS or facts.asks:
+            if self._matching(facts, ("allow",), ()) is not None:
+                return Decision("allow")
+            return Decision("ask", "this tool asks first")
+        return Decision("allow")
+
+    def _command(self, facts: CallFacts, parts: Sequence[SimpleCommand], opaque: bool) -> Decision:
+        if opaque:
+            return Decision("ask", "the command is not a plain list of simple commands", always=False)
+        asked = [part for part in parts if self._part_rule(facts, part, "ask") is not None]
+        pending = [
+            part
+            for part in parts
+            if part in asked or (not is_read_only(part) and self._part_rule(facts, part, "allow") is None)
+        ]
+        if not pending:
+            return Decision("allow")
+        scopes = tuple(dict.fromkeys(" ".join(command_prefix(part)) for part in pending))
+        why = "a permissions rule says to ask" if asked else "commands that may change something ask first"
+        return Decision("ask", why, scopes)
+
+    def _part_rule(self, facts: CallFacts, part: SimpleCommand, decision: str) -> Rule | None:
+        for rule in self._of(facts.tool, decision):
+            if rule.scope is None and rule.origin == "session" and decision == "allow":
+                continue
+            if self._rule_covers(rule, facts, part):
+                return rule
+        return None
+
+    @staticmethod
+    def _path_scopes(facts: CallFacts) -> tuple[str, ...]:
+        """The directories of the call's paths: an "always" answer covers files there and below."""
+        return tuple(dict.fromkeys(os.path.dirname(path) for path in facts.paths))
+
+    # -- remembering ---------------------------------------------------------------------------------------------
+
+    def remember(self, tool: str, scopes: Sequence[str], decision: Literal["allow", "reject"]) -> list[dict[str, Any]]:
+        """Add the session rules of an "always" answer; return the ``permission/rule`` event data to log."""
+        kind: Literal["allow", "deny"] = "allow" if decision == "allow" else "deny"
+        events: list[dict[str, Any]] = []
+        for scope in scopes or (None,):
+            self.rules.append(Rule(tool, scope, kind))
+            events.append({"tool": tool, "decision": decision} | ({"scope": scope} if scope is not None else {}))
+        return events
+
+    # -- messages --------------------------------------------------------------------------------------------------
+
+    def refusal(self, tool: str, *, once: bool = False) -> str:
+        """The model's message for a call the user declined (*once*) or refused for good."""
+        if once:
+            return (
+                f"The user declined this {tool} call. It did not run. Do not repeat it unchanged; "
+                "ask the user or try another way."
+            )
+        return f"The user does not allow {tool} in this session. Do not retry it; continue another way or ask."
+
+    def _denied(self, facts: CallFacts, rule: Rule) -> str:
+        if rule.origin == "session":
+            scope = f" for `{rule.scope}`" if rule.scope else ""
+            return (
+                f"The user does not allow {facts.tool} in this session{scope}. Do not retry it; continue another "
+                "way or ask."
+            )
+        return (
+            f"{facts.tool} is denied by the permissions configuration (`{rule.pattern()}`). It did not run. Do not "
+            "retry it; continue another way or ask the user."
+        )
+
+    def _plan(self, facts: CallFacts) -> str:
+        mutating = facts.kind in EDIT_KINDS or facts.kind in COMMAND_KINDS or facts.asks
+        what = "paths outside the session's directory" if facts.outside and not mutating else facts.tool
+        return (
+            f"Plan mode is on: {what} is not available (read-only). Describe the change you would make, "
+            "or ask the user to leave plan mode."
+        )
+
+
+def _guarded(facts: CallFacts) -> bool:
+    """Whether a tool-wide session "allow" must not cover this call: it has a command or file paths, so an
+    "always" answer would have recorded a scope (only legacy logs hold a tool-wide one)."""
+    return facts.command is not None or (facts.kind in EDIT_KINDS and bool(facts.paths))
+
+
+def rules_from_log(events: Iterable[Any]) -> list[Rule]:
+    """The session's "always" rules recorded in its log, in order (a later answer for the same tool and scope
+    replaces the earlier one)."""
+    rules: dict[tuple[str, str | None], Rule] = {}
+    for event in events:
+        if event.type != RULE_EVENT:
+            continue
+        tool, decision, scope = event.data.get("tool"), event.data.get("decision"), event.data.get("scope")
+        if not isinstance(tool, str) or decision not in ("allow", "reject"):
+            continue
+        if scope is not None and not isinstance(scope, str):
+            continue
+        rules.pop((tool, scope), None)
+        rules[(tool, scope)] = Rule(tool, scope, "allow" if decision == "allow" else "deny")
+    return list(rules.values())
