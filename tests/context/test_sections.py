@@ -168,9 +168,11 @@ async def test_mode_text_follows_set_mode_and_overrides_apply(server: FakeProvid
     assert before.endswith("HOUSE RULES.\n\nEXTRA FROM CONFIG")
     assert "The session is in Default:" in before and "Plan:" not in before
     assert "The session is in Plan: read-only." in after and "propose a concrete plan" in after
+    plan_tool = "\n- exit_plan_mode: In plan mode only: present your finished plan to the user and ask to leave plan mode and start."
+    assert plan_tool not in before and plan_tool in after  # offered in plan mode only (#21)
     assert before.replace(before[before.index("# Mode") :].split("\n\n")[0], "") == after.replace(
         after[after.index("# Mode") :].split("\n\n")[0], ""
-    )  # only the mode section changed
+    ).replace(plan_tool, "")  # only the mode section changed, and the plan-mode tool came
 
 
 def test_config_show_system_prompt_prints_what_a_session_sends(tmp_path: Path) -> None:

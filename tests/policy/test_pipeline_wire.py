@@ -14,7 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from tests.support.editor import (
+    DEADLINE,
+    HOLD,
     PERMISSION,
     EditorClient,
     call,
@@ -37,6 +41,7 @@ async def test_an_edit_that_cannot_apply_fails_before_anyone_is_asked(tmp_path: 
     model = write_script(
         tmp_path / "script.json",
         [
+            call("read_file", "r1", path="m.py"),  # edits of existing files follow a read (#22)
             call("edit_file", "e1", path="m.py", old_string="absent", new_string="z"),
             call("edit_file", "e2", path="m.py", old_string="y = 1", new_string="y = 2"),  # ambiguous
             call("edit_file", "e3", path="missing.py", old_string="a", new_string="b"),
@@ -69,6 +74,8 @@ async def test_the_permission_request_carries_the_prepared_diff(tmp_path: Path) 
     model = write_script(
         tmp_path / "script.json",
         [
+            call("read_file", "r1", path="old.txt"),  # edits of existing files follow a read (#22)
+            call("read_file", "r2", path="m.py"),
             call("write_file", "w1", path="new.txt", content="fresh\n"),
             call("write_file", "w2", path="old.txt", content="after\n"),
             call("edit_file", "e1", path="m.py", old_string="b = 2", new_string="b = 3"),
@@ -100,6 +107,7 @@ async def test_a_file_changed_while_the_user_was_asked_is_not_overwritten(tmp_pa
     model = write_script(
         tmp_path / "script.json",
         [
+            call("read_file", "r1", path="m.py"),  # edits of existing files follow a read (#22)
             call("edit_file", "e1", path="m.py", old_string="a = 1", new_string="a = 2"),
             call("write_file", "w1", path="n.py", content="n = 1\n"),
             {"text": "done"},
@@ -174,3 +182,38 @@ async def test_always_allow_records_the_command_prefix_not_the_tool(tmp_path: Pa
     assert permission_ids(client) == ["c1", "c2", "c4"]
     rules = [e["data"] for e in read_log(tmp_path, session) if e["type"] == "permission/rule"]
     assert rules == [{"tool": "run_command", "decision": "allow", "scope": "npm test"}]
+
+
+async def test_a_cancelled_answer_after_session_cancel_is_the_protocol_working(tmp_path: Path) -> None:
+    """Issue #29 item 6: after ``session/cancel`` the client answers its pending permission request ``cancelled``
+    (as ACP requires): no warning in the log, no ``$/cancel_request`` for the answered request, the tool does not
+    run, the prompt ends ``cancelled`` and the session takes the next prompt."""
+    model = write_script(
+        tmp_path / "script.json",
+        [call("write_file", "w1", path="hello.txt", content="hello\n"), {"text": "still here"}],
+    )
+    client = EditorClient([HOLD])
+    answer: list[Any] = []
+    async with run_editor(tmp_path, model, client) as editor:
+        session = (await editor.new_session()).session_id
+
+        async def prompt() -> None:
+            answer.append(await editor.prompt(session, "write it"))
+
+        with anyio.fail_after(DEADLINE):
+            async with anyio.create_task_group() as group:
+                group.start_soon(prompt)
+                await editor.wait(lambda: client.held == ["w1"])
+                await editor.conn.cancel(session_id=session)
+                # the client's required answer comes a moment after its cancel (an editor closes the dialog): this
+                # is latency, not synchronisation; the daemon must wait for it rather than withdraw the request
+                await anyio.sleep(0.1)
+                client.release_held()
+        assert answer[0].stop_reason == "cancelled"
+        assert editor.final(session, "w1")["status"] == "failed"
+        assert editor.cancel_requests() == []
+        assert (await editor.prompt(session, "are you there")).stop_reason == "end_turn"
+        log = editor.dsh.stderr()
+    assert "unknown request" not in log
+    assert "warning" not in log.lower(), log
+    assert not (editor.project / "hello.txt").exists()

@@ -21,7 +21,9 @@ from dsh.policy._approval import (
     approve,
 )
 from dsh.policy._budget import OUTPUT_LIMIT, budget
+from dsh.policy._config import PermissionsConfig, policy_config, unattended_policy
 from dsh.policy._modes import DEFAULT_MODE, MODE_IDS, MODES, Mode, mode_named
+from dsh.policy._pipeline import REFUSED_CODE, refusal_of
 from dsh.policy._plugin import Policies, PolicyConfig, policy_plugin
 from dsh.policy._rules import (
     RULE_EVENT,
@@ -43,6 +45,7 @@ __all__ = [
     "MODE_IDS",
     "OUTPUT_LIMIT",
     "REJECT_ALWAYS",
+    "REFUSED_CODE",
     "REJECT_ONCE",
     "RULE_EVENT",
     "RUNNING_EVENT",
@@ -51,6 +54,7 @@ __all__ = [
     "CallFacts",
     "Decision",
     "Mode",
+    "PermissionsConfig",
     "Policies",
     "PolicyConfig",
     "Rule",
@@ -64,7 +68,10 @@ __all__ = [
     "is_read_only",
     "mode_named",
     "parse_pattern",
+    "policy_config",
     "policy_plugin",
+    "refusal_of",
     "rules_from_log",
     "split_command",
+    "unattended_policy",
 ]

@@ -42,7 +42,9 @@ if TYPE_CHECKING:
     from dsh.kernel import Context, Next
     from dsh.services.tools import Prepared, ToolDefinition, ToolExecution, ToolResult
 
-__all__ = ["Pipeline", "refused"]
+__all__ = ["REFUSED_CODE", "Pipeline", "refusal_of", "refused"]
+
+REFUSED_CODE = "PERMISSION_DENIED"
 
 log = get_logger("dsh.policy")
 
@@ -54,8 +56,19 @@ def refused(execution: ToolExecution, message: str) -> ToolResult:
         execution.call_id,
         [{"type": "text", "text": message}],
         is_error=True,
-        error={"name": "PermissionDenied", "code": "PERMISSION_DENIED"},
+        error={"name": "PermissionDenied", "code": REFUSED_CODE},
     )
+
+
+def refusal_of(event_type: str, data: Any) -> str | None:
+    """The message of a ``tool/result`` the policy refused (a front end that shows refusals: ``dsh prompt``)."""
+    if event_type != "tool/result" or not isinstance(data, dict):
+        return None
+    error = data.get("error")
+    if not isinstance(error, dict) or error.get("code") != REFUSED_CODE:
+        return None
+    content = data.get("content") or []
+    return " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
 
 
 class Pipeline:
@@ -72,7 +85,7 @@ class Pipeline:
         session_id = agent.session.id if agent is not None else None
         tool = self._ctx.tools.get(execution.name, session_id)
         if agent is None or session_id is None:
-            return budget(await next_(), limit_of(tool))
+            return await self._budget(await next_(), execution, tool)
         prepared: Prepared | None = None
         if tool is not None and tool.prepare is not None:
             try:
@@ -96,7 +109,17 @@ class Pipeline:
         agent.session.append(RUNNING_EVENT, {"call_id": execution.call_id})
         if prepared is not None:
             execution = dataclasses.replace(execution, prepared=prepared)
-        return budget(await next_(execution), limit_of(tool))
+        return await self._budget(await next_(execution), execution, tool)
+
+    async def _budget(self, result: ToolResult, execution: ToolExecution, tool: ToolDefinition | None) -> ToolResult:
+        """The budget stage: the tools' output budget (``tool_budget``, :mod:`dsh.tools._budget`: head and tail
+        kept, the whole spilled to a file the result names) when the built-in tools are loaded, else the plain
+        ceiling of :mod:`._budget`."""
+        tool_budget = self._ctx.get("tool_budget")
+        if tool_budget is not None:
+            budgeted: ToolResult = await tool_budget(result, execution)
+            return budgeted
+        return budget(result, limit_of(tool))
 
     # -- facts -------------------------------------------------------------------------------------------------
 
@@ -108,15 +131,24 @@ class Pipeline:
         cwd = cwd or os.getcwd()
         kind = str(tool.meta.get("kind", "other")) if tool is not None else "other"
         asks = bool(tool.meta.get("asks")) if tool is not None else False
+        domain_of = tool.meta.get("domain") if tool is not None else None
+        domain = None
+        if domain_of is not None:  # a network tool: its decisions and "always" answers are per host
+            try:
+                domain = domain_of(execution.arguments) or None
+            except Exception:
+                domain = None
         if prepared is not None:
-            return CallFacts(execution.name, kind, cwd, asks, prepared.paths, prepared.outside, prepared.command)
+            return CallFacts(
+                execution.name, kind, cwd, asks, prepared.paths, prepared.outside, prepared.command, domain
+            )
         paths = self._paths(execution, tool, cwd) if tool is not None else []
         outside: list[str] = []
         for path in paths:
             inside = workspace.resolve(execution, path).inside if workspace is not None else _within(path, cwd)
             if not inside:
                 outside.append(path)
-        return CallFacts(execution.name, kind, cwd, asks, tuple(paths), tuple(outside))
+        return CallFacts(execution.name, kind, cwd, asks, tuple(paths), tuple(outside), domain=domain)
 
     @staticmethod
     def _paths(execution: ToolExecution, tool: ToolDefinition, cwd: str) -> list[str]:
@@ -206,6 +238,8 @@ def _scope_label(tool: str, facts: CallFacts, scopes: tuple[str, ...]) -> str:
     """How an "always" option names what it covers: ``\\`npm test\\```, ``write_file in \\`src/\\```, the tool."""
     if not scopes:
         return tool
+    if facts.domain is not None:
+        return f"{tool} for {', '.join(f'`{scope}`' for scope in scopes)}"
     if facts.command is not None:
         return ", ".join(f"`{scope}`" for scope in scopes)
     shown = []

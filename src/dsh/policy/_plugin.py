@@ -8,6 +8,10 @@ Guarantees:
   dropped when its agent is disposed.
 * The pipeline (:mod:`._pipeline`) is prepended on ``tools/execute`` when the plugin applies, so it runs outside
   the listeners loaded before it.
+* A tool whose ``meta["modes"]`` names modes is offered to the model only while its session is in one of them
+  (``exit_plan_mode``: plan mode only): it is left out of the prompt assembly (the tools section and the
+  request's tools) by a ``system-prompt/assemble`` listener, prepended so that the sections are made from what
+  is left.
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ from dsh.policy._modes import DEFAULT_MODE, MODE_IDS
 from dsh.policy._rules import Rule, SessionPolicy, parse_pattern, rules_from_log
 
 if TYPE_CHECKING:
-    from dsh.kernel import Context
+    from dsh.kernel import Context, Next
     from dsh.services.agents import Agent
+    from dsh.services.system_prompt import PromptAssembly
 
 __all__ = ["PolicyConfig", "Policies", "policy_plugin"]
 
@@ -44,6 +49,8 @@ class PolicyConfig:
     ask: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
     unattended: str = UNATTENDED
+    reads_anywhere: bool = False
+    """Reads and searches outside the session's roots are allowed without asking (``--allow-reads``)."""
     rules: tuple[Rule, ...] = field(default=(), init=False)
 
     def __post_init__(self) -> None:
@@ -67,7 +74,9 @@ class Policies:
     def session(self, session_id: str) -> SessionPolicy:
         state = self._sessions.get(session_id)
         if state is None:
-            state = self._sessions[session_id] = SessionPolicy(self.config.mode, list(self.config.rules))
+            state = self._sessions[session_id] = SessionPolicy(
+                self.config.mode, list(self.config.rules), reads_anywhere=self.config.reads_anywhere
+            )
         return state
 
     def restore(self, session_id: str, events: Iterable[Any]) -> SessionPolicy:
@@ -92,4 +101,19 @@ def policy_plugin(ctx: Context, config: PolicyConfig | None) -> None:
     def disposed(agent: Agent) -> None:
         policies.forget(agent.session.id)
 
+    async def offered(assembly: PromptAssembly, next_: Next[PromptAssembly, PromptAssembly]) -> PromptAssembly:
+        agent = assembly.agent
+        if agent is not None:
+            session_id = agent.session.id
+            mode = policies.session(session_id).mode
+            kept = []
+            for schema in assembly.tools:
+                tool = ctx.tools.get(schema["name"], session_id)
+                modes = tool.meta.get("modes") if tool is not None else None
+                if modes is None or mode in modes:
+                    kept.append(schema)
+            assembly.tools = kept
+        return await next_(assembly)
+
     ctx.on(ev.AGENT_DISPOSED, disposed)
+    ctx.on(ev.SYSTEM_PROMPT_ASSEMBLE, offered, prepend=True)

@@ -11,16 +11,17 @@ session (allow or reject, with the scope the option named), which are recorded i
 The decision (:meth:`SessionPolicy.decide`), in order:
 
 1. A deny pattern or an "always reject" that matches refuses (deny wins over everything, even bypass).
-2. Plan mode refuses edits, commands, tools that ask, and paths outside the roots.
-3. Bypass mode allows.
-4. Paths outside the session's roots ask (an "always allow" never reaches outside; a config ``allow`` pattern
+2. Reads and searches outside the roots are allowed when the session reads anywhere (``--allow-reads``).
+3. Plan mode refuses edits, commands, tools that ask, and paths outside the roots.
+4. Bypass mode allows.
+5. Paths outside the session's roots ask (an "always allow" never reaches outside; a config ``allow`` pattern
    that names the path does).
-5. An ``ask`` pattern that matches asks.
-6. A command is split into its simple commands (:mod:`._shell`); it is allowed only when every part is, by the
+6. An ``ask`` pattern that matches asks.
+7. A command is split into its simple commands (:mod:`._shell`); it is allowed only when every part is, by the
    built-in read-only set or an allow rule; anything opaque asks.
-7. Edits: allowed in accept-edits mode or by an allow rule for the path; else ask.
-8. Other commands and tools that say they ``ask`` (MCP tools that are not read-only): an allow rule, else ask.
-9. Everything else (reads, searches) is allowed.
+8. Edits: allowed in accept-edits mode or by an allow rule for the path; else ask.
+9. Other commands and tools that say they ``ask`` (MCP tools that are not read-only): an allow rule, else ask.
+10. Everything else (reads, searches) is allowed.
 
 Legacy ``permission/rule`` events (before scopes) carry no scope: their "reject" still holds for the whole tool,
 their "allow" holds only for tools that are neither commands nor edits (a remembered tool-wide "always allow
@@ -54,6 +55,7 @@ __all__ = [
 
 EDIT_KINDS = frozenset({"edit", "delete", "move"})
 COMMAND_KINDS = frozenset({"execute"})
+READ_KINDS = frozenset({"read", "search"})
 RULE_EVENT = "permission/rule"
 RUNNING_EVENT = "tool/running"
 """Logged by the pipeline when it lets a call run: the card goes ``pending`` → ``in_progress``. In the log (not
@@ -106,6 +108,8 @@ class CallFacts:
     paths: tuple[str, ...] = ()
     outside: tuple[str, ...] = ()
     command: str | None = None
+    domain: str | None = None
+    """The host a network tool (``fetch_url``) would reach: its "always" answers are per domain (RFC 0018)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +166,8 @@ class SessionPolicy:
 
     mode: str = DEFAULT_MODE
     rules: list[Rule] = field(default_factory=list)
+    reads_anywhere: bool = False
+    """Reads and searches outside the roots run without asking (a run nobody can be asked in, ``--allow-reads``)."""
 
     # -- matching ----------------------------------------------------------------------------------------------
 
@@ -171,6 +177,9 @@ class SessionPolicy:
     def _rule_covers(self, rule: Rule, facts: CallFacts, part: SimpleCommand | None) -> bool:
         if rule.scope is None:
             return True
+        if facts.domain is not None:  # a domain scope: the host itself, or ``*.example.com`` for its subdomains
+            scope = rule.scope.lower()
+            return facts.domain == scope or (scope.startswith("*.") and facts.domain.endswith(scope[1:]))
         if part is not None:
             return _prefix_matches(rule.scope, part.words)
         if facts.command is not None:
@@ -198,6 +207,8 @@ class SessionPolicy:
         if denied is not None:
             return Decision("refuse", self._denied(facts, denied))
         mutating = facts.kind in EDIT_KINDS or facts.kind in COMMAND_KINDS or facts.asks
+        if facts.outside and self.reads_anywhere and not mutating and facts.kind in READ_KINDS:
+            return Decision("allow")
         if self.mode == "plan" and (mutating or facts.outside):
             return Decision("refuse", self._plan(facts))
         if self.mode == "bypass":
@@ -217,6 +228,8 @@ class SessionPolicy:
         if facts.kind in COMMAND_KINDS or facts.asks:
             if self._matching(facts, ("allow",), ()) is not None:
                 return Decision("allow")
+            if facts.domain is not None:
+                return Decision("ask", f"it reaches {facts.domain}", (facts.domain,))
             return Decision("ask", "this tool asks first")
         return Decision("allow")
 
@@ -294,7 +307,7 @@ class SessionPolicy:
 def _guarded(facts: CallFacts) -> bool:
     """Whether a tool-wide session "allow" must not cover this call: it has a command or file paths, so an
     "always" answer would have recorded a scope (only legacy logs hold a tool-wide one)."""
-    return facts.command is not None or (facts.kind in EDIT_KINDS and bool(facts.paths))
+    return facts.command is not None or facts.domain is not None or (facts.kind in EDIT_KINDS and bool(facts.paths))
 
 
 def rules_from_log(events: Iterable[Any]) -> list[Rule]:

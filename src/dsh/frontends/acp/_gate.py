@@ -4,18 +4,19 @@ The policy (modes, rules, what asks) is core (:mod:`dsh.policy`); this desk only
 ``tool_call`` card is out before any request (the loop logs the call before executing it); the request's tool
 call carries the card (title, kind, locations) and the prepared diff (for ``write_file`` too: a new file's
 content, an overwrite's old and new text); the options are the pipeline's (their names say the scope an
-"always" answer records); a request still pending when the turn is cancelled is withdrawn
-(``$/cancel_request``) and answers "cancelled".
+"always" answer records); when the turn is cancelled the client's ``cancelled`` answer is awaited briefly
+(``Connection.request_until``), and only a request it leaves unanswered is withdrawn (``$/cancel_request``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from dsh._log import get_logger
 from dsh.frontends.acp._projection import card_fields
 from dsh.frontends.acp._rpc import RpcError
-from dsh.kernel import abortable
 from dsh.policy import Approval, Verdict
 
 if TYPE_CHECKING:
@@ -54,24 +55,25 @@ def permission_params(approval: Approval) -> dict[str, Any]:
 class ApprovalDesk:
     def __init__(self, frontend: AcpFrontend) -> None:
         self._frontend = frontend
+        self._asking: dict[str, anyio.Lock] = {}
+        """One question at a time per session: the loop runs concurrency-safe calls together (RFC 0018)."""
 
     async def approve(self, approval: Approval, next_: Next[Approval, Verdict]) -> Verdict:
         """``user/approve`` for this front end's sessions (others go down the chain)."""
         if self._frontend.session_record(approval.session_id) is None:
             return await next_()
-        answer: list[Any] = []
         signal = approval.signal
-        with abortable(signal):
-            try:
-                answer.append(
-                    await self._frontend.connection.request("session/request_permission", permission_params(approval))
+        try:
+            async with self._asking.setdefault(approval.session_id, anyio.Lock()):  # one question at a time
+                answered, answer = await self._frontend.connection.request_until(
+                    "session/request_permission", permission_params(approval), signal
                 )
-            except RpcError as exc:
-                log.warning("permission request failed", session_id=approval.session_id, error=exc.message)
-                return Verdict(reason=f"the editor could not ask: {exc.message}")
-        if signal is not None and signal.aborted:
+        except RpcError as exc:
+            log.warning("permission request failed", session_id=approval.session_id, error=exc.message)
+            return Verdict(reason=f"the editor could not ask: {exc.message}")
+        if not answered or (signal is not None and signal.aborted):
             return Verdict(reason="cancelled")
-        outcome = answer[0].get("outcome") if answer and isinstance(answer[0], dict) else None
+        outcome = answer.get("outcome") if isinstance(answer, dict) else None
         if not isinstance(outcome, dict) or outcome.get("outcome") != "selected":
             return Verdict(reason="cancelled")
         choice = outcome.get("optionId")

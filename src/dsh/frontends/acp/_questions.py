@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from dsh._log import get_logger
 from dsh.frontends.acp._rpc import RpcError
-from dsh.kernel import abortable
 from dsh.policy import MODES
 from dsh.questions import Answer, Choice, Question, ask
 
@@ -119,14 +118,12 @@ class QuestionDesk:
 
     async def _request(self, method: str, params: dict[str, Any], signal: CancelToken | None) -> Any:
         """The client's answer; None when the turn was cancelled first; an :class:`Answer` when the request failed."""
-        answer: Any = None
-        with abortable(signal):
-            try:
-                answer = await self._frontend.connection.request(method, params)
-            except RpcError as exc:
-                log.warning("question failed", method=method, error=exc.message)
-                answer = Answer(reason=f"the editor could not ask: {exc.message}")
-        return None if signal is not None and signal.aborted else answer
+        try:
+            answered, answer = await self._frontend.connection.request_until(method, params, signal)
+        except RpcError as exc:
+            log.warning("question failed", method=method, error=exc.message)
+            return Answer(reason=f"the editor could not ask: {exc.message}")
+        return None if not answered or (signal is not None and signal.aborted) else answer
 
 
 PLAN_EXIT_PARAMETERS: dict[str, Any] = {
@@ -175,5 +172,5 @@ def exit_plan_mode_tool(ctx: Context, frontend: AcpFrontend) -> ToolDefinition:
         "In plan mode only: present your finished plan to the user and ask to leave plan mode and start.",
         PLAN_EXIT_PARAMETERS,
         run,
-        meta={"kind": "switch_mode", "present": present},
+        meta={"kind": "switch_mode", "present": present, "modes": ("plan",)},
     )

@@ -12,12 +12,18 @@ Guarantees:
 * Notifications are handled inline, in arrival order (their handlers must not block).
 * An outbound request either gets the client's answer, or fails with :class:`RpcError` on timeout (after
   sending ``$/cancel_request``) or when the connection closes.
+* :meth:`Connection.request_until` asks for no longer than a turn: when the turn is cancelled, the client gets
+  :data:`ANSWER_GRACE` seconds to answer (ACP: a client answers its pending permission requests ``cancelled``
+  after ``session/cancel``) before the request is withdrawn with ``$/cancel_request``; a request the client
+  answered is never withdrawn. A late answer to a withdrawn request is expected traffic, logged at debug level,
+  never as a warning.
 """
 
 from __future__ import annotations
 
 import contextvars
 import itertools
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
@@ -27,6 +33,7 @@ import anyio.abc
 from dsh._jsonlimits import MAX_JSON_DEPTH, exceeds_depth, text_may_exceed
 from dsh._log import get_logger
 from dsh.frontends.acp._framing import Oversized
+from dsh.kernel import CancelToken, abortable
 from dsh.services.sessions import dumps_json, parse_json
 
 __all__ = [
@@ -49,6 +56,10 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 REQUEST_CANCELLED = -32800
 RESOURCE_NOT_FOUND = -32002
+
+ANSWER_GRACE = 0.5
+"""Seconds a client gets to answer a request of a cancelled turn before it is withdrawn (``request_until``)."""
+_WITHDRAWN_KEPT = 256
 
 log = get_logger("dsh.acp")
 _TOO_DEEP = f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
@@ -116,6 +127,7 @@ class Connection:
         self._ids = itertools.count()
         self._arrivals = itertools.count()
         self._outbound: dict[int, _Outbound] = {}
+        self._withdrawn: OrderedDict[int, None] = OrderedDict()
         self._inbound: dict[Hashable, anyio.CancelScope] = {}
         self._closed = False
 
@@ -144,14 +156,51 @@ class Connection:
                 await slot.done.wait()
             timed_out = scope.cancelled_caught
         finally:
-            self._outbound.pop(request_id, None)
-            if not slot.done.is_set():  # timed out, or the caller was cancelled: tell the client, once
-                self.notify("$/cancel_request", {"requestId": request_id})
+            self._finish(request_id, slot)
         if timed_out:
             raise RpcError(REQUEST_CANCELLED, f"{method} timed out after {deadline} s")
         if slot.error is not None:
             raise slot.error
         return slot.result
+
+    async def request_until(
+        self, method: str, params: dict[str, Any], signal: CancelToken | None, *, grace: float = ANSWER_GRACE
+    ) -> tuple[bool, Any]:
+        """Send a request that lasts no longer than the turn of *signal*: ``(True, result)`` when the client
+        answered (raises :class:`RpcError` for an error answer), ``(False, None)`` when the turn was cancelled
+        and the client did not answer within *grace* seconds (then the request was withdrawn)."""
+        if self._closed:
+            raise RpcError(INTERNAL_ERROR, "the connection is closed")
+        request_id = next(self._ids)
+        slot = _Outbound()
+        self._outbound[request_id] = slot
+        try:
+            self._send_frame(dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}))
+            with abortable(signal):
+                await slot.done.wait()
+            if not slot.done.is_set():  # the turn was cancelled: the client is due to answer (``cancelled``)
+                with anyio.move_on_after(grace):
+                    await slot.done.wait()
+        finally:
+            self._finish(request_id, slot, answer_expected=True)
+        if not slot.done.is_set():
+            return False, None
+        if slot.error is not None:
+            raise slot.error
+        return True, slot.result
+
+    def _finish(self, request_id: int, slot: _Outbound, *, answer_expected: bool = False) -> None:
+        """Forget an outbound request; one the client has not answered is withdrawn (``$/cancel_request``, once).
+        *answer_expected*: the client is due to answer it anyway (a turn's cancel), so its late answer is
+        remembered as expected traffic; a late answer to a timed-out request stays a warning."""
+        self._outbound.pop(request_id, None)
+        if not slot.done.is_set():
+            if answer_expected:
+                self._withdrawn[request_id] = None
+                while len(self._withdrawn) > _WITHDRAWN_KEPT:
+                    self._withdrawn.popitem(last=False)
+            if not self._closed:
+                self.notify("$/cancel_request", {"requestId": request_id})
 
     def close(self) -> None:
         """Fail every outbound request still waiting for an answer."""
@@ -311,6 +360,9 @@ class Connection:
         is_ours = isinstance(request_id, int) and not isinstance(request_id, bool)  # we never send bool ids
         slot = self._outbound.get(request_id) if is_ours else None
         if slot is None:
+            if is_ours and self._withdrawn.pop(request_id, False) is None:
+                log.debug("answer to a withdrawn request", request_id=request_id)
+                return
             log.warning("response to an unknown request", request_id=repr(request_id)[:80])
             return
         error = message.get("error")
