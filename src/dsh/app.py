@@ -13,13 +13,12 @@ if TYPE_CHECKING:
     from dsh.context import ContextConfig
     from dsh.kernel import Context
     from dsh.policy import PolicyConfig
-    from dsh.providers._settings import ProviderSettings
+    from dsh.providers import ProviderSettings
     from dsh.secrets import SecretsConfig
 
-__all__ = ["DEFAULT_MODEL", "load_core"]
+from dsh.providers import DEFAULT_MODEL
 
-DEFAULT_MODEL = "echo"
-"""The offline default: the model when neither a flag, ``DSH_MODEL`` nor the config file names one."""
+__all__ = ["DEFAULT_MODEL", "load_core"]
 
 
 def load_core(

@@ -16,7 +16,7 @@ import typer
 
 from dsh.app import DEFAULT_MODEL
 from dsh.frontends.setup_cli import setup as _setup
-from dsh.mcp._cli import mcp_app
+from dsh.mcp import mcp_app
 
 if TYPE_CHECKING:
     from dsh.config import DshConfig
@@ -299,7 +299,7 @@ def config_show(
     path, loaded = _load_config_or_exit(config)
     settings = settings_for(config)
     if system_prompt:
-        from dsh.context._cli import show_system_prompt
+        from dsh.frontends.system_prompt_cli import show_system_prompt
 
         raise typer.Exit(show_system_prompt(settings, cwd))
     typer.echo(render_config(loaded, source=path, env=os.environ), nl=False)

@@ -29,12 +29,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from dsh.app import DEFAULT_MODEL
-from dsh.context._config import CompactionConfig, SectionOverrides
+from dsh.context import CompactionConfig, SectionOverrides
 from dsh.errors import DshError
-from dsh.mcp._config import McpServerConfig
+from dsh.mcp import McpServerConfig
 from dsh.policy import PermissionsConfig
-from dsh.providers._settings import ProviderSettings
+from dsh.providers import DEFAULT_MODEL, ProviderSettings
 from dsh.secrets import SecretsConfig
 
 if TYPE_CHECKING:
@@ -113,7 +112,7 @@ class DshConfig(BaseModel):
     @field_validator("providers")
     @classmethod
     def _over_builtins(cls, value: dict[str, ProviderSettings]) -> dict[str, ProviderSettings]:
-        from dsh.providers._settings import BUILTIN_PROVIDERS
+        from dsh.providers import BUILTIN_PROVIDERS
 
         for name in value:
             if not name or ":" in name or name != name.strip():
@@ -392,7 +391,7 @@ def render_config(config: DshConfig | None, *, source: Path | None, env: Mapping
     """
     import yaml
 
-    from dsh.providers._settings import merge_providers
+    from dsh.providers import merge_providers
 
     config = config if config is not None else DshConfig()
     model = config.model or DEFAULT_MODEL

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from dsh.app import DEFAULT_MODEL
 from dsh.errors import DshError
+from dsh.providers import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     from dsh.config import DshConfig

@@ -1,1 +1,25 @@
-"""Model providers: each module is a plugin that registers ``llm`` adapters."""
+"""Model providers: each module is a plugin that registers ``llm`` adapters.
+
+Importing this package is cheap: :data:`DEFAULT_MODEL` is plain data, the provider settings load on first access.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dsh.providers._settings import BUILTIN_PROVIDERS, ModelPrice, ProviderSettings, merge_providers
+
+__all__ = ["BUILTIN_PROVIDERS", "DEFAULT_MODEL", "ModelPrice", "ProviderSettings", "merge_providers"]
+
+DEFAULT_MODEL = "echo"
+"""The offline default: the model when neither a flag, ``DSH_MODEL`` nor the config file names one."""
+
+_SETTINGS = frozenset({"BUILTIN_PROVIDERS", "ModelPrice", "ProviderSettings", "merge_providers"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SETTINGS:
+        return getattr(importlib.import_module("dsh.providers._settings"), name)
+    raise AttributeError(f"module 'dsh.providers' has no attribute {name!r}")

@@ -18,7 +18,7 @@ from dsh.frontends.acp._rpc import RpcError
 from dsh.policy import Approval, Verdict
 
 if TYPE_CHECKING:
-    from dsh.frontends.acp._frontend import AcpFrontend
+    from dsh.frontends.acp._ports import FrontendPort
     from dsh.kernel import Next
 
 __all__ = ["ApprovalDesk", "permission_params"]
@@ -51,7 +51,7 @@ def permission_params(approval: Approval) -> dict[str, Any]:
 
 
 class ApprovalDesk:
-    def __init__(self, frontend: AcpFrontend) -> None:
+    def __init__(self, frontend: FrontendPort) -> None:
         self._frontend = frontend
 
     async def approve(self, approval: Approval, next_: Next[Approval, Verdict]) -> Verdict:

@@ -23,7 +23,7 @@ from dsh.frontends.acp._rpc import INVALID_PARAMS, RpcError
 from dsh.policy import MODE_IDS, MODES
 
 if TYPE_CHECKING:
-    from dsh.frontends.acp._frontend import _AcpSession
+    from dsh.frontends.acp._session import AcpSession
     from dsh.kernel import Context
     from dsh.services.llm import GenerateRequest
     from dsh.services.sessions import SessionEvent
@@ -79,7 +79,7 @@ class Pickers:
     def model_name(self, model: str) -> str:
         return self._ctx.llm.model_info(model).name or model
 
-    def config_options(self, record: _AcpSession) -> list[dict[str, Any]]:
+    def config_options(self, record: AcpSession) -> list[dict[str, Any]]:
         """Every configuration option of the session, in priority order, each with its current value."""
         options: list[dict[str, Any]] = [
             {
@@ -114,7 +114,7 @@ class Pickers:
             )
         return options
 
-    def session_state(self, record: _AcpSession) -> dict[str, Any]:
+    def session_state(self, record: AcpSession) -> dict[str, Any]:
         """What new/load/resume answer besides the id: config options, and the legacy ``models`` state that
         older clients still read (newer ones ignore it)."""
         return {
@@ -128,7 +128,7 @@ class Pickers:
 
     # -- switching --------------------------------------------------------------------------------------------
 
-    def set(self, record: _AcpSession, option: str, value: Any) -> None:
+    def set(self, record: AcpSession, option: str, value: Any) -> None:
         """``session/set_config_option``."""
         if option not in ("model", "mode", "thought_level"):
             raise RpcError(INVALID_PARAMS, f"unknown config option {option!r}", {"field": "configId"})
@@ -141,7 +141,7 @@ class Pickers:
         else:
             self.switch_thought_level(record, value)
 
-    def switch_model(self, record: _AcpSession, model: str) -> None:
+    def switch_model(self, record: AcpSession, model: str) -> None:
         if model not in self._offered:
             raise RpcError(
                 INVALID_PARAMS,
@@ -152,7 +152,7 @@ class Pickers:
         record.model = model
         log.info("model switched", session_id=record.id, model=model)
 
-    def switch_mode(self, record: _AcpSession, mode: str) -> None:
+    def switch_mode(self, record: AcpSession, mode: str) -> None:
         if mode not in MODE_IDS:
             raise RpcError(
                 INVALID_PARAMS,
@@ -163,7 +163,7 @@ class Pickers:
         record.policy.mode = mode
         self._send(record.id, {"sessionUpdate": "current_mode_update", "currentModeId": mode})
 
-    def switch_thought_level(self, record: _AcpSession, level: str) -> None:
+    def switch_thought_level(self, record: AcpSession, level: str) -> None:
         levels = self._ctx.llm.thought_levels(record.model)
         if level not in levels:
             raise RpcError(
@@ -175,18 +175,18 @@ class Pickers:
         self._record(record, "thought_level", record.thought_level, level)
         record.thought_level = level
 
-    def announce(self, record: _AcpSession) -> None:
+    def announce(self, record: AcpSession) -> None:
         """Tell the client the configuration changed outside a picker (a command or a question switched it)."""
         self._send(record.id, {"sessionUpdate": "config_option_update", "configOptions": self.config_options(record)})
 
     @staticmethod
-    def _record(record: _AcpSession, option: str, old: str | None, new: str) -> None:
+    def _record(record: AcpSession, option: str, old: str | None, new: str) -> None:
         if old != new:
             record.handle.agent.session.append(CHOICE_EVENT, {"option": option, "value": new})
 
     # -- restoring and applying ---------------------------------------------------------------------------------
 
-    def restore(self, record: _AcpSession, events: Iterable[SessionEvent]) -> None:
+    def restore(self, record: AcpSession, events: Iterable[SessionEvent]) -> None:
         """Take the choices recorded in a loaded session's log."""
         choices = choices_from_log(events)
         if choices.get("model") in self._offered:
@@ -195,7 +195,7 @@ class Pickers:
             record.policy.mode = choices["mode"]
         record.thought_level = choices.get("thought_level")
 
-    def request_for(self, record: _AcpSession, request: GenerateRequest) -> GenerateRequest:
+    def request_for(self, record: AcpSession, request: GenerateRequest) -> GenerateRequest:
         """*request* with the session's model and reasoning effort."""
         if request.model != record.model:
             request = replace(request, model=record.model)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from dsh import events as ev
 from dsh.kernel import plugin
-from dsh.plugins.persistence._format import CorruptSessionError
+from dsh.plugins.persistence._format import CorruptSessionError, ScanResult, scan
 from dsh.plugins.persistence._jsonl import (
     JsonlPersistence,
     SessionLockedError,
@@ -26,12 +26,14 @@ if TYPE_CHECKING:
 __all__ = [
     "CorruptSessionError",
     "JsonlPersistence",
+    "ScanResult",
     "SessionLockedError",
     "SessionNotFoundError",
     "SessionWriteError",
     "StorageUnavailableError",
     "default_data_dir",
     "jsonl_persistence_plugin",
+    "scan",
 ]
 
 
