@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from dsh.providers import ProviderSettings
     from dsh.secrets import SecretsConfig
 
-from dsh.providers import DEFAULT_MODEL
+from dsh.settings import DEFAULT_MODEL
 
 __all__ = ["DEFAULT_MODEL", "load_core"]
 

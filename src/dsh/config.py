@@ -33,8 +33,9 @@ from dsh.context import CompactionConfig, SectionOverrides
 from dsh.errors import DshError
 from dsh.mcp import McpServerConfig
 from dsh.policy import PermissionsConfig
-from dsh.providers import DEFAULT_MODEL, ProviderSettings
+from dsh.providers import ProviderSettings
 from dsh.secrets import SecretsConfig
+from dsh.settings import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     import yaml

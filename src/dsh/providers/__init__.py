@@ -1,6 +1,6 @@
 """Model providers: each module is a plugin that registers ``llm`` adapters.
 
-Importing this package is cheap: :data:`DEFAULT_MODEL` is plain data, the provider settings load on first access.
+Importing this package is cheap: the provider settings load on first access.
 """
 
 from __future__ import annotations
@@ -11,10 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from dsh.providers._settings import BUILTIN_PROVIDERS, ModelPrice, ProviderSettings, merge_providers
 
-__all__ = ["BUILTIN_PROVIDERS", "DEFAULT_MODEL", "ModelPrice", "ProviderSettings", "merge_providers"]
-
-DEFAULT_MODEL = "echo"
-"""The offline default: the model when neither a flag, ``DSH_MODEL`` nor the config file names one."""
+__all__ = ["BUILTIN_PROVIDERS", "ModelPrice", "ProviderSettings", "merge_providers"]
 
 _SETTINGS = frozenset({"BUILTIN_PROVIDERS", "ModelPrice", "ProviderSettings", "merge_providers"})
 

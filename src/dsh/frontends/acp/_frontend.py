@@ -74,10 +74,10 @@ from dsh.frontends.acp._wire import (
     SetModeParams,
 )
 from dsh.kernel import Next, plugin
-from dsh.providers import DEFAULT_MODEL
 from dsh.services.agents import Agent, AgentHandle, AgentOptions, AgentStatus
 from dsh.services.llm import GenerateRequest, MessageSource
 from dsh.services.sessions import ChunkEvent, check_session_id, title_from_content
+from dsh.settings import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
