@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test lint typecheck run demo bench check
+.PHONY: install test lint typecheck run chat demo bench check
 
 $(BIN)/dsh: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,9 @@ typecheck: install
 
 run: install
 	$(BIN)/dsh acp
+
+chat: install
+	$(BIN)/dsh chat
 
 demo: install
 	@printf '%s\n' \

@@ -1,5 +1,5 @@
 """Issue #11: CI runs every test (ripgrep installed, so the ripgrep variants do not skip) and the README's first
-screen stays two commands, with the ``uvx`` form next to the venv path in "Use it from an editor"."""
+screen stays three commands (issue 27 added `make install chat`), with the ``uvx`` form next to the venv path in "Use it from an editor"."""
 
 from __future__ import annotations
 
@@ -34,11 +34,24 @@ def readme() -> str:
     return (ROOT / "README.md").read_text(encoding="utf-8")
 
 
-def test_the_first_screen_is_two_commands() -> None:
+@pytest.mark.skipif(os.environ.get("CI") != "true", reason="CI (CI=true) must have tmux; a developer may not")
+def test_ci_has_tmux_so_the_terminal_chat_tests_run() -> None:
+    assert shutil.which("tmux") is not None
+
+
+def test_ci_installs_tmux_with_apt_get_when_missing() -> None:
+    script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "apt-get update" in script and "apt-get install -y -qq tmux" in script
+    assert script.index("apt-get update") < script.index("apt-get install") < script.index("make test")
+
+
+def test_the_first_screen_is_three_commands() -> None:
     first = re.search(r"```sh\n(.*?)```", readme(), re.S)
     assert first is not None
     commands = [line for line in first.group(1).splitlines() if line.strip()]
-    assert [line.split("#")[0].strip() for line in commands] == ["make install run", "make test"]
+    assert [line.split("#")[0].strip() for line in commands] == ["make install chat", "make install run", "make test"]
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert "\nchat: install\n\t$(BIN)/dsh chat\n" in makefile
     assert readme().index("```sh") < readme().index("## ")  # before any section
 
 

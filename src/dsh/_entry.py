@@ -21,6 +21,10 @@ def main() -> None:
         with exit_on_error():
             options = DaemonOptions.resolve()
         sys.exit(run(options))
+    if sys.argv[1:2] == ["chat"]:  # started by hand, often: its own small parser, not typer's (dsh.chat._cli)
+        from dsh.chat import main as chat_main
+
+        sys.exit(chat_main(sys.argv[2:]))
     from dsh.cli import main as cli_main
 
     sys.exit(cli_main())

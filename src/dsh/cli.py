@@ -153,6 +153,17 @@ def acp(
     raise typer.Exit(run(options))
 
 
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+    add_help_option=False,
+)
+def chat(ctx: typer.Context) -> None:
+    """Chat with dsh (or any ACP agent) in the terminal; piped input runs one prompt per line (`dsh chat --help`)."""
+    from dsh.chat import main as chat_main
+
+    raise typer.Exit(chat_main(list(ctx.args)))
+
+
 @app.command()
 def version() -> None:
     """Print the version."""

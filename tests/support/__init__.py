@@ -5,6 +5,8 @@
 * :mod:`tests.support.raw` — raw JSON-RPC lines to a daemon (hostile input, framing, purity).
 * :mod:`tests.support.editor` — an SDK client that plays an editor with fs / terminal capabilities.
 * :mod:`tests.support.durable` — daemons over a shared data directory (restart, load, crash).
+* :mod:`tests.support.chat` — ``dsh chat`` piped, or in a real terminal (tmux: keys in, screen out), its
+  ``--trace`` frames checked against the SDK's schema.
 * :mod:`tests.support.provider_server` / :mod:`tests.support.provider_wire` — a real HTTP server on 127.0.0.1
   speaking the providers' streaming formats, and the chunks it sends.
 

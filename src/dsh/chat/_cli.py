@@ -1,0 +1,58 @@
+"""``dsh chat``'s command line, parsed with argparse: the chat is started by hand and often, and typer's
+import and per-option set-up cost about 150 ms of the 0.5 s the first prompt line may take. ``dsh._entry``
+sends ``dsh chat …`` here directly; the typer application only lists the command and forwards to
+:func:`main`, so there is one parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from dsh.chat._options import ChatOptions
+
+__all__ = ["main", "parse"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dsh chat",
+        description=(
+            "Chat with dsh (or any ACP agent) in the terminal. On a terminal: Enter sends, Alt+Enter adds a line, "
+            "/ lists commands, @path attaches a file, Ctrl+C cancels a turn, Ctrl+D exits. Piped input runs one "
+            "prompt per line and prints the replies."
+        ),
+    )
+    parser.add_argument("--agent", metavar="COMMAND", help="talk to this ACP agent instead of `dsh acp`")
+    parser.add_argument("--resume", action="store_true", help="pick a stored session and load it")
+    parser.add_argument("--yes", action="store_true", help="without a terminal: allow every permission request once")
+    parser.add_argument("--trace", metavar="FILE", help="append every ACP frame, both ways, to FILE")
+    parser.add_argument("--model", metavar="PROVIDER:MODEL", help="dsh's model [env DSH_MODEL; default echo]")
+    parser.add_argument("--data-dir", metavar="DIR", help="dsh's session storage [env DSH_DATA_DIR]")
+    parser.add_argument("--config", metavar="PATH", help="dsh's configuration file [env DSH_CONFIG]")
+    parser.add_argument("--cwd", metavar="DIR", help="the session's working directory (default: this one)")
+    return parser
+
+
+def parse(argv: list[str]) -> ChatOptions:
+    """The options; a usage error is one line on stderr and exit status 2 (argparse's own)."""
+    args = _parser().parse_args(argv)
+    if (args.model or args.data_dir or args.config) and args.agent:
+        _parser().error("--model, --data-dir and --config are dsh's settings; they do not apply to --agent")
+    return ChatOptions(
+        agent=args.agent,
+        resume=args.resume,
+        yes=args.yes,
+        trace=args.trace,
+        model=args.model,
+        data_dir=args.data_dir,
+        config=args.config,
+        cwd=args.cwd,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    from dsh.chat import run
+
+    options = parse(sys.argv[2:] if argv is None else argv)
+    return run(options)

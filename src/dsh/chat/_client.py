@@ -1,0 +1,219 @@
+"""The chat's side of ACP: one agent connection, one session at a time.
+
+What this module guarantees:
+
+* ``initialize`` advertises exactly what the chat serves: ``fs.readTextFile``, ``fs.writeTextFile`` and
+  ``terminal`` (served by :mod:`dsh.chat._fs` and :mod:`dsh.chat._terminals`); any other agent request is
+  answered -32601.
+* Every ``session/request_permission`` is answered once: the view's choice, or ``cancelled`` when the turn is
+  cancelled while it is asked (ACP: "The Client MUST respond to all pending session/request_permission requests
+  with the cancelled outcome").
+* The session's state (:class:`~dsh.chat._state.SessionState`) is updated before the view sees an update, so
+  the view always draws from state that includes it.
+
+Nothing here draws: the view (:class:`ChatView`) decides what a person or a script sees.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import anyio
+from anyio.abc import TaskGroup
+
+from dsh.chat import _fs
+from dsh.chat._agent import AgentProcess
+from dsh.chat._rpc import Connection, RpcError
+from dsh.chat._state import SessionState
+from dsh.chat._terminals import Terminal, Terminals
+
+__all__ = ["AcpClient", "ChatView"]
+
+PROTOCOL_VERSION = 1
+LIST_PAGES = 20
+"""At most this many ``session/list`` pages are read for ``--resume`` (a cursor loop never runs away)."""
+
+
+class ChatView(Protocol):
+    def on_update(self, update: dict[str, Any]) -> None: ...
+
+    async def ask_permission(self, tool_call: dict[str, Any], options: list[dict[str, Any]]) -> str | None:
+        """The chosen ``optionId``, or None for ``cancelled``."""
+        ...
+
+    def on_terminal(self, terminal: Terminal) -> None: ...
+
+
+class AcpClient:
+    def __init__(
+        self,
+        agent: AgentProcess,
+        task_group: TaskGroup,
+        cwd: str,
+        view: ChatView,
+        trace: Any = None,
+        config: str | None = None,
+    ):
+        self.cwd = cwd
+        self.view = view
+        self.state = SessionState()
+        self.agent_info: dict[str, Any] = {}
+        self.capabilities: dict[str, Any] = {}
+        self.terminals = Terminals(task_group, cwd, config)
+        self.terminals.changed.append(lambda terminal: self.view.on_terminal(terminal))
+        self._asking: set[anyio.CancelScope] = set()
+        self._early: list[dict[str, Any]] | None = None
+        """Updates for a session being opened: the reader can see them before ``session/new``'s caller resumes
+        (the ``available_commands_update`` right after the answer), so they wait here for :meth:`_begin`."""
+        assert agent.process.stdin is not None and agent.process.stdout is not None
+        self.connection = Connection(
+            agent.process.stdin,
+            agent.process.stdout,
+            on_request=self._on_request,
+            on_notification=self._on_notification,
+            trace=trace,
+        )
+        task_group.start_soon(self.connection.run, task_group)
+
+    # -- requests to the agent -------------------------------------------------------------------------------
+
+    async def initialize(self) -> None:
+        from dsh import __version__
+
+        result = await self.connection.request(
+            "initialize",
+            {
+                "protocolVersion": PROTOCOL_VERSION,
+                "clientCapabilities": {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True},
+                "clientInfo": {"name": "dsh-chat", "title": "dsh chat", "version": __version__},
+            },
+        )
+        result = result if isinstance(result, dict) else {}
+        self.capabilities = result.get("agentCapabilities") or {}
+        self.agent_info = result.get("agentInfo") or {}
+
+    def can(self, *keys: str) -> bool:
+        """Whether the agent advertised the capability at *keys* (``loadSession``; ``sessionCapabilities``,
+        ``list``: an object means yes)."""
+        value: Any = self.capabilities
+        for key in keys:
+            if not isinstance(value, dict):
+                return False
+            value = value.get(key)
+        return value is True or isinstance(value, dict)
+
+    async def new_session(self) -> None:
+        self._early = []
+        try:
+            result = await self.connection.request("session/new", {"cwd": self.cwd, "mcpServers": []})
+            self._begin(result, result.get("sessionId") if isinstance(result, dict) else None)
+        finally:
+            self._early = None
+
+    async def load_session(self, session_id: str) -> None:
+        """Load a stored session; its replay reaches the view as updates before this returns."""
+        self._begin({}, session_id)
+        result = await self.connection.request(
+            "session/load", {"sessionId": session_id, "cwd": self.cwd, "mcpServers": []}
+        )
+        self.state.apply_setup(result)
+
+    def _begin(self, result: Any, session_id: Any) -> None:
+        if not isinstance(session_id, str):
+            raise RpcError(-32603, "the agent answered without a session id")
+        self.state = SessionState(session_id=session_id)
+        self.state.apply_setup(result)
+        early, self._early = self._early or [], None
+        for params in early:
+            self._on_notification("session/update", params)
+
+    async def list_sessions(self) -> list[dict[str, Any]]:
+        sessions: list[dict[str, Any]] = []
+        params: dict[str, Any] = {"cwd": self.cwd}
+        for _ in range(LIST_PAGES):
+            result = await self.connection.request("session/list", params)
+            if not isinstance(result, dict):
+                break
+            sessions += [s for s in result.get("sessions") or [] if isinstance(s, dict) and "sessionId" in s]
+            cursor = result.get("nextCursor")
+            if not isinstance(cursor, str):
+                break
+            params = {"cwd": self.cwd, "cursor": cursor}
+        return sessions
+
+    async def prompt(self, blocks: list[dict[str, Any]]) -> str:
+        """Run one turn; its stop reason (``end_turn``, ``cancelled``, …)."""
+        result = await self.connection.request("session/prompt", {"sessionId": self.session_id, "prompt": blocks})
+        reason = result.get("stopReason") if isinstance(result, dict) else None
+        return reason if isinstance(reason, str) else "end_turn"
+
+    async def cancel(self) -> None:
+        """``session/cancel``, and every permission still being asked is answered ``cancelled``."""
+        for scope in list(self._asking):
+            scope.cancel()
+        await self.connection.notify("session/cancel", {"sessionId": self.session_id})
+
+    async def set_option(self, category: str, value: str) -> None:
+        """Set the model or mode: ``session/set_config_option`` when the agent offers the option, else the legacy
+        ``session/set_mode``."""
+        option = self.state.option(category)
+        if option is not None:
+            result = await self.connection.request(
+                "session/set_config_option",
+                {"sessionId": self.session_id, "configId": option["id"], "value": value},
+            )
+            self.state.apply_setup(result)
+        elif category == "mode" and self.state.modes is not None:
+            await self.connection.request("session/set_mode", {"sessionId": self.session_id, "modeId": value})
+            self.state.modes = {**self.state.modes, "currentModeId": value}
+        else:
+            raise RpcError(-32601, f"the agent offers no {category} choice")
+
+    @property
+    def session_id(self) -> str:
+        if self.state.session_id is None:
+            raise RpcError(-32603, "no session")
+        return self.state.session_id
+
+    # -- requests and notifications from the agent -----------------------------------------------------------
+
+    def _on_notification(self, method: str, params: Any) -> None:
+        if method != "session/update" or not isinstance(params, dict):
+            return
+        update = params.get("update")
+        if not isinstance(update, dict):
+            return
+        if params.get("sessionId") != self.state.session_id:
+            if self._early is not None:
+                self._early.append(params)
+            return
+        self.state.apply(update)
+        self.view.on_update(update)
+
+    async def _on_request(self, method: str, params: Any) -> Any:
+        if method == "session/request_permission":
+            return await self._permission(params)
+        if method == "fs/read_text_file":
+            return await _fs.read_text_file(params)
+        if method == "fs/write_text_file":
+            return await _fs.write_text_file(params)
+        if method.startswith("terminal/"):
+            return await self.terminals.handle(method, params)
+        raise RpcError(-32601, "Method not found", {"method": method})
+
+    async def _permission(self, params: Any) -> dict[str, Any]:
+        if not isinstance(params, dict) or not isinstance(params.get("options"), list):
+            raise RpcError(-32602, "Invalid params")
+        raw = params.get("toolCall")
+        tool_call: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        options = [o for o in params["options"] if isinstance(o, dict) and "optionId" in o]
+        choice: str | None = None
+        with anyio.CancelScope() as scope:
+            self._asking.add(scope)
+            try:
+                choice = await self.view.ask_permission(tool_call, options)
+            finally:
+                self._asking.discard(scope)
+        if choice is None:
+            return {"outcome": {"outcome": "cancelled"}}
+        return {"outcome": {"outcome": "selected", "optionId": choice}}

@@ -1,0 +1,157 @@
+"""What the terminal view draws, as rich renderables: tool cards, diffs, permission questions, plans.
+
+Pure functions of the data ACP sent (no I/O, no state): the view decides when to draw and where. Every card is
+bounded: a diff shows at most :data:`DIFF_LINES` lines and command output its last :data:`TAIL_LINES`, each
+with a line saying how much was left out, so one tool call never floods the screen.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+
+__all__ = [
+    "DIFF_LINES",
+    "TAIL_LINES",
+    "diff_lines",
+    "permission_keys",
+    "permission_question",
+    "plan_view",
+    "tool_card",
+]
+
+DIFF_LINES = 40
+TAIL_LINES = 8
+STATUS_MARK = {
+    "pending": ("○", "yellow"),
+    "in_progress": ("◐", "yellow"),
+    "completed": ("✔", "green"),
+    "failed": ("✘", "red"),
+}
+PLAN_MARK = {"pending": ("☐", ""), "in_progress": ("▶", "yellow"), "completed": ("✔", "green dim")}
+
+
+def diff_lines(path: str, old: str | None, new: str) -> list[Text]:
+    """A coloured unified diff (a new file when *old* is None), at most :data:`DIFF_LINES` lines."""
+    before = [] if old is None else old.splitlines()
+    lines = list(
+        difflib.unified_diff(before, new.splitlines(), fromfile=f"a/{path}", tofile=f"b/{path}", lineterm="", n=2)
+    )
+    out: list[Text] = []
+    for line in lines[:DIFF_LINES]:
+        style = ""
+        if line.startswith(("+++", "---")):
+            style = "bold"
+        elif line.startswith("+"):
+            style = "green"
+        elif line.startswith("-"):
+            style = "red"
+        elif line.startswith("@@"):
+            style = "cyan"
+        out.append(Text(line, style=style))
+    if len(lines) > DIFF_LINES:
+        out.append(Text(f"… {len(lines) - DIFF_LINES} more diff lines", style="dim"))
+    return out
+
+
+def _tail(text: str, limit: int = TAIL_LINES) -> list[Text]:
+    lines = text.rstrip("\n").splitlines()
+    out = []
+    if len(lines) > limit:
+        out.append(Text(f"… {len(lines) - limit} earlier lines", style="dim"))
+    out += [Text(line, style="dim") for line in lines[-limit:]]
+    return out
+
+
+def tool_card(
+    call: dict[str, Any],
+    terminal_output: dict[str, str],
+    *,
+    show_output: bool = True,
+    show_diff: bool = True,
+    cwd: str | None = None,
+) -> RenderableType:
+    """A tool call: status mark, title, kind; the command it runs; its diffs; the tail of its output.
+
+    *call* is the merged ``tool_call`` and its updates; *terminal_output* the text of the terminals the chat
+    served, by id (the output of a command the agent ran through ``terminal/*``); diff paths under *cwd* are
+    shown relative to it."""
+    status = str(call.get("status") or "pending")
+    mark, colour = STATUS_MARK.get(status, ("•", ""))
+    header = Text.assemble((f"{mark} ", colour), (str(call.get("title") or call.get("toolCallId")), "bold"))
+    kind = call.get("kind")
+    if isinstance(kind, str) and kind != "other":
+        header.append(f" · {kind}", style="dim")
+    if status == "failed":
+        header.append(" · failed", style="red")
+    parts: list[RenderableType] = [header]
+    raw = call.get("rawInput")
+    if kind == "execute" and isinstance(raw, dict) and isinstance(raw.get("command"), str):
+        parts.append(Text(f"  $ {raw['command']}", style="bold"))
+    raw_content = call.get("content")
+    content: list[Any] = raw_content if isinstance(raw_content, list) else []
+    diffs = [c for c in content if isinstance(c, dict) and c.get("type") == "diff"]
+    for diff in diffs if show_diff else []:
+        path = _relative(str(diff.get("path", "")), cwd)
+        parts += _indent(diff_lines(path, diff.get("oldText"), str(diff.get("newText", ""))))
+    terminals = any(isinstance(c, dict) and c.get("type") == "terminal" for c in content)
+    if show_output:
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "terminal":
+                parts += _indent(_tail(terminal_output.get(str(block.get("terminalId")), "")))
+            elif block.get("type") == "content" and not diffs and not terminals:  # the diff or output says it
+                inner = block.get("content")
+                if isinstance(inner, dict) and inner.get("type") == "text":
+                    parts += _indent(_tail(str(inner.get("text", ""))))
+    return Group(*parts)
+
+
+def _relative(path: str, cwd: str | None) -> str:
+    if cwd is not None and path.startswith(cwd.rstrip("/") + "/"):
+        return path[len(cwd.rstrip("/")) + 1 :]
+    return path.lstrip("/")
+
+
+def _indent(lines: Iterable[Text]) -> list[Text]:
+    return [Text("  ") + line for line in lines]
+
+
+def permission_keys(options: list[dict[str, Any]]) -> dict[str, str]:
+    """Keys to option ids: ``y`` the first allow-once option, ``a`` allow-always, ``n`` reject (once, else
+    always), and ``1``…``9`` every option by position."""
+    keys: dict[str, str] = {}
+    for key, kinds in (("y", ("allow_once",)), ("a", ("allow_always",)), ("n", ("reject_once", "reject_always"))):
+        for kind in kinds:
+            found = next((o for o in options if o.get("kind") == kind), None)
+            if found is not None:
+                keys[key] = str(found["optionId"])
+                break
+    for index, option in enumerate(options[:9], start=1):
+        keys[str(index)] = str(option["optionId"])
+    return keys
+
+
+def permission_question(options: list[dict[str, Any]]) -> Text:
+    """``Allow? [y] Allow  [a] Always allow edit_file  [n] Reject  (Ctrl+C cancels the turn)``."""
+    letters = {v: k for k, v in permission_keys(options).items() if k.isalpha()}
+    text = Text("Allow? ", style="bold yellow")
+    for index, option in enumerate(options[:9], start=1):
+        key = letters.get(str(option["optionId"]), str(index))
+        text.append(f"[{key}] ", style="bold cyan")
+        text.append(f"{option.get('name', option['optionId'])}  ")
+    text.append("(Ctrl+C cancels the turn)", style="dim")
+    return text
+
+
+def plan_view(entries: list[dict[str, Any]]) -> RenderableType:
+    lines = [Text("Plan", style="bold")]
+    for entry in entries:
+        mark, style = PLAN_MARK.get(str(entry.get("status")), ("•", ""))
+        lines.append(Text(f"  {mark} {entry.get('content', '')}", style=style))
+    return Group(*lines)

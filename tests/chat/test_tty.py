@@ -1,0 +1,262 @@
+"""``dsh chat`` in a real terminal, driven the way a person drives it: tmux types keys (``send-keys``) and reads
+the screen (``capture-pane``), against ``dsh acp`` on the scripted and echo models (issue 27's acceptance)."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.chat import (
+    SDK_ECHO_AGENT,
+    Tmux,
+    check_chat_frames,
+    read_trace,
+    run_piped,
+    tmux_available,
+    tmux_chat,
+)
+from tests.support.env import sandbox_env, write_script
+from tests.support.provider_server import Reply, serve
+from tests.support.provider_wire import oa_text_reply
+
+pytestmark = pytest.mark.skipif(not tmux_available(), reason="tmux is not installed")
+
+EDIT = {"name": "edit_file", "arguments": {"path": "f.txt", "old_string": "hello", "new_string": "bye"}}
+PROMPT = "\u276f "  # the chat's prompt mark (HEAVY RIGHT-POINTING ANGLE QUOTATION MARK ORNAMENT)
+WORDS = " ".join(f"word{n}" for n in range(1, 41))
+
+
+def prompt_ready(screen: str) -> bool:
+    """The prompt is back: no turn is running (its status line says "Ctrl+C cancels") and the session is up (the
+    prompt's status line at the bottom names the model and the mode)."""
+    lines = screen.splitlines()
+    return (
+        any(line.startswith(PROMPT.strip()) for line in lines)
+        and "Ctrl+C cancels" not in screen
+        and "cancelling" not in screen
+        and "starting the agent" not in screen
+        and lines[-1].startswith(" ")
+        and "·" in lines[-1]
+    )
+
+
+async def submit(tmux: Tmux, text: str) -> None:
+    tmux.type(text)
+    await tmux.wait_for(lambda screen: text in screen)
+    tmux.keys("Enter")
+
+
+async def test_a_streamed_reply_and_an_edit_approved_with_y(tmp_path: Path) -> None:
+    (tmp_path / "f.txt").write_text("hello world\n")
+    steps = [
+        {"reasoning": "I should stream it slowly", "text": "Streaming " + WORDS, "delay": 0.03},
+        {"text": "I will edit it.", "tool_calls": [EDIT]},
+        {"text": "Edited."},
+        {
+            "tool_calls": [
+                {"name": "edit_file", "arguments": {"path": "f.txt", "old_string": "bye", "new_string": "ciao"}}
+            ]
+        },
+        {"text": "Left it."},
+    ]
+    model = write_script(tmp_path / "s.json", steps)
+    trace = tmp_path / "trace"
+    with tmux_chat(tmp_path, ["--trace", str(trace)], sandbox_env(tmp_path, model), tmp_path) as tmux:
+        await tmux.wait_for(prompt_ready)
+        await submit(tmux, "stream please")
+        # part of the reply is on the screen while the turn still runs: it streams
+        partial = await tmux.wait_for(lambda s: "Streaming word1" in s and "Ctrl+C cancels" in s)
+        assert "word40" not in partial
+        streamed = await tmux.wait_for(lambda s: "word40" in s and prompt_ready(s))
+        history = tmux.history()
+        assert (
+            history.count("word40") == 1 and history.count("Streaming word1 ") == 1
+        )  # printed once, never redrawn into the scrollback
+        assert "✻ Thought (5 words; /thoughts shows them)" in streamed  # collapsed to one line
+        assert "stream it slowly" not in streamed
+        await submit(tmux, "/thoughts")
+        await tmux.wait_for(lambda s: "Thoughts are shown." in s and "I should stream it slowly" in s)
+        await submit(tmux, "edit the file")
+        asking = await tmux.wait_for(lambda s: "Allow?" in s)
+        assert "Edit f.txt" in asking
+        assert "-hello" in asking and "+bye" in asking  # the diff is shown with the question
+        assert "[y] Allow" in asking and "[n] Reject" in asking
+        assert (tmp_path / "f.txt").read_text() == "hello world\n"  # nothing applied before the answer
+        tmux.keys("y")
+        done = await tmux.wait_for(lambda s: "Edited." in s and prompt_ready(s))
+        assert "✔ Edit f.txt" in done
+        assert (tmp_path / "f.txt").read_text() == "bye world\n"
+        await submit(tmux, "edit it again")
+        await tmux.wait_for(lambda s: "+ciao" in s and "Allow?" in s)
+        tmux.keys("n")
+        refused = await tmux.wait_for(lambda s: "Left it." in s and prompt_ready(s))
+        assert "→ Reject" in refused and "✘ Edit f.txt" in refused
+        assert (tmp_path / "f.txt").read_text() == "bye world\n"
+        tmux.keys("C-d")
+        assert await tmux.exit_status() == 0
+    assert check_chat_frames(read_trace(trace)) == []
+
+
+async def test_slash_lists_the_commands_and_at_completes_a_file(tmp_path: Path) -> None:
+    (tmp_path / "notes-for-the-chat.md").write_text("the tangerine is on the shelf\n")
+    trace = tmp_path / "trace"
+    with tmux_chat(tmp_path, ["--trace", str(trace)], sandbox_env(tmp_path, "echo"), tmp_path) as tmux:
+        await tmux.wait_for(prompt_ready)
+        tmux.type("/")
+        menu = await tmux.wait_for(lambda s: "/status" in s and "/help" in s)
+        assert "/compact" in menu and "/thoughts" in menu  # the agent's commands and the chat's own
+        assert "List the commands" in menu  # with their descriptions
+        tmux.keys("C-c")  # clears the line
+        await tmux.wait_for(lambda s: "/status" not in s)
+        tmux.type("summarise @notes-for")
+        await tmux.wait_for(lambda s: "notes-for-the-chat.md" in s)  # offered while typing
+        tmux.keys("Tab")
+        await tmux.wait_for(lambda s: PROMPT + "summarise @notes-for-the-chat.md" in s)
+        tmux.keys("Enter")
+        screen = await tmux.wait_for(lambda s: "the tangerine is on the shelf" in s and prompt_ready(s))
+        assert "  attached" in screen  # the chat says the file went along
+        tmux.keys("C-d")
+        assert await tmux.exit_status() == 0
+    frames = read_trace(trace)
+    assert check_chat_frames(frames) == []
+    prompts = [f["params"]["prompt"] for d, f in frames if d == ">" and f.get("method") == "session/prompt"]
+    assert prompts == [
+        [
+            {"type": "text", "text": "summarise @notes-for-the-chat.md"},
+            {
+                "type": "resource",
+                "resource": {
+                    "uri": (tmp_path / "notes-for-the-chat.md").as_uri(),
+                    "text": "the tangerine is on the shelf\n",
+                    "mimeType": "text/markdown",
+                },
+            },
+        ]
+    ]
+
+
+async def test_ctrl_c_cancels_a_reply_and_the_prompt_returns_within_a_second(tmp_path: Path) -> None:
+    model = write_script(tmp_path / "s.json", [{"text": WORDS, "delay": 0.2}, {"text": "after"}])
+    trace = tmp_path / "trace"
+    with tmux_chat(tmp_path, ["--trace", str(trace)], sandbox_env(tmp_path, model), tmp_path) as tmux:
+        await tmux.wait_for(prompt_ready)
+        await submit(tmux, "talk")
+        await tmux.wait_for(lambda s: "word2" in s)
+        tmux.keys("C-c")
+        started = time.monotonic()
+        screen = await tmux.wait_for(lambda s: "(cancelled)" in s and prompt_ready(s), within=5)
+        assert time.monotonic() - started < 1.0
+        assert "word40" not in screen
+        # the session goes on: the next prompt gets the next step
+        await submit(tmux, "again")
+        await tmux.wait_for(lambda s: "after" in s and prompt_ready(s))
+        # Ctrl+C twice on an empty prompt exits
+        tmux.keys("C-c")
+        await tmux.wait_for(lambda s: "Ctrl+C again to exit" in s)
+        tmux.keys("C-c")
+        assert await tmux.exit_status() == 0
+    frames = read_trace(trace)
+    assert check_chat_frames(frames) == []
+    assert [f["method"] for d, f in frames if d == ">" and f.get("method") == "session/cancel"] == ["session/cancel"]
+
+
+async def test_resume_lists_stored_sessions_and_loads_one_with_its_history(tmp_path: Path) -> None:
+    env = sandbox_env(tmp_path, "echo")
+    first = run_piped([], "remember the tangerine\n", env, tmp_path)
+    assert first.returncode == 0, first.stderr
+    with tmux_chat(tmp_path, ["--resume"], env, tmp_path) as tmux:
+        picker = await tmux.wait_for(lambda s: "Resume which session?" in s and "remember the tangerine" in s)
+        assert "2026" in picker or "20" in picker  # a date beside the title
+        tmux.keys("Enter")
+        screen = await tmux.wait_for(lambda s: "Resumed remember the tangerine" in s and prompt_ready(s))
+        lines = screen.splitlines()
+        assert PROMPT + "remember the tangerine" in lines  # the user's turn, replayed
+        assert lines.count("remember the tangerine") == 1  # and the echo model's answer
+        await submit(tmux, "and the lime")
+        await tmux.wait_for(lambda s: s.splitlines().count("and the lime") == 1 and prompt_ready(s))
+
+
+async def test_the_terminal_view_talks_to_the_sdk_example_agent(tmp_path: Path) -> None:
+    with tmux_chat(tmp_path, ["--agent", SDK_ECHO_AGENT], sandbox_env(tmp_path, "echo"), tmp_path) as tmux:
+        await tmux.wait_for(lambda s: PROMPT.strip() in s and s.splitlines()[-1].strip() == "SDK echo peer")
+        await submit(tmux, "hello sdk agent")
+        await tmux.wait_for(lambda s: s.splitlines().count("hello sdk agent") == 1)
+
+
+async def test_mode_picker_multi_line_input_plan_and_command_output(tmp_path: Path) -> None:
+    plan = [{"content": "Look around", "status": "in_progress"}, {"content": "Run the check", "status": "pending"}]
+    done = [{**entry, "status": "completed"} for entry in plan]
+    steps = [
+        {"tool_calls": [{"name": "update_plan", "arguments": {"entries": plan}}]},
+        {"tool_calls": [{"name": "run_command", "arguments": {"command": "printf 'alpha\\nbeta\\n'"}}]},
+        {"text": "All done.", "tool_calls": [{"name": "update_plan", "arguments": {"entries": done}}]},
+        {"text": "Bye."},
+    ]
+    model = write_script(tmp_path / "s.json", steps)
+    trace = tmp_path / "trace"
+    with tmux_chat(tmp_path, ["--trace", str(trace)], sandbox_env(tmp_path, model), tmp_path) as tmux:
+        await tmux.wait_for(prompt_ready)
+        await submit(tmux, "/mode")
+        picker = await tmux.wait_for(lambda s: "Pick the mode:" in s and "Bypass permissions" in s)
+        assert "Accept edits" in picker
+        tmux.keys("Down", "Down", "Down")
+        await tmux.wait_for(
+            lambda s: any(line.lstrip().startswith("> ") and "Bypass" in line for line in s.splitlines())
+        )
+        tmux.keys("Enter")
+        await tmux.wait_for(lambda s: "mode: bypass" in s and prompt_ready(s))
+        tmux.type("first line")
+        tmux.keys("M-Enter")
+        tmux.type("second line")
+        await tmux.wait_for(lambda s: "  second line" in s)  # the continuation line, not sent yet
+        tmux.keys("Enter")
+        screen = await tmux.wait_for(lambda s: "Bye." in s and prompt_ready(s))
+        assert "$ printf 'alpha\\nbeta\\n'" in screen
+        assert "  beta" in screen  # the command's output, in its card
+        assert "✔ Look around" in screen and "✔ Run the check" in screen  # the plan, as it ended
+    frames = read_trace(trace)
+    assert check_chat_frames(frames) == []
+    sent = [f for d, f in frames if d == ">" and f.get("method") in ("session/prompt", "session/set_config_option")]
+    assert sent[0]["params"]["configId"] == "mode" and sent[0]["params"]["value"] == "bypass"
+    assert sent[1]["params"]["prompt"] == [{"type": "text", "text": "first line\nsecond line"}]
+    asked = [f["method"] for d, f in frames if d == "<" and f.get("method", "").startswith("terminal/")]
+    assert asked[0] == "terminal/create" and "terminal/release" in asked  # the command ran in the chat
+
+
+async def test_an_agent_that_exits_ends_the_chat_with_its_stderr_and_status_1(tmp_path: Path) -> None:
+    agent = f"{sys.executable} -c \"import sys; sys.stderr.write('no key for you' + chr(10))\""
+    with tmux_chat(tmp_path, ["--agent", agent], sandbox_env(tmp_path, "echo"), tmp_path) as tmux:
+        assert await tmux.exit_status(within=10) == 1
+        screen = tmux.screen()
+        assert "dsh chat: the agent exited" in screen and "no key for you" in screen
+        assert "Traceback" not in screen
+
+
+async def test_a_turn_answered_with_an_error_is_shown_and_the_chat_goes_on(tmp_path: Path) -> None:
+    env = {k: v for k, v in sandbox_env(tmp_path, "openai:gpt-4.1").items() if k != "OPENAI_API_KEY"}
+    with tmux_chat(tmp_path, [], env, tmp_path) as tmux:
+        await tmux.wait_for(prompt_ready)
+        await submit(tmux, "hi")
+        screen = await tmux.wait_for(lambda s: "Error: Authentication required" in s and prompt_ready(s))
+        assert "OPENAI_API_KEY" in screen
+        await submit(tmux, "/status")
+        await tmux.wait_for(lambda s: "Model: openai:gpt-4.1" in s and prompt_ready(s))
+
+
+async def test_the_status_line_shows_context_used_of_the_window_and_the_cost(tmp_path: Path) -> None:
+    with serve() as server:
+        server.script(Reply(events=oa_text_reply("hello", " there", prompt=1000, completion=10)))
+        env = sandbox_env(
+            tmp_path, "openai:gpt-4.1", extra={"OPENAI_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": "test"}
+        )
+        with tmux_chat(tmp_path, [], env, tmp_path, width=120) as tmux:
+            await tmux.wait_for(prompt_ready)
+            await submit(tmux, "hi")
+            screen = await tmux.wait_for(lambda s: "hello there" in s and prompt_ready(s) and "context" in s)
+    status = screen.splitlines()[-1]
+    # 1,010 tokens in gpt-4.1's built-in window of 1,047,576, and a cost in dollars
+    assert re.search(r"gpt-4\.1 · Default · context 0% \(1\.0k/1\.0M\) · \$0\.\d{4}", status), status

@@ -1,0 +1,221 @@
+"""``dsh chat`` as a person or a script runs it: piped (a subprocess with stdin/stdout pipes) or in a real
+terminal (tmux: ``send-keys`` to type, ``capture-pane`` to read the screen).
+
+Guarantees: every chat runs with :func:`tests.support.env.sandbox_env` (sessions, config and caches under the
+test's own directory); every tmux server is private to the test (its own socket in a fresh temporary directory) and is
+killed on exit, with whatever it ran; :meth:`Tmux.wait_for` polls the screen until a condition holds, bounded by
+``anyio.fail_after``, and on a timeout fails with the screen as it was.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+
+from tests.support.env import ROOT
+
+__all__ = [
+    "CHAT",
+    "SDK_ECHO_AGENT",
+    "Tmux",
+    "check_chat_frames",
+    "read_trace",
+    "run_piped",
+    "tmux_available",
+    "tmux_chat",
+]
+
+CHAT = [sys.executable, "-m", "dsh", "chat"]
+SDK_ECHO_AGENT = f"{shlex.quote(sys.executable)} {shlex.quote(str(ROOT / 'scripts' / 'peers' / 'sdk_echo_agent.py'))}"
+"""The official ACP Python SDK's echo agent (``scripts/peers``), as a ``--agent`` command line."""
+
+
+def run_piped(
+    args: list[str], stdin: str, env: Mapping[str, str], cwd: Path, timeout: float = 30
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CHAT, *args], input=stdin, capture_output=True, text=True, env=dict(env), cwd=cwd, timeout=timeout
+    )
+
+
+def read_trace(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    """The frames of a ``--trace`` file: ``(">" sent | "<" received, frame)``."""
+    frames = []
+    for line in path.read_bytes().splitlines():
+        direction, _, frame = line.partition(b" ")
+        frames.append((direction.decode(), orjson.loads(frame)))
+    return frames
+
+
+def tmux_available() -> bool:
+    return shutil.which("tmux") is not None
+
+
+class Tmux:
+    def __init__(self, socket: Path) -> None:
+        self.socket = socket
+
+    def _run(self, *args: str) -> str:
+        result = subprocess.run(
+            ["tmux", "-S", str(self.socket), *args], capture_output=True, text=True, timeout=10, check=True
+        )
+        return result.stdout
+
+    def screen(self) -> str:
+        """The visible pane as plain text (no escapes), trailing blanks stripped."""
+        return self._run("capture-pane", "-p", "-t", "chat").rstrip()
+
+    def history(self) -> str:
+        """The scrollback and the pane."""
+        return self._run("capture-pane", "-p", "-S", "-", "-t", "chat").rstrip()
+
+    def keys(self, *keys: str) -> None:
+        """tmux key names (``Enter``, ``C-c``, ``Tab``) or literal text with ``literal``."""
+        self._run("send-keys", "-t", "chat", *keys)
+
+    def type(self, text: str) -> None:
+        self._run("send-keys", "-t", "chat", "-l", text)
+
+    async def wait_for(self, ready: Callable[[str], bool], *, within: float = 10, history: bool = False) -> str:
+        screen = ""
+        try:
+            with anyio.fail_after(within):
+                while True:
+                    screen = self.history() if history else self.screen()
+                    if ready(screen):
+                        return screen
+                    await anyio.sleep(0.05)  # polling the screen: tmux offers no change event
+        except TimeoutError:
+            raise AssertionError(f"the screen never got there; it shows:\n{screen}") from None
+
+    def alive(self) -> bool:
+        out = self._run("list-panes", "-t", "chat", "-F", "#{pane_dead}")
+        return out.strip() == "0"
+
+    async def exit_status(self, *, within: float = 5) -> int:
+        """Wait for the chat to exit; its exit status."""
+        status = ""
+        with anyio.fail_after(within):
+            while True:
+                dead, _, status = (
+                    self._run("list-panes", "-t", "chat", "-F", "#{pane_dead} #{pane_dead_status}")
+                    .strip()
+                    .partition(" ")
+                )
+                if dead == "1" and status.isdigit():  # tmux may mark the pane dead before it has the status
+                    return int(status)
+                await anyio.sleep(0.05)  # polling: tmux offers no exit event
+
+
+@contextmanager
+def tmux_chat(
+    tmp_path: Path, args: list[str], env: Mapping[str, str], cwd: Path, *, width: int = 100, height: int = 30
+) -> Iterator[Tmux]:
+    """``dsh chat ARGS`` in a private tmux server's only pane; the pane stays after the chat exits
+    (``remain-on-exit``) so its last screen can be read."""
+    socket_dir = Path(tempfile.mkdtemp(prefix="dsh-tmux-"))  # a short path: a unix socket's is limited to ~107 bytes
+    socket = socket_dir / "sock"
+    tmux = Tmux(socket)
+    env_args = [f"{name}={value}" for name, value in env.items()]
+    command = shlex.join(["env", "-i", *env_args, "TERM=xterm-256color", *CHAT, *args])
+    subprocess.run(
+        [
+            "tmux",
+            "-S",
+            str(socket),
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "chat",
+            "-x",
+            str(width),
+            "-y",
+            str(height),
+            "-c",
+            str(cwd),
+        ],
+        check=True,
+        timeout=10,
+        env={"PATH": env.get("PATH", "/usr/bin:/bin"), "TERM": "xterm-256color", "HOME": str(tmp_path)},
+    )
+    try:
+        tmux._run("set-option", "-t", "chat", "remain-on-exit", "on")
+        tmux._run("respawn-pane", "-k", "-t", "chat", command)
+        yield tmux
+    finally:
+        subprocess.run(["tmux", "-S", str(socket), "kill-server"], capture_output=True, timeout=10)
+        shutil.rmtree(socket_dir, ignore_errors=True)
+
+
+def check_chat_frames(frames: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """Every frame the chat sent validates against the official ACP SDK's schema models: its requests and
+    notifications by method, its answers by the method of the agent's request they answer; and every request of
+    the agent got exactly one answer. The problems found (empty: all good)."""
+    from acp import schema
+    from pydantic import BaseModel, ValidationError
+
+    sent_models: dict[str, type[BaseModel]] = {
+        "initialize": schema.InitializeRequest,
+        "session/new": schema.NewSessionRequest,
+        "session/load": schema.LoadSessionRequest,
+        "session/list": schema.ListSessionsRequest,
+        "session/prompt": schema.PromptRequest,
+        "session/cancel": schema.CancelNotification,
+        "session/set_config_option": schema.SetSessionConfigOptionSelectRequest,
+        "session/set_mode": schema.SetSessionModeRequest,
+    }
+    answer_models: dict[str, type[BaseModel]] = {
+        "session/request_permission": schema.RequestPermissionResponse,
+        "fs/read_text_file": schema.ReadTextFileResponse,
+        "fs/write_text_file": schema.WriteTextFileResponse,
+        "terminal/create": schema.CreateTerminalResponse,
+        "terminal/output": schema.TerminalOutputResponse,
+        "terminal/wait_for_exit": schema.WaitForTerminalExitResponse,
+        "terminal/kill": schema.KillTerminalResponse,
+        "terminal/release": schema.ReleaseTerminalResponse,
+    }
+    problems: list[str] = []
+    asked: dict[Any, str] = {}
+    answered: dict[Any, int] = {}
+    for direction, frame in frames:
+        if direction == "<" and "method" in frame and "id" in frame:
+            asked[frame["id"]] = frame["method"]
+    for direction, frame in frames:
+        if direction != ">":
+            continue
+        if frame.get("jsonrpc") != "2.0":
+            problems.append(f"not JSON-RPC 2.0: {frame}")
+        try:
+            if "method" in frame:
+                model = sent_models.get(frame["method"])
+                if model is None:
+                    problems.append(f"unexpected method {frame['method']}")
+                else:
+                    model.model_validate(frame.get("params"))
+            elif "result" in frame:
+                answered[frame["id"]] = answered.get(frame["id"], 0) + 1
+                method = asked.get(frame["id"], "?")
+                answer_models[method].model_validate(frame["result"])
+            else:
+                answered[frame["id"]] = answered.get(frame["id"], 0) + 1
+                assert isinstance(frame["error"]["code"], int) and isinstance(frame["error"]["message"], str)
+        except (ValidationError, KeyError, AssertionError) as error:
+            problems.append(f"{frame}: {error}")
+    problems += [
+        f"agent request {i} ({m}) answered {answered.get(i, 0)} times"
+        for i, m in asked.items()
+        if answered.get(i, 0) != 1
+    ]
+    return problems
