@@ -36,7 +36,7 @@ async def render_system_prompt(settings: Settings, cwd: str, mode: str = "defaul
             secrets=loaded.secrets if loaded is not None else None,
             context=context_from_file(loaded),
         )
-        ctx.context.mode_provider(lambda session_id: mode)
+        ctx.policy.session("preview").mode = mode
         handle = await ctx.agents.create(
             agent_id="preview",
             session_id="preview",

@@ -647,11 +647,6 @@ class AcpFrontend:
         """The live ACP session *session_id*, if it is one of this front end's."""
         return self._sessions.get(session_id)
 
-    def session_mode(self, session_id: str) -> str | None:
-        """The mode of the live session *session_id* (the context plugin's mode section reads it)."""
-        record = self._sessions.get(session_id)
-        return record.policy.mode if record is not None else None
-
     def owns(self, session_id: str) -> bool:
         """Whether *session_id* is one of this front end's live sessions."""
         return session_id in self._sessions
@@ -717,5 +712,3 @@ def acp_plugin(ctx: Context, options: AcpOptions) -> None:
     ctx.on(ev.USER_ASK, QuestionDesk(frontend).ask)
     ctx.tools.register(exit_plan_mode_tool(ctx, frontend))
     ctx.provide("acp", frontend)
-    if (context := ctx.get("context")) is not None:  # the system prompt's mode section follows session/set_mode
-        context.mode_provider(frontend.session_mode)
