@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from dsh.frontends.acp._content import prompt_content
 from dsh.frontends.acp._rpc import INVALID_PARAMS, RpcError
+from tests.support.images import b64, jpeg, png
 
 
 def rejected(blocks: list[Any], *, accept_images: bool = False) -> RpcError:
@@ -79,16 +80,25 @@ def test_an_embedded_text_resource_is_rendered_with_its_uri() -> None:
 
 
 def test_an_image_is_passed_as_a_data_url_when_the_model_accepts_images() -> None:
-    blocks = [{"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}, {"type": "text", "text": "what?"}]
+    data = b64(png(4, 3))
+    blocks = [{"type": "image", "data": data, "mimeType": "image/png"}, {"type": "text", "text": "what?"}]
     assert prompt_content(blocks, accept_images=True) == [
-        {"type": "image", "url": "data:image/png;base64,iVBORw0KGgo="},
+        {
+            "type": "image",
+            "url": f"data:image/png;base64,{data}",
+            "mime_type": "image/png",
+            "width": 4,
+            "height": 3,
+            "size": len(png(4, 3)),
+        },
         {"type": "text", "text": "what?"},
     ]
 
 
 def test_an_image_alone_is_a_prompt_when_images_are_accepted() -> None:
-    blocks = [{"type": "image", "data": "AAAA", "mimeType": "image/jpeg"}]
-    assert prompt_content(blocks, accept_images=True) == [{"type": "image", "url": "data:image/jpeg;base64,AAAA"}]
+    blocks = [{"type": "image", "data": b64(jpeg()), "mimeType": "image/jpeg"}]
+    (block,) = prompt_content(blocks, accept_images=True)
+    assert block["type"] == "image" and block["url"] == f"data:image/jpeg;base64,{b64(jpeg())}"
 
 
 def test_unknown_fields_and_meta_are_ignored() -> None:
@@ -103,6 +113,15 @@ def test_an_image_is_rejected_when_the_model_does_not_accept_images() -> None:
     error = rejected([{"type": "text", "text": "what?"}, {"type": "image", "data": "AAAA", "mimeType": "image/png"}])
     assert "image" in error.message
     assert error.data == {"field": "prompt[1]"}
+
+
+def test_the_refusal_names_the_model_that_does_not_take_images() -> None:
+    image = {"type": "image", "data": b64(png()), "mimeType": "image/png"}
+    with pytest.raises(RpcError) as caught:
+        prompt_content([image], accept_images=False, model="local:text-only")
+    assert caught.value.code == INVALID_PARAMS
+    assert "'local:text-only' does not take images" in caught.value.message
+    assert caught.value.data == {"field": "prompt[0]", "model": "local:text-only"}
 
 
 def test_a_binary_embedded_resource_is_rejected() -> None:

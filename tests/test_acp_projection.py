@@ -229,11 +229,16 @@ def test_a_tool_result_without_is_error_is_completed() -> None:
     assert update["status"] == "completed"
 
 
-def test_a_tool_result_keeps_only_text_blocks_and_omits_empty_content() -> None:
+def test_a_tool_result_shows_its_text_and_images_in_order_and_omits_empty_content() -> None:
+    """RFC 0022: the card shows an image a tool returned, as the ACP image block of its data URL; an image
+    that is no data URL (nothing to show) and reasoning are left out."""
     image = {"type": "image", "url": "data:image/png;base64,AAAA"}
     (mixed,) = project(tool_result([image, {"type": "text", "text": "caption"}]))
-    assert mixed["content"] == [{"type": "content", "content": {"type": "text", "text": "caption"}}]
-    (empty,) = project(tool_result([image]))
+    assert mixed["content"] == [
+        {"type": "content", "content": {"type": "image", "data": "AAAA", "mimeType": "image/png"}},
+        {"type": "content", "content": {"type": "text", "text": "caption"}},
+    ]
+    (empty,) = project(tool_result([{"type": "image", "url": "https://example.com/a.png"}]))
     assert empty == {"sessionUpdate": "tool_call_update", "toolCallId": "call-1", "status": "completed"}
     (none,) = project(tool_result([], is_error=True))
     assert none == {"sessionUpdate": "tool_call_update", "toolCallId": "call-1", "status": "failed"}

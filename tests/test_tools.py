@@ -294,9 +294,14 @@ def _read_tool(seen: list[_ReadArgs]) -> ToolDefinition:
     return define_tool("read", "Read a file", _ReadArgs, read, strict=True)
 
 
-async def test_define_tool_schema_is_the_model_json_schema(tools: ToolRegistry) -> None:
+async def test_define_tool_schema_is_the_compacted_model_json_schema(tools: ToolRegistry) -> None:
     tool = _read_tool([])
-    assert tool.parameters == _ReadArgs.model_json_schema()
+    assert tool.parameters == {
+        "properties": {"path": {"type": "string"}, "limit": {"default": 10, "type": "integer"}},
+        "required": ["path"],
+        "type": "object",
+        "additionalProperties": False,
+    }
     tools.register(tool)
     schema = tools.schemas()[0]
     assert schema["name"] == "read"

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from dsh.config import ToolsConfig
     from dsh.context import ContextConfig
     from dsh.kernel import Context
     from dsh.policy import PolicyConfig
@@ -31,6 +32,7 @@ def load_core(
     providers: dict[str, ProviderSettings] | None = None,
     context: ContextConfig | dict[str, Any] | Literal[False] | None = None,
     secrets: SecretsConfig | None = None,
+    tools: ToolsConfig | None = None,
     policy: PolicyConfig | Literal[False] | None = None,
 ) -> None:
     """Load the interface services, the ``commands`` service with the built-in commands, the ``echo`` and ``scripted`` models, the remote providers (the built-ins,
@@ -87,6 +89,12 @@ def load_core(
         from dsh.plans import plans_plugin
         from dsh.questions import questions_plugin
 
-        ctx.plugin(builtin_tools_plugin)
+        ctx.plugin(
+            builtin_tools_plugin,
+            {
+                "data_dir": str(data_dir) if data_dir is not None else None,
+                "fetch_private": bool(tools and tools.fetch_private),
+            },
+        )
         ctx.plugin(plans_plugin)
         ctx.plugin(questions_plugin)

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dsh.context import CompactionConfig, SectionOverrides
 from dsh.errors import DshError
+from dsh.images.config import ImagesConfig
 from dsh.mcp import McpServerConfig
 from dsh.policy import PermissionsConfig
 from dsh.providers import ProviderSettings
@@ -75,6 +76,16 @@ class AgentConfig(BaseModel):
     resume_session_id: NonEmpty | None = None
 
 
+class ToolsConfig(BaseModel):
+    """The built-in tools' settings (``tools:`` in the file; RFC 0018)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    fetch_private: bool = False
+    """Let ``fetch_url`` reach private, loopback and link-local addresses (off: a model told a URL must not reach
+    the user's router, a cloud metadata endpoint or a local service)."""
+
+
 class DshConfig(BaseModel):
     """The configuration file's contents. Every key is optional; an unknown key is an error."""
 
@@ -98,10 +109,14 @@ class DshConfig(BaseModel):
     """Built-in system prompt sections by name: ``false`` removes one, a string replaces its text (dsh.context)."""
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
     """When and how older history is summarised (dsh.context)."""
+    images: ImagesConfig = Field(default_factory=ImagesConfig)
+    """Image input limits (see :mod:`dsh.images`)."""
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
     """MCP servers of every session, by name (:mod:`dsh.mcp`); an editor-given server of the same name wins."""
     secrets: SecretsConfig = Field(default_factory=SecretsConfig)
     """What the processes dsh starts for tools do not see (see :mod:`dsh.secrets`)."""
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    """The built-in tools' settings (:mod:`dsh.tools`)."""
     permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
     """New sessions' mode and the allow / ask / deny patterns of tool calls (see :mod:`dsh.policy`)."""
 
@@ -406,6 +421,7 @@ def render_config(config: DshConfig | None, *, source: Path | None, env: Mapping
         "system_prompt_sections": dict(config.system_prompt_sections),
         "compaction": config.compaction.model_dump(mode="json"),
         "secrets": config.secrets.model_dump(mode="json"),
+        "images": config.images.model_dump(mode="json"),
         "mcp_servers": {name: _masked_server(server) for name, server in config.mcp_servers.items()},
     }
     where = str(source) if source is not None else "no configuration file (defaults)"

@@ -43,6 +43,7 @@ async def run_prompt(text: str, settings: Settings) -> int:
                 providers=loaded.providers if loaded is not None else None,
                 secrets=loaded.secrets if loaded is not None else None,
                 context=context_from_file(loaded),
+                tools=loaded.tools if loaded is not None else None,
             )
             problem = ctx.llm.unserved(model)
             if problem is not None:

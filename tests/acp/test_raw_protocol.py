@@ -279,15 +279,17 @@ async def test_empty_prompt_is_invalid_params_without_hanging(daemon: RawDaemon,
         await daemon.assert_serving()
 
 
-async def test_image_block_is_invalid_params_when_images_are_not_advertised(daemon: RawDaemon) -> None:
+async def test_an_image_block_that_is_not_an_image_is_invalid_params(daemon: RawDaemon) -> None:
+    """The offline default (echo) takes images (RFC 0022), so the daemon advertises them; a block whose bytes
+    are no image (the PNG signature alone) is -32602 naming the block. A model without vision: tests/images."""
     with anyio.fail_after(WAIT):
         result = await daemon.initialize()
-        assert result["agentCapabilities"]["promptCapabilities"].get("image", False) is False
+        assert result["agentCapabilities"]["promptCapabilities"]["image"] is True
         session_id = await daemon.new_session()
         image = {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
         response, updates = await daemon.prompt(session_id, [{"type": "text", "text": "look"}, image])
         error = _error(response, INVALID_PARAMS, response["id"])
-        assert "image" in error["message"]
+        assert "prompt[1]" in error["message"] and "not a PNG, JPEG, GIF or WebP image" in error["message"]
         assert updates == []
         await daemon.assert_serving()
 

@@ -35,6 +35,8 @@ BEFORE_THE_ANSWER = {
     "dsh.frontends.acp._daemon",
     "dsh.frontends.acp._framing",
     "dsh.frontends.acp._stdio",
+    "dsh.images",  # whether the default model takes images (standard library only, the rest loaded lazily)
+    "dsh.images._vision",
     "dsh.settings",
 }
 """Every dsh module imported when the answer to ``initialize`` is written: the daemon's entry, the settings

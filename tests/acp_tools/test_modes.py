@@ -142,11 +142,11 @@ async def test_plan_mode_refuses_edits_and_commands_without_asking_but_reads(tmp
     model = write_script(
         tmp_path / "script.json",
         [
+            call("read_file", "r1", path="notes.txt"),  # first: an edit of an unread file fails before the mode
             call("write_file", "w1", path="new.txt", content="new\n"),
             call("edit_file", "e1", path="notes.txt", old_string="draft", new_string="final"),
             call("run_command", "c1", command="touch ran.txt"),
-            call("read_file", "r1", path="notes.txt"),
-            call("grep", "g1", pattern="draft"),
+            call("grep", "g1", pattern="draft", output_mode="content"),
             {"text": "here is my plan"},
         ],
     )

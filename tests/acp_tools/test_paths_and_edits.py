@@ -91,7 +91,9 @@ async def test_grep_does_not_follow_a_symlink_out_of_the_project(tmp_path: Path,
     """A search of the project is allowed without asking; it must not read through a link that points out."""
     _, secret = escape_setup(tmp_path)
     (tmp_path / "project" / "inside.txt").write_text("TOP SECRET is what this line says\n", encoding="utf-8")
-    model = write_script(tmp_path / "script.json", [call("grep", "g1", pattern="TOP SECRET"), {"text": "done"}])
+    model = write_script(
+        tmp_path / "script.json", [call("grep", "g1", pattern="TOP SECRET", output_mode="content"), {"text": "done"}]
+    )
     # Without rg on PATH the daemon falls back to its Python search (it needs nothing else from PATH here).
     env = {"PATH": str(tmp_path / "no-bin")} if search == "python" else None
     client = EditorClient([])
@@ -114,6 +116,7 @@ async def test_edit_file_needs_a_unique_match(tmp_path: Path) -> None:
     model = write_script(
         tmp_path / "script.json",
         [
+            call("read_file", "r0", path="app.py"),  # read before write (the read ledger)
             call("edit_file", "e1", path="app.py", old_string="x = 1", new_string="x = 2"),
             call("edit_file", "e2", path="app.py", old_string="return 1", new_string="return 2"),
             {"text": "done"},

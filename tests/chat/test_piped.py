@@ -27,7 +27,8 @@ def test_piped_mode_rejects_a_permission_and_says_so(tmp_path: Path) -> None:
         {
             "text": "Editing.",
             "tool_calls": [
-                {"name": "edit_file", "arguments": {"path": "f.txt", "old_string": "hello", "new_string": "bye"}}
+                {"name": "read_file", "arguments": {"path": "f.txt"}},  # edits follow a read (RFC 0018)
+                {"name": "edit_file", "arguments": {"path": "f.txt", "old_string": "hello", "new_string": "bye"}},
             ],
         },
         {"text": "Done."},
@@ -45,7 +46,8 @@ def test_piped_yes_allows_and_the_chat_serves_the_file_writes(tmp_path: Path) ->
     steps = [
         {
             "tool_calls": [
-                {"name": "edit_file", "arguments": {"path": "f.txt", "old_string": "hello", "new_string": "bye"}}
+                {"name": "read_file", "arguments": {"path": "f.txt"}},  # edits follow a read (RFC 0018)
+                {"name": "edit_file", "arguments": {"path": "f.txt", "old_string": "hello", "new_string": "bye"}},
             ]
         },
         {"tool_calls": [{"name": "run_command", "arguments": {"command": "echo from-the-chat"}}]},

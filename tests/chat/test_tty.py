@@ -25,6 +25,7 @@ from tests.support.provider_wire import oa_text_reply
 
 pytestmark = pytest.mark.skipif(not tmux_available(), reason="tmux is not installed")
 
+READ = {"name": "read_file", "arguments": {"path": "f.txt"}}  # edits follow a read (RFC 0018)
 EDIT = {"name": "edit_file", "arguments": {"path": "f.txt", "old_string": "hello", "new_string": "bye"}}
 PROMPT = "\u276f "  # the chat's prompt mark (HEAVY RIGHT-POINTING ANGLE QUOTATION MARK ORNAMENT)
 WORDS = " ".join(f"word{n}" for n in range(1, 41))
@@ -54,7 +55,7 @@ async def test_a_streamed_reply_and_an_edit_approved_with_y(tmp_path: Path) -> N
     (tmp_path / "f.txt").write_text("hello world\n")
     steps = [
         {"reasoning": "I should stream it slowly", "text": "Streaming " + WORDS, "delay": 0.03},
-        {"text": "I will edit it.", "tool_calls": [EDIT]},
+        {"text": "I will edit it.", "tool_calls": [READ, EDIT]},
         {"text": "Edited."},
         {
             "tool_calls": [

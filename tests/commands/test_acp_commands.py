@@ -111,6 +111,7 @@ async def test_help_lists_every_command_and_status_describes_the_session(tmp_pat
         assert "Context: 0 tokens (window unknown)" in lines
         assert f"Session file: {tmp_path / 'dsh-data' / (session_id + '.jsonl')}" in lines
         assert "MCP servers: none" in lines
+        assert "Background commands: none" in lines
 
 
 async def test_model_and_mode_commands_switch_exactly_as_the_pickers_do(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from dsh.mcp._names import MAX_NAME, tool_name, unique_names
 from dsh.mcp._results import map_result
 from dsh.policy import CallFacts, Rule, SessionPolicy
 from mcp import types
+from tests.support.images import b64, png
 
 SAFE = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -41,10 +42,27 @@ def result(content: list[Any], *, structured: Any = None, is_error: bool = False
 
 
 def test_results_map_text_images_resources_and_structured_content() -> None:
-    image = types.ImageContent(type="image", data="AAAA", mimeType="image/png")
-    assert map_result(result([image]), images=True) == ([{"type": "image", "url": "data:image/png;base64,AAAA"}], False)
+    image = types.ImageContent(type="image", data=b64(png(3, 2)), mimeType="image/png")
+    assert map_result(result([image]), images=True) == (
+        [
+            {
+                "type": "image",
+                "url": f"data:image/png;base64,{b64(png(3, 2))}",
+                "mime_type": "image/png",
+                "width": 3,
+                "height": 2,
+                "size": len(png(3, 2)),
+            }
+        ],
+        False,
+    )
     ((note,), _) = map_result(result([image]), images=False)
     assert note["type"] == "text" and "image/png" in note["text"] and "omitted" in note["text"]
+    # what is no acceptable image is a note saying why, never an image block (checked by its bytes)
+    for data, words in (("AAAA", "not a PNG, JPEG, GIF or WebP image"), ("%%%", "not valid base64")):
+        bad = types.ImageContent(type="image", data=data, mimeType="image/png")
+        ((note,), _) = map_result(result([bad]), images=True)
+        assert note["type"] == "text" and words in note["text"] and note["text"].startswith("[image omitted:")
     embedded = types.EmbeddedResource(
         type="resource", resource=types.TextResourceContents(uri="file:///a.txt", text="inside", mimeType="text/plain")
     )

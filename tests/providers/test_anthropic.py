@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from dsh.errors import LlmError
 from dsh.services.agents import AgentOptions
 from dsh.services.llm import BlockAssembler, GenerateRequest, Message, StreamChunk
+from dsh.services.tool_schema import compact_schema
 from dsh.services.tools import ToolExecution, define_tool
 from tests.providers._helpers import KEY, anthropic_settings, collect, running, user
 from tests.support.provider_server import Event, FakeProvider, Reply
@@ -336,7 +337,7 @@ async def test_a_tool_round_trip_through_an_agent_sends_back_the_signed_thinking
     assert first["tools"][-1] == {  # the last tool carries the prompt-cache breakpoint
         "name": "peek",
         "description": "Peek into a file.",
-        "input_schema": ReadArgs.model_json_schema(),
+        "input_schema": compact_schema(ReadArgs.model_json_schema()),
         "cache_control": {"type": "ephemeral"},
     }
     assert second["messages"][-2:] == [

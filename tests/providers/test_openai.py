@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from dsh.errors import LlmError
 from dsh.services.agents import AgentOptions
 from dsh.services.llm import BlockAssembler, GenerateRequest, Message, StreamChunk
+from dsh.services.tool_schema import compact_schema
 from dsh.services.tools import ToolExecution, define_tool
 from tests.providers._helpers import KEY, collect, openai_settings, running, user
 from tests.support.provider_server import Event, FakeProvider, Reply
@@ -257,7 +258,8 @@ READ_TOOL = {
 
 async def test_the_request_body_follows_the_chat_completions_format(server: FakeProvider) -> None:
     server.script(Reply(events=oa_text_reply("ok")))
-    async with running({"openai": openai_settings(server.url)}) as ctx:
+    # the conversation holds an image: the model must take images, or the llm service sends it as a note
+    async with running({"openai": openai_settings(server.url, vision={"test-model": True})}) as ctx:
         await collect(
             ctx,
             GenerateRequest(
@@ -414,7 +416,11 @@ async def test_a_tool_round_trip_through_an_agent(server: FakeProvider) -> None:
     first, second = server.bodies()
     assert {
         "type": "function",
-        "function": {"name": "peek", "description": "Peek into a file.", "parameters": ReadArgs.model_json_schema()},
+        "function": {
+            "name": "peek",
+            "description": "Peek into a file.",
+            "parameters": compact_schema(ReadArgs.model_json_schema()),
+        },
     } in first["tools"]
     assert second["messages"][-3:] == [
         {

@@ -2,6 +2,7 @@
 
 * :mod:`tests.support.env` — the sandboxed environment of a spawned daemon and scripted-model scripts.
 * :mod:`tests.support.sdk` — the official ACP Python SDK client against ``python -m dsh acp`` (frame checks).
+* :mod:`tests.support.images` — real PNG, JPEG, GIF and WebP files made in memory.
 * :mod:`tests.support.raw` — raw JSON-RPC lines to a daemon (hostile input, framing, purity).
 * :mod:`tests.support.editor` — an SDK client that plays an editor with fs / terminal capabilities.
 * :mod:`tests.support.durable` — daemons over a shared data directory (restart, load, crash).

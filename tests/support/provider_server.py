@@ -10,6 +10,8 @@ What a test gets, and what it guarantees:
   event, each after its optional ``delay``; ``disconnect_after=n`` drops the connection after *n* events
   (without the terminating chunk); ``hang=True`` keeps the response open after the events until the client
   hangs up (bounded by :data:`HANG_LIMIT`). Any other reply is a JSON (or text) body with a Content-Length.
+* ``GET`` requests (web pages for ``fetch_url``) take the next reply as a plain body (its ``Content-Type``
+  header may be given).
 * Every request is recorded (:class:`Recorded`: path, lower-cased headers, parsed JSON body, connection number,
   arrival time); every connection's close *as the server saw it* is recorded with its ``time.monotonic()``
   (:meth:`FakeProvider.closed_at`), noticed at once while a response is streaming or waiting (``select`` on the
@@ -153,16 +155,7 @@ class _Handler(BaseHTTPRequestHandler):
         provider = self.server.provider
         reply = provider._record_and_pop(Recorded(self.path, headers, body, self.number, time.monotonic()))
         if reply.status != 200 or reply.body is not None:
-            payload = reply.body if isinstance(reply.body, str | bytes) else json.dumps(reply.body)
-            data = payload.encode() if isinstance(payload, str) else payload
-            self.send_response(reply.status)
-            content_type = "application/json" if not isinstance(reply.body, str | bytes) else "text/plain"
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(data)))
-            for name, value in reply.headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self._write(data)
+            self._reply_plain(reply)
             return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
@@ -186,6 +179,27 @@ class _Handler(BaseHTTPRequestHandler):
             self._wait_for_hangup(HANG_LIMIT)
             return
         self._write(b"0\r\n\r\n")
+
+    def _reply_plain(self, reply: Reply) -> None:
+        """A non-streaming reply: the body (JSON unless str or bytes) with a Content-Length; a ``Content-Type``
+        among the reply's headers replaces the default."""
+        payload = reply.body if isinstance(reply.body, str | bytes) else json.dumps(reply.body)
+        data = payload.encode() if isinstance(payload, str) else payload
+        self.send_response(reply.status)
+        headers = {"Content-Type": "application/json" if not isinstance(reply.body, str | bytes) else "text/plain"}
+        headers.update(reply.headers)
+        headers["Content-Length"] = str(len(data))
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self._write(data)
+
+    def do_GET(self) -> None:
+        """A page (``fetch_url``'s tests): recorded like a POST (body None), answered by the next reply."""
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        provider = self.server.provider
+        reply = provider._record_and_pop(Recorded(self.path, headers, None, self.number, time.monotonic()))
+        self._reply_plain(reply)
 
     def _drop(self) -> None:
         self.close_connection = True

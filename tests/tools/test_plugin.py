@@ -38,15 +38,19 @@ async def test_load_core_registers_the_tools_and_the_workspace(core: Context) ->
         "write_file": "edit",
         "edit_file": "edit",
         "list_files": "search",
+        "glob": "search",
         "grep": "search",
         "run_command": "execute",
+        "command_output": "read",
+        "command_kill": "execute",
+        "fetch_url": "fetch",
     }
     for name in BUILTIN_TOOL_NAMES:
         tool = _tool(core, name)
         assert callable(tool.meta["present"]) and callable(tool.meta["paths"])
         assert tool.description
     assert core.get("workspace") is not None
-    assert _tool(core, "edit_file").parameters["required"] == ["path", "old_string", "new_string"]
+    assert _tool(core, "edit_file").parameters["required"] == ["path"]  # old/new_string or an edits list
 
 
 async def test_disposing_the_application_removes_the_tools() -> None:
@@ -96,8 +100,9 @@ async def test_cards_have_titles_kinds_and_absolute_locations(core: Context, wor
             (str(work / "src" / "app.py"), "c = 3", "c = 4"),
         )
     )
-    assert _present(core, "list_files", {"pattern": "*.py"}, work) == ToolCard(
-        "List . (*.py)", "search", ((str(work), None),)
+    assert _present(core, "list_files", {}, work) == ToolCard("List .", "search", ((str(work), None),))
+    assert _present(core, "glob", {"pattern": "**/*.py", "path": "src"}, work) == ToolCard(
+        "Glob **/*.py in src", "search", ((str(work / "src"), None),)
     )
     assert _present(core, "grep", {"pattern": "TODO", "path": "src"}, work) == ToolCard(
         "Grep 'TODO' in src", "search", ((str(work / "src"), None),)

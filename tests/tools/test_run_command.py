@@ -15,7 +15,7 @@ import pytest
 from dsh.kernel import CancelToken
 from dsh.services.tools import ToolResult
 from dsh.tools import run_process
-from dsh.tools._builtin import COMMAND_OUTPUT_LIMIT
+from dsh.tools._budget import COMMAND_BUDGET
 from dsh.tools._process import KILL_GRACE
 from tests.tools.conftest import Call, needs_proc, text, wait_for_file, wait_until_dead
 
@@ -69,15 +69,19 @@ async def test_arguments_are_validated(call: Call) -> None:
         assert result.error is not None and result.error["code"] == "INVALID_ARGUMENTS", arguments
 
 
-async def test_long_output_keeps_the_tail(call: Call) -> None:
+async def test_long_output_keeps_head_and_tail_and_spills_the_whole(call: Call) -> None:
     result = await call("run_command", {"command": "for i in $(seq 1 20000); do echo line$i; done"})
     assert not result.is_error
     body = text(result)
-    assert body.startswith(f"[output truncated: showing the last {COMMAND_OUTPUT_LIMIT} bytes]\n")
+    lines = body.split("\n")
+    assert lines[:2] == ["line1", "line2"]  # the first error of a build is at the top
     assert body.endswith("line20000\n[exit code: 0]")
-    assert "line1\n" not in body
-    assert result.display is not None and result.display["truncated"] is True
-    assert len(body.encode()) < COMMAND_OUTPUT_LIMIT + 200
+    assert len(lines) <= COMMAND_BUDGET.max_lines + 1 and len(body) <= COMMAND_BUDGET.max_chars + 300
+    assert result.spill is not None
+    [marker] = [line for line in lines if line.startswith("[… ")]
+    assert result.spill in marker and "read_file it with offset=129" in marker
+    whole = await anyio.Path(result.spill).read_text()
+    assert whole.startswith("line1\n") and "\nline10000\n" in whole and whole.endswith("line20000\n[exit code: 0]")
 
 
 async def test_the_cap_cuts_at_a_character_boundary(work: Path) -> None:

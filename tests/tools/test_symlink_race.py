@@ -90,6 +90,7 @@ async def test_an_edit_through_a_swapped_link_changes_only_the_checked_file(
         point(link, outside)
         return await next_()
 
+    assert not (await call("read_file", {"path": "link/f.txt"})).is_error  # read before write
     core.on(ev.WORKSPACE_READ, swap)
     result = await call("edit_file", {"path": "link/f.txt", "old_string": "x", "new_string": "z"})
     assert not result.is_error, text(result)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 
 from dsh.errors import DshError
+from dsh.images import describe_image
 from dsh.kernel import AbortedError
 from dsh.services.llm import GenerateRequest
 from dsh.services.sessions import COMPACTION_EVENT
@@ -104,11 +105,15 @@ def transcript(plan: CompactionPlan) -> str:
             elif kind == "tool-call":
                 lines.append(f"[assistant called {block['name']}] {_clip(block['arguments'])}")
             elif kind == "tool-result":
-                texts = " ".join(b.get("text", "") for b in block.get("content") or [] if b.get("type") == "text")
+                texts = " ".join(
+                    b.get("text", "") if b.get("type") == "text" else f"[image: {describe_image(b)}]"
+                    for b in block.get("content") or []
+                    if b.get("type") in ("text", "image")
+                )
                 status = "error" if block.get("is_error") else "result"
                 lines.append(f"[tool {status}] {_clip(texts)}")
             elif kind == "image":
-                lines.append(f"[{role} sent an image]")
+                lines.append(f"[{role} sent an image: {describe_image(block)}]")
     return "\n".join(lines)
 
 

@@ -1,7 +1,7 @@
 """The session's environment, computed once (session start, resume, load) and never on the per-step path.
 
-Guarantees: no subprocess is started (git's branch is read from ``.git/HEAD``, worktrees' ``gitdir:`` files
-followed); every file-system failure degrades to "unknown" instead of failing the session; the date has day
+Guarantees: no subprocess is started here (git's branch is read from ``.git/HEAD``, worktrees' ``gitdir:`` files
+followed; the status summary comes from :mod:`dsh.context._gitstatus`, run once off the per-step path); every file-system failure degrades to "unknown" instead of failing the session; the date has day
 granularity, so the rendered section is byte-identical for the whole life of a session.
 """
 
@@ -12,6 +12,10 @@ import platform
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dsh.context._gitstatus import GitSummary
 
 __all__ = ["Environment", "GitInfo", "find_git", "snapshot"]
 
@@ -32,7 +36,8 @@ class Environment:
     today: str
     git: GitInfo | None
 
-    def render(self) -> str:
+    def render(self, git: GitSummary | None = None) -> str:
+        """The section's text; *git*: the status summary (:mod:`dsh.context._gitstatus`), when known."""
         lines = ["# Environment", f"Working directory: {self.cwd}"]
         if self.roots:
             lines.append("Additional directories: " + ", ".join(self.roots))
@@ -45,6 +50,8 @@ class Environment:
         else:
             branch = f", branch {self.git.branch}" if self.git.branch else ""
             lines.append(f"Git repository: yes, root {self.git.root}{branch}")
+            if git is not None:
+                lines += git.render()
         return "\n".join(lines)
 
 

@@ -25,6 +25,7 @@ from dsh.context._accounting import Accounting, estimate_messages
 from dsh.context._compaction import build_summary_request, compaction_data, plan_compaction, summarise
 from dsh.context._config import ContextConfig
 from dsh.context._environment import Environment, snapshot
+from dsh.context._gitstatus import GIT_DEADLINE, GitSummary, git_summary
 from dsh.context._instructions import Instructions, find_instruction_files, load_instructions
 from dsh.context._models import builtin_price, builtin_window
 from dsh.context._sections import IDENTITY, ORDER, mode_text, tools_text
@@ -58,6 +59,9 @@ class SessionContext:
 
     session_id: str
     environment: Environment | None = None
+    git_summary: GitSummary | None = None
+    git_ready: anyio.Event | None = None
+    """Set once the git summary is known (or given up); None when there is nothing to wait for."""
     instructions: Instructions = field(default_factory=lambda: Instructions(""))
     model: str | None = None
     """The model of the session's last step (after every ``agent/request`` listener)."""
@@ -109,10 +113,37 @@ class ContextService:
             roots = workspace.session_roots(agent.session.id) if workspace is not None else ()
             state = self.open_session(agent.session.id, header.cwd, roots)
             state.model = agent.options.model
+            if state.environment is not None and state.environment.git is not None:
+                state.git_ready = anyio.Event()
+                self._ctx.spawn(
+                    self._load_git, state, state.environment.git.root, name=f"git-summary:{agent.session.id}"
+                )
             self._replay(state, agent.session)
         except Exception:  # a broken environment must not break the session: the sections are left out
             log.exception("context snapshot failed", session_id=agent.session.id)
             self._sessions[agent.session.id] = SessionContext(agent.session.id)
+
+    async def _load_git(self, state: SessionContext, root: str) -> None:
+        """The environment's git summary, computed once (two short git commands), off the per-step path."""
+        ready = state.git_ready
+        try:
+            summary = await git_summary(root)
+            if state.git_ready is ready:  # not given up meanwhile: the section must not change once sent
+                state.git_summary = summary
+        except Exception:
+            log.warning("git summary failed", session_id=state.session_id)
+        finally:
+            if ready is not None:
+                ready.set()
+
+    async def _await_git(self, state: SessionContext) -> None:
+        ready = state.git_ready
+        if ready is None or ready.is_set():
+            return
+        with anyio.move_on_after(GIT_DEADLINE + 1.0):
+            await ready.wait()
+        if not ready.is_set():
+            state.git_ready = None  # given up: the summary stays out for the whole session
 
     def _replay(self, state: SessionContext, session: Session) -> None:
         """A resumed session's figures: its log walked once, at open (never on the per-step path)."""
@@ -229,7 +260,9 @@ class ContextService:
             if mode is not None:
                 sections.append(PromptSection("mode", ORDER["mode"], mode_text(mode)))
         if state is not None and state.environment is not None:
-            sections.append(PromptSection("environment", ORDER["environment"], state.environment.render()))
+            sections.append(
+                PromptSection("environment", ORDER["environment"], state.environment.render(state.git_summary))
+            )
             if state.instructions.text:
                 sections.append(PromptSection("instructions", ORDER["instructions"], state.instructions.text))
         return sections
@@ -258,6 +291,10 @@ class ContextService:
         self, assembly: PromptAssembly, next_: Next[PromptAssembly, PromptAssembly]
     ) -> PromptAssembly:
         """``system-prompt/assemble``: the built-in sections join the registered ones, then the overrides."""
+        agent = assembly.agent
+        state = self._sessions.get(agent.session.id) if agent is not None else None
+        if state is not None:
+            await self._await_git(state)
         assembly.sections = assembly.sections + self.builtin_sections(assembly)
         result = await next_(assembly)
         result.sections = sorted(self.apply_overrides(result.sections), key=lambda s: s.order)

@@ -198,9 +198,17 @@ def _source_label(source: Any) -> str:
     return str(kind or "user")
 
 
-def _image_text(url: Any) -> str:
+def _image_text(block: dict[str, Any]) -> str:
+    """An image as a note: its description when dsh made the block (RFC 0022), never its bytes."""
+    url = block.get("url")
+    if type(block.get("width")) is int:
+        from dsh.images import describe_image
+
+        return f"[image: {describe_image(block)}]"
     if isinstance(url, str) and url.startswith("data:"):
         return f"[image: {url.split(',', 1)[0]}, {len(url)} characters]"
+    if isinstance(url, str) and url.startswith("dsh-blob:"):  # the bytes are in the data directory's blobs/
+        return f"[image: {url[len('dsh-blob:') :].split(';', 1)[0]}, stored apart]"
     return f"[image: {url}]"
 
 
@@ -217,7 +225,7 @@ def content_text(content: Any) -> str:
         if kind in ("text", "reasoning"):
             parts.append(str(block.get("text", "")))
         elif kind == "image":
-            parts.append(_image_text(block.get("url")))
+            parts.append(_image_text(block))
         elif kind == "tool-call":
             parts.append(f"[tool call {block.get('name', '?')}: {block.get('arguments', '')}]")
         elif kind == "tool-result":

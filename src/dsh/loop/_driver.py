@@ -40,7 +40,7 @@ from dsh.services.llm import (
 )
 from dsh.services.sessions import parse_json
 from dsh.services.system_prompt import render_prompt
-from dsh.services.tools import ToolExecution, error_result
+from dsh.services.tools import ToolExecution, ToolResult, error_result
 
 if TYPE_CHECKING:
     from dsh.loop._inbox import InboxMessage
@@ -124,7 +124,7 @@ class _StepOutcome:
 class _Turn:
     """The bookkeeping of one turn: its reason, the open step, and the closers that keep it balanced."""
 
-    __slots__ = ("agent", "error_reported", "open_call", "reason", "step", "step_open", "turn", "turn_ended")
+    __slots__ = ("agent", "error_reported", "open_calls", "reason", "step", "step_open", "turn", "turn_ended")
 
     def __init__(self, agent: ReactLoopAgent, turn: int) -> None:
         self.agent = agent
@@ -134,8 +134,8 @@ class _Turn:
         self.step_open = False
         self.turn_ended = False
         self.error_reported = False
-        self.open_call: str | None = None
-        """The call id of a tool call logged without its result yet."""
+        self.open_calls: list[str] = []
+        """The call ids of tool calls logged without their results yet, in call order."""
 
     def fail(self, error: BaseException) -> None:
         """Record the turn's error once: one ``error`` event, one ``agent/error``."""
@@ -424,8 +424,40 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
         append("usage", {"turn": turn_number, "step": step, "usage": usage})
 
     calls: list[ToolCallBlock] = [block for block in message["content"] if block["type"] == "tool-call"]
-    for call in calls:
-        signal.raise_if_aborted()
+    index = 0
+    while index < len(calls):
+        batch = _concurrent_run(ctx, agent, calls, index)
+        await _run_calls(agent, turn, batch, signal)
+        index += len(batch)
+    return _StepOutcome(bool(calls), finish)
+
+
+def _concurrency_safe(ctx: Any, agent: ReactLoopAgent, name: str) -> bool:
+    """Whether the tool *name* declared itself safe to run alongside others (``meta["concurrency_safe"]``:
+    read-only, no shared state, no question to the user it could not wait its turn for)."""
+    tools = ctx.get("tools")
+    tool = tools.get(name, agent.session.id) if tools is not None else None
+    return bool(tool is not None and tool.meta.get("concurrency_safe"))
+
+
+def _concurrent_run(ctx: Any, agent: ReactLoopAgent, calls: list[ToolCallBlock], start: int) -> list[ToolCallBlock]:
+    """The calls from *start* that run together: the longest run of consecutive concurrency-safe calls, or
+    the one call at *start* when it is not safe."""
+    end = start + 1
+    if _concurrency_safe(ctx, agent, calls[start]["name"]):
+        while end < len(calls) and _concurrency_safe(ctx, agent, calls[end]["name"]):
+            end += 1
+    return calls[start:end]
+
+
+async def _run_calls(agent: ReactLoopAgent, turn: _Turn, batch: list[ToolCallBlock], signal: CancelToken) -> None:
+    """Log the batch's ``tool/call`` events, run the calls (concurrently when there are several: the batch is
+    made only of concurrency-safe calls), and log their ``tool/result`` events in the model's call order,
+    each as soon as it and every call before it finished."""
+    ctx, append = agent._ctx, agent.session.append
+    turn_number, step = turn.turn, turn.step
+    signal.raise_if_aborted()
+    for call in batch:
         append(
             "tool/call",
             {
@@ -436,13 +468,16 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
                 "arguments": call["arguments"],
             },
         )
-        turn.open_call = call["id"]
+        turn.open_calls.append(call["id"])
+
+    async def run(call: ToolCallBlock) -> ToolResult:
         try:
             arguments = _parse_arguments(call["arguments"], call["name"])
         except ToolArgsError as refused:
-            result = error_result(call["id"], refused)
-        else:
-            result = await ctx.tools.execute(ToolExecution(call["id"], call["name"], arguments, agent, signal))
+            return error_result(call["id"], refused)
+        return await ctx.tools.execute(ToolExecution(call["id"], call["name"], arguments, agent, signal))
+
+    def record(call: ToolCallBlock, result: ToolResult) -> None:
         if turn.turn_ended:  # closed as disposed while the tool ran on (close_stuck_turn): nothing more is logged
             raise AbortedError("disposed")
         data: dict[str, Any] = {
@@ -456,10 +491,35 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
             data["error"] = result.error
         if result.display is not None:
             data["display"] = result.display
+        if result.spill is not None:
+            data["spill"] = result.spill
         append("tool/result", data)
-        turn.open_call = None
+        if call["id"] in turn.open_calls:
+            turn.open_calls.remove(call["id"])
+
+    if len(batch) == 1:
+        record(batch[0], await run(batch[0]))
         signal.raise_if_aborted()
-    return _StepOutcome(bool(calls), finish)
+        return
+    results: list[ToolResult | None] = [None] * len(batch)
+    finished = [anyio.Event() for _ in batch]
+
+    async def run_into(position: int) -> None:
+        try:
+            results[position] = await run(batch[position])
+        finally:
+            finished[position].set()
+
+    async with anyio.create_task_group() as group:
+        for position in range(len(batch)):
+            group.start_soon(run_into, position)
+        for position, call in enumerate(batch):
+            await finished[position].wait()
+            result = results[position]
+            if result is None:  # cancelled: the task group re-raises
+                break
+            record(call, result)
+    signal.raise_if_aborted()
 
 
 DISPOSED_TEXT = "The tool did not stop when its agent was disposed; no result was recorded."
@@ -481,8 +541,8 @@ def close_stuck_turn(agent: ReactLoopAgent) -> bool:
     opened = session.last("turn/start")
     if opened is None or opened.data.get("turn") != turn.turn:
         return False
-    if turn.open_call is not None:
-        call_id, turn.open_call = turn.open_call, None
+    open_calls, turn.open_calls = turn.open_calls, []
+    for call_id in open_calls:
         try:
             session.append(
                 "tool/result",

@@ -239,7 +239,7 @@ class McpManager:
         state = self._sessions.get(agent.session.id)
         if state is None:
             return await next_(request)
-        state.images = self._ctx.llm.model_info(request.model).images
+        state.images = self._ctx.llm.takes_images(request.model)
         pending = [c for c in state.connections.values() if not c.settled.is_set()]
         changing = [c for c in state.connections.values() if c.settled.is_set() and c.state == "ready"]
         with anyio.CancelScope() as scope:

@@ -1,6 +1,8 @@
 """MCP ``CallToolResult`` → dsh tool-result content (plain dictionaries; the SDK's types are read by attribute).
 
-* text → text; an image → an image block (``data:`` URI) when the model takes images, else a short note;
+* text → text; an image → an image block (:func:`dsh.images.image_block`: checked by its bytes, a ``data:`` URI
+  with its real type) when the model takes images, else a short note, and a note saying why for what is no
+  acceptable image (not PNG/JPEG/GIF/WebP by its bytes, over 20 MB, not base64);
   audio → a note; an embedded text resource → its text (with its URI), a binary one → a note; a resource link
   → its URI; ``structuredContent`` → its JSON as text when there is no text at all.
 * Nothing is ever dropped silently: an empty result says so.
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from dsh.images import ImageError, check_image, decode_base64, image_block
 from dsh.services.llm import ContentBlock
 
 __all__ = ["map_result"]
@@ -22,9 +25,14 @@ def _block(item: Any, images: bool) -> ContentBlock | None:
         return {"type": "text", "text": str(item.text)}
     if kind == "image":
         mime = str(getattr(item, "mimeType", "") or "image/png")
-        if images:
-            return {"type": "image", "url": f"data:{mime};base64,{item.data}"}
-        return {"type": "text", "text": f"[image ({mime}) omitted: the model does not take images]"}
+        if not images:
+            return {"type": "text", "text": f"[image ({mime}) omitted: the model does not take images]"}
+        try:  # the one door for images (dsh.images): PNG/JPEG/GIF/WebP by their bytes, 20 MB
+            raw, encoded = decode_base64(str(item.data), "the tool's image")
+            info = check_image(raw, mime, "the tool's image")
+        except ImageError as exc:
+            return {"type": "text", "text": f"[image omitted: {exc}]"}
+        return image_block(encoded, info, len(raw))
     if kind == "audio":
         return {"type": "text", "text": f"[audio ({getattr(item, 'mimeType', 'audio')}) omitted]"}
     if kind == "resource":

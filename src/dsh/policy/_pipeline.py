@@ -85,7 +85,7 @@ class Pipeline:
         session_id = agent.session.id if agent is not None else None
         tool = self._ctx.tools.get(execution.name, session_id)
         if agent is None or session_id is None:
-            return budget(await next_(), limit_of(tool))
+            return await self._budget(await next_(), execution, tool)
         prepared: Prepared | None = None
         if tool is not None and tool.prepare is not None:
             try:
@@ -109,7 +109,17 @@ class Pipeline:
         agent.session.append(RUNNING_EVENT, {"call_id": execution.call_id})
         if prepared is not None:
             execution = dataclasses.replace(execution, prepared=prepared)
-        return budget(await next_(execution), limit_of(tool))
+        return await self._budget(await next_(execution), execution, tool)
+
+    async def _budget(self, result: ToolResult, execution: ToolExecution, tool: ToolDefinition | None) -> ToolResult:
+        """The budget stage: the tools' output budget (``tool_budget``, :mod:`dsh.tools._budget`: head and tail
+        kept, the whole spilled to a file the result names) when the built-in tools are loaded, else the plain
+        ceiling of :mod:`._budget`."""
+        tool_budget = self._ctx.get("tool_budget")
+        if tool_budget is not None:
+            budgeted: ToolResult = await tool_budget(result, execution)
+            return budgeted
+        return budget(result, limit_of(tool))
 
     # -- facts -------------------------------------------------------------------------------------------------
 
@@ -121,15 +131,24 @@ class Pipeline:
         cwd = cwd or os.getcwd()
         kind = str(tool.meta.get("kind", "other")) if tool is not None else "other"
         asks = bool(tool.meta.get("asks")) if tool is not None else False
+        domain_of = tool.meta.get("domain") if tool is not None else None
+        domain = None
+        if domain_of is not None:  # a network tool: its decisions and "always" answers are per host
+            try:
+                domain = domain_of(execution.arguments) or None
+            except Exception:
+                domain = None
         if prepared is not None:
-            return CallFacts(execution.name, kind, cwd, asks, prepared.paths, prepared.outside, prepared.command)
+            return CallFacts(
+                execution.name, kind, cwd, asks, prepared.paths, prepared.outside, prepared.command, domain
+            )
         paths = self._paths(execution, tool, cwd) if tool is not None else []
         outside: list[str] = []
         for path in paths:
             inside = workspace.resolve(execution, path).inside if workspace is not None else _within(path, cwd)
             if not inside:
                 outside.append(path)
-        return CallFacts(execution.name, kind, cwd, asks, tuple(paths), tuple(outside))
+        return CallFacts(execution.name, kind, cwd, asks, tuple(paths), tuple(outside), domain=domain)
 
     @staticmethod
     def _paths(execution: ToolExecution, tool: ToolDefinition, cwd: str) -> list[str]:
@@ -221,6 +240,8 @@ def _scope_label(tool: str, facts: CallFacts, scopes: tuple[str, ...]) -> str:
     """How an "always" option names what it covers: ``\\`npm test\\```, ``write_file in \\`src/\\```, the tool."""
     if not scopes:
         return tool
+    if facts.domain is not None:
+        return f"{tool} for {', '.join(f'`{scope}`' for scope in scopes)}"
     if facts.command is not None:
         return ", ".join(f"`{scope}`" for scope in scopes)
     shown = []

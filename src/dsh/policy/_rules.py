@@ -109,6 +109,8 @@ class CallFacts:
     paths: tuple[str, ...] = ()
     outside: tuple[str, ...] = ()
     command: str | None = None
+    domain: str | None = None
+    """The host a network tool (``fetch_url``) would reach: its "always" answers are per domain (RFC 0018)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +178,9 @@ class SessionPolicy:
     def _rule_covers(self, rule: Rule, facts: CallFacts, part: SimpleCommand | None) -> bool:
         if rule.scope is None:
             return True
+        if facts.domain is not None:  # a domain scope: the host itself, or ``*.example.com`` for its subdomains
+            scope = rule.scope.lower()
+            return facts.domain == scope or (scope.startswith("*.") and facts.domain.endswith(scope[1:]))
         if part is not None:
             return _prefix_matches(rule.scope, part.words)
         if facts.command is not None:
@@ -224,6 +229,8 @@ class SessionPolicy:
         if facts.kind in COMMAND_KINDS or facts.asks:
             if self._matching(facts, ("allow",), ()) is not None:
                 return Decision("allow")
+            if facts.domain is not None:
+                return Decision("ask", f"it reaches {facts.domain}", (facts.domain,))
             return Decision("ask", "this tool asks first")
         return Decision("allow")
 
@@ -301,7 +308,7 @@ class SessionPolicy:
 def _guarded(facts: CallFacts) -> bool:
     """Whether a tool-wide session "allow" must not cover this call: it has a command or file paths, so an
     "always" answer would have recorded a scope (only legacy logs hold a tool-wide one)."""
-    return facts.command is not None or (facts.kind in EDIT_KINDS and bool(facts.paths))
+    return facts.command is not None or facts.domain is not None or (facts.kind in EDIT_KINDS and bool(facts.paths))
 
 
 def rules_from_log(events: Iterable[Any]) -> list[Rule]:

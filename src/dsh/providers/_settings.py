@@ -58,6 +58,9 @@ class ProviderSettings(BaseModel):
     thought_levels: dict[str, list[str]] = Field(default_factory=dict)
     """Reasoning-effort levels per model name (without the provider prefix), overriding the built-in table of
     :mod:`dsh.providers._reasoning`; an empty list: no reasoning-effort picker for that model."""
+    vision: dict[str, bool] = Field(default_factory=dict)
+    """Whether a model takes image input, per model name (without the provider prefix; ``"*"``: the provider's
+    other models), over dsh's built-in table (:mod:`dsh.images`)."""
 
 
 BUILTIN_PROVIDERS: dict[str, ProviderSettings] = {

@@ -39,13 +39,22 @@ def word_blocks(text: str, block: int = WORD_BLOCK) -> Iterator[list[str]]:
 
 
 def message_text(message: Message) -> str:
-    """The text a message carries, tool results included (for the offline models)."""
+    """The text a message carries, tool results included (for the offline models); an image is ``[image: its
+    description]`` (:func:`dsh.images.describe_image`), so the offline models show that they saw it."""
+    from dsh.images import describe_image
+
     parts: list[str] = []
     for block in message["content"]:
         if block["type"] == "text":
             parts.append(block["text"])
+        elif block["type"] == "image":
+            parts.append(f"[image: {describe_image(block)}]")
         elif block["type"] == "tool-result":
-            parts.extend(b["text"] for b in block["content"] if b["type"] == "text")
+            for inner in block["content"]:
+                if inner["type"] == "text":
+                    parts.append(inner["text"])
+                elif inner["type"] == "image":
+                    parts.append(f"[image: {describe_image(inner)}]")
     return "".join(parts)
 
 

@@ -5,7 +5,9 @@
 
 What is sent: the system prompt as the first ``system`` message; user text (a string, or content parts when an
 image is present); assistant text and tool calls (``tool_calls`` with the raw argument JSON); each tool result
-as a ``role: tool`` message, in order, right where it stood; never reasoning blocks (DeepSeek rejects them).
+as a ``role: tool`` message, in order, right where it stood; never reasoning blocks (DeepSeek rejects them). A
+``tool`` message takes text only, so a tool result's images are named in its text and sent as ``image_url``
+parts of one user message right after the run of tool messages, each call's images after a label naming it.
 Tools as ``{type: function, function: {name, description, parameters[, strict]}}``; ``stream_options:
 {include_usage: true}``; ``temperature``, ``max_tokens`` (the request's, else the provider's), ``stop`` only when
 set; ``extra`` merged last, untouched.
@@ -49,14 +51,31 @@ def _text_of(blocks: list[Any]) -> str:
     return "".join(b["text"] for b in blocks if b.get("type") == "text")
 
 
-def _tool_result_text(block: dict[str, Any]) -> str:
+def _tool_result_text(block: dict[str, Any], images: list[dict[str, Any]]) -> str:
+    """The text of a ``role: tool`` message (Chat Completions takes text only there); each image is named in
+    it, and its part (after a label naming the call) is added to *images*, for the user message that follows
+    the run of tool messages."""
     parts: list[str] = []
+    labelled = False
     for item in block.get("content") or []:
         if item.get("type") == "text":
             parts.append(item["text"])
         elif item.get("type") == "image":
-            parts.append("[image]")
+            from dsh.images import describe_image
+
+            note = f"[image: {describe_image(item)}; attached in the next user message]"
+            parts.append(f"\n{note}" if parts else note)
+            if not labelled:
+                labelled = True
+                images.append({"type": "text", "text": f"Images returned by tool call {block['tool_call_id']}:"})
+            images.append({"type": "image_url", "image_url": {"url": item["url"]}})
     return "".join(parts)
+
+
+def _user_part(block: dict[str, Any]) -> dict[str, Any]:
+    if block["type"] == "text":
+        return {"type": "text", "text": block["text"]}
+    return {"type": "image_url", "image_url": {"url": block["url"]}}
 
 
 def to_openai_messages(messages: list[Message], system: str | None) -> list[dict[str, Any]]:
@@ -64,6 +83,8 @@ def to_openai_messages(messages: list[Message], system: str | None) -> list[dict
     out: list[dict[str, Any]] = []
     if system:
         out.append({"role": "system", "content": system})
+    pending: list[dict[str, Any]] = []
+    """Image parts of tool results not sent yet: they go in a user message after the run of tool messages."""
     for message in messages:
         blocks: list[Any] = list(message["content"])
         if message["role"] == "assistant":
@@ -79,6 +100,9 @@ def to_openai_messages(messages: list[Message], system: str | None) -> list[dict
             ]
             if not text and not calls:
                 continue
+            if pending:
+                out.append({"role": "user", "content": pending})
+                pending = []
             entry: dict[str, Any] = {"role": "assistant", "content": text or None}
             if calls:
                 entry["tool_calls"] = calls
@@ -87,21 +111,19 @@ def to_openai_messages(messages: list[Message], system: str | None) -> list[dict
         rest: list[Any] = []
         for block in blocks:
             if block.get("type") == "tool-result":
-                out.append({"role": "tool", "tool_call_id": block["tool_call_id"], "content": _tool_result_text(block)})
+                text = _tool_result_text(block, pending)
+                out.append({"role": "tool", "tool_call_id": block["tool_call_id"], "content": text})
             elif block.get("type") in ("text", "image"):
                 rest.append(block)
         if not rest:
-            continue
-        if all(b["type"] == "text" for b in rest):
+            continue  # images of tool results wait: more tool messages of the same step may follow
+        if not pending and all(b["type"] == "text" for b in rest):
             out.append({"role": "user", "content": _text_of(rest)})
         else:
-            parts = [
-                {"type": "text", "text": b["text"]}
-                if b["type"] == "text"
-                else {"type": "image_url", "image_url": {"url": b["url"]}}
-                for b in rest
-            ]
-            out.append({"role": "user", "content": parts})
+            out.append({"role": "user", "content": pending + [_user_part(b) for b in rest]})
+            pending = []
+    if pending:
+        out.append({"role": "user", "content": pending})
     return out
 
 

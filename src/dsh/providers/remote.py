@@ -11,10 +11,14 @@ Guarantees:
   Completions, ``anthropic`` → Messages), and every configured context window is published with
   ``set_model_info("<name>:<model>", ModelInfo(context_window=…, price=…))`` (with its configured ``prices``). All of it is owned by the plugin's scope.
 * Each provider has its own HTTP client, made on its first call and closed when the plugin is disposed.
+* Which of a provider's models take images is its ``vision`` setting over dsh's built-in table
+  (``register_vision``, :func:`dsh.images.takes_images`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from functools import partial
 from typing import TYPE_CHECKING
 
 from pydantic import ConfigDict, RootModel
@@ -47,6 +51,7 @@ def remote_providers_plugin(ctx: Context, config: RemoteProvidersConfig) -> None
         ctx.effect(http.aclose)
         adapter = anthropic_adapter(http) if settings.type == "anthropic" else openai_adapter(http)
         ctx.llm.register_adapter([f"{name}:*"], adapter)
+        ctx.llm.register_vision(name, partial(_takes_images, name, settings.vision))
         ctx.llm.register_credential_check(name, http.missing_key)
         ctx.llm.register_reasoning(name, ReasoningSupport(settings))
         for model in {*settings.context_windows, *settings.prices}:
@@ -58,3 +63,9 @@ def remote_providers_plugin(ctx: Context, config: RemoteProvidersConfig) -> None
                     price=Price(price.input, price.output, price.cache_read, price.cache_write) if price else None,
                 ),
             )
+
+
+def _takes_images(provider: str, configured: Mapping[str, bool], model: str) -> bool:
+    from dsh.images import takes_images
+
+    return takes_images(f"{provider}:{model}", configured)

@@ -39,8 +39,9 @@ PARAMETERS: dict[str, Any] = {
     "additionalProperties": False,
 }
 DESCRIPTION = (
-    "Ask the user a question and wait for the answer. Use it only when you are blocked on a decision only the user "
-    "can make; otherwise proceed with a sensible assumption and say so."
+    "Ask the user a question and wait for the answer. Use it only when the request is critically underspecified "
+    "(reasonable readings lead to materially different results and the project cannot tell you which is meant) "
+    "or before a destructive or irreversible step; otherwise keep going with a sensible assumption and say so."
 )
 
 

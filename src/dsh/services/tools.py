@@ -99,6 +99,9 @@ class ToolResult:
     is_error: bool = False
     error: dict[str, str] | None = None
     display: dict[str, Any] | None = None
+    spill: str | None = None
+    """The absolute path of a file holding the full output when ``content`` was cut to the output budget
+    (logged as ``tool/result`` data ``spill``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,8 +175,12 @@ def define_tool(
     *,
     strict: bool | None = None,
 ) -> ToolDefinition:
-    """A tool whose arguments are validated by the pydantic model *arguments* (its JSON Schema is sent)."""
-    return ToolDefinition(name, description, arguments.model_json_schema(), _TypedTool(arguments, fn), strict)
+    """A tool whose arguments are validated by the pydantic model *arguments*; its JSON Schema is sent compacted
+    (:func:`dsh.services.tool_schema.compact_schema`: no titles, no ``anyOf`` null, closed objects)."""
+    from dsh.services.tool_schema import compact_schema
+
+    parameters = compact_schema(arguments.model_json_schema())
+    return ToolDefinition(name, description, parameters, _TypedTool(arguments, fn), strict)
 
 
 def define_prepared_tool(
@@ -191,7 +198,10 @@ def define_prepared_tool(
     async def execute(raw: Any, execution: ToolExecution) -> ToolOutput:
         return await _prepare_and_apply(typed, raw, execution)
 
-    return ToolDefinition(name, description, arguments.model_json_schema(), execute, strict, prepare=typed)
+    from dsh.services.tool_schema import compact_schema
+
+    parameters = compact_schema(arguments.model_json_schema())
+    return ToolDefinition(name, description, parameters, execute, strict, prepare=typed)
 
 
 @dataclass(frozen=True, slots=True)

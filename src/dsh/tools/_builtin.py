@@ -17,13 +17,14 @@ Guarantees:
   cheap, synchronous, never raise (invalid arguments give None) and depend on the arguments alone, never on
   the files, so a replay shows the cards the live session showed.
 * ``write_file``, ``edit_file`` and ``run_command`` are prepared tools (``ToolDefinition.prepare``, see
-  :mod:`dsh.services.tools`): prepare resolves the paths, reads the file and computes the exact change (an
-  edit that cannot apply fails there, before anyone is asked), and apply writes exactly that change, after
-  checking that the file is still what prepare read (else ``CHANGED_SINCE``, nothing written). An outside
-  path is reported by prepare (``Prepared.outside``) and refused by apply unless granted.
+  :mod:`dsh.services.tools`): prepare resolves the paths, checks the read ledger, reads the file and computes
+  the exact change with the edit matcher (an edit that cannot apply fails there, before anyone is asked), and
+  apply writes exactly that change, after checking that the file is still what prepare read (else
+  ``CHANGED_SINCE``, nothing written). An outside path is reported by prepare (``Prepared.outside``) and
+  refused by apply unless granted.
 * A failure is an error result (``is_error``; ``error.code`` one of ``OUTSIDE_ROOTS``, ``NOT_FOUND``,
   ``IS_DIRECTORY``, ``NOT_TEXT``, ``NO_MATCH``, ``AMBIGUOUS_MATCH``, ``NO_CHANGE``, ``BAD_PATTERN``,
-  ``BAD_CWD``, ``PATH_CHANGED``, ``CHANGED_SINCE``). ``run_command`` is an error when the command exits non-zero, is killed, times out or is
+  ``BAD_CWD``, ``PATH_CHANGED``). ``run_command`` is an error when the command exits non-zero, is killed, times out or is
   cancelled, and still returns its output. Results carry ``display`` for people: ``{"diff": {path, old_text,
   new_text}}`` for writes and edits (``old_text`` None for a new file), ``{exit_code, signal, timed_out,
   cancelled, truncated, terminal_id?}`` for commands. A tool body returns only text: ``is_error`` and
@@ -44,10 +45,10 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from dsh._text import plural
 from dsh.services.tools import (
@@ -59,16 +60,25 @@ from dsh.services.tools import (
     define_prepared_tool,
     define_tool,
 )
+from dsh.tools._background import BackgroundCommands
+from dsh.tools._budget import spill, spill_roots
+from dsh.tools._catalogue import ASKS, CONCURRENT
+from dsh.tools._edits import Edit, plan_edits
 from dsh.tools._errors import OutsideRootsError, ToolError
+from dsh.tools._extra_tools import extra_tools, start_background
+from dsh.tools._filetext import READ_LINE_WIDTH, Binary, keep_conventions, number_lines, sniff_binary
+from dsh.tools._ledger import ReadLedger
 from dsh.tools._paths import ResolvedPath, is_granted, is_within, resolve_path, revoke_grants
+from dsh.tools._placeholders import find_placeholder
 from dsh.tools._safeopen import PathChangedError
 from dsh.tools._search import (
     GrepOutcome,
-    glob_matcher,
+    GrepQuery,
+    glob_files,
     grep_python,
     grep_ripgrep,
+    list_directory,
     ripgrep_path,
-    walk_files,
 )
 from dsh.tools._workspace import CommandResult, Workspace
 
@@ -90,17 +100,36 @@ __all__ = [
 
 READ_MAX_LINES = 2000
 READ_MAX_CHARS = 100_000
-READ_LINE_WIDTH = 2000
+READ_WHOLE_MAX_BYTES = 8 * 1024 * 1024
+"""A file up to this size is read whole, so the result can say how many lines remain."""
 LIST_MAX_ENTRIES = 1000
-GREP_MAX_MATCHES = 500
+GREP_MAX_MATCHES = 250
+"""Lines of content a grep returns unless ``head_limit`` says otherwise."""
+GREP_MAX_FILES = 100
+"""File names (or counts) a grep returns unless ``head_limit`` says otherwise."""
+GLOB_MAX_FILES = 100
 GREP_LINE_WIDTH = 400
-COMMAND_OUTPUT_LIMIT = 30_000
+COMMAND_OUTPUT_LIMIT = 8 * 1024 * 1024
+"""Bytes of a command's output captured (the first and the last half when it prints more): what the model sees
+is then cut to the output budget (:mod:`dsh.tools._budget`) with the whole capture in a spill file."""
 COMMAND_TIMEOUT_DEFAULT = 120.0
 COMMAND_TIMEOUT_MAX = 600.0
 DIFF_MAX_CHARS = 20_000
 TITLE_WIDTH = 80
 
-BUILTIN_TOOL_NAMES = ("read_file", "write_file", "edit_file", "list_files", "grep", "run_command")
+BUILTIN_TOOL_NAMES = (
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_files",
+    "glob",
+    "grep",
+    "run_command",
+    "command_output",
+    "command_kill",
+    "fetch_url",
+)
+
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -166,25 +195,83 @@ class WriteFileArgs(BaseModel):
     content: str = Field(description="The complete new content of the file.")
 
 
-class EditFileArgs(BaseModel):
-    path: str = Field(description="The file to edit: relative to the working directory, or absolute.")
-    old_string: str = Field(description="The exact text to replace, including whitespace and indentation.")
+class EditItem(BaseModel):
+    old_string: str = Field(description="The text to replace, as in the file (whitespace and indentation included).")
     new_string: str = Field(description="The text to put in its place.")
     replace_all: bool = Field(default=False, description="Replace every occurrence instead of exactly one.")
 
 
+class EditFileArgs(BaseModel):
+    path: str = Field(description="The file to edit: relative to the working directory, or absolute.")
+    old_string: str | None = Field(
+        default=None, description="The text to replace, as in the file (whitespace and indentation included)."
+    )
+    new_string: str | None = Field(default=None, description="The text to put in its place.")
+    replace_all: bool = Field(default=False, description="Replace every occurrence instead of exactly one.")
+    edits: list[EditItem] | None = Field(
+        default=None,
+        description="Several changes to the same file, applied in order and written once (instead of "
+        "old_string/new_string); if one fails, nothing is written.",
+    )
+
+    def edit_list(self) -> tuple[list[Edit], bool]:
+        """The edits to apply and whether they came as a list; raises ``BAD_ARGUMENTS`` on a mix or neither."""
+        if self.edits is not None:
+            if self.old_string is not None or self.new_string is not None:
+                raise ToolError("give either edits or old_string/new_string, not both", "BAD_ARGUMENTS")
+            if not self.edits:
+                raise ToolError("edits is empty: there is nothing to change", "NO_CHANGE")
+            return [Edit(e.old_string, e.new_string, e.replace_all) for e in self.edits], True
+        if self.old_string is None or self.new_string is None:
+            raise ToolError("give old_string and new_string (or an edits list)", "BAD_ARGUMENTS")
+        return [Edit(self.old_string, self.new_string, self.replace_all)], False
+
+
 class ListFilesArgs(BaseModel):
     path: str = Field(default=".", description="The directory to list (default: the working directory).")
-    pattern: str | None = Field(
-        default=None, description='A glob to filter by, e.g. "**/*.py", "src/**/test_*.py" or "*.md".'
-    )
+
+
+class GlobArgs(BaseModel):
+    pattern: str = Field(description='A glob over paths, e.g. "src/**/*.py", "**/test_*.py" or "*.md".')
+    path: str = Field(default=".", description="The directory to search below (default: the working directory).")
 
 
 class GrepArgs(BaseModel):
-    pattern: str = Field(description="A regular expression to search for, line by line.")
+    model_config = ConfigDict(populate_by_name=True)
+
+    pattern: str = Field(description="A regular expression (Rust/Python syntax) to search for, line by line.")
     path: str = Field(default=".", description="The directory or file to search (default: the working directory).")
+    output_mode: Literal["files_with_matches", "content", "count"] = Field(
+        default="files_with_matches",
+        description="files_with_matches (default): the names of matching files; content: the matching lines "
+        "as path:line:text; count: path:number of matching lines.",
+    )
+    head_limit: int | None = Field(
+        default=None,
+        ge=1,
+        description=f"At most this many entries (default {GREP_MAX_FILES} files or counts, "
+        f"{GREP_MAX_MATCHES} lines of content).",
+    )
+    context: int | None = Field(
+        default=None, ge=0, le=50, description="Lines of context around each match (content mode)."
+    )
+    before: int | None = Field(
+        default=None, ge=0, le=50, alias="-B", description="Lines of context before each match (content mode)."
+    )
+    after: int | None = Field(
+        default=None, ge=0, le=50, alias="-A", description="Lines of context after each match (content mode)."
+    )
+    around: int | None = Field(
+        default=None, ge=0, le=50, alias="-C", description="Lines of context before and after (same as context)."
+    )
+    fixed_strings: bool = Field(default=False, description="Take the pattern as literal text, not a regex.")
+    case_insensitive: bool = Field(
+        default=False,
+        validation_alias=AliasChoices("case_insensitive", "ignore_case", "-i"),
+        description="Match case-insensitively.",
+    )
     glob: str | None = Field(default=None, description='Only search files matching this glob, e.g. "*.py".')
-    ignore_case: bool = Field(default=False, description="Match case-insensitively.")
+    type: str | None = Field(default=None, description='Only search files of this type, e.g. "py", "ts", "rust", "md".')
 
 
 class RunCommandArgs(BaseModel):
@@ -198,6 +285,11 @@ class RunCommandArgs(BaseModel):
     )
     cwd: str | None = Field(
         default=None, description="The directory to run in, relative to the working directory (default: it)."
+    )
+    background: bool = Field(
+        default=False,
+        description="Start it in the background and return at once with an id and its first output (for "
+        "servers and watchers); read more with command_output, stop it with command_kill.",
     )
 
 
@@ -241,37 +333,44 @@ def _changed(path: str) -> ToolError:
     )
 
 
-def _crlf(text: str) -> str:
-    return text.replace("\r\n", "\n").replace("\n", "\r\n")
+def _session_of(execution: ToolExecution) -> str:
+    agent = execution.agent
+    return agent.session.id if agent is not None else ""
 
 
-def _line_of(text: str, index: int) -> int:
-    return text.count("\n", 0, index) + 1
+def _refuse_placeholder(new: str, old: str | None, *, known: str = "", field: str) -> None:
+    found = find_placeholder(new, old, known=known)
+    if found is not None:
+        raise ToolError(
+            f"{field} contains the omission placeholder {found!r} where the file has real code: writing it would "
+            "delete that code. Write out the complete text (or make a smaller edit that leaves the rest alone)",
+            "PLACEHOLDER",
+        )
 
 
-def _number_lines(text: str, offset: int, limit: int) -> str:
-    """``cat -n`` style: the line number right-aligned in 6 columns, a tab, the line (without its ending)."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    more = len(lines) > limit
-    out: list[str] = []
-    used = 0
-    for index, line in enumerate(lines[:limit]):
-        line = line.removesuffix("\r")
-        if len(line) > READ_LINE_WIDTH:
-            line = line[:READ_LINE_WIDTH] + " … [line truncated]"
-        entry = f"{offset + index:>6}\t{line}"
-        if out and used + len(entry) > READ_MAX_CHARS:
-            more = True
-            break
-        out.append(entry)
-        used += len(entry) + 1
-    if not out:
-        return f"[offset {offset} is past the end of the file]" if offset > 1 else "[empty file]"
-    if more:
-        out.append(f"[… the file continues: read on with offset={offset + len(out)}]")
-    return "\n".join(out)
+def _local_size(real: str) -> int | None:
+    try:
+        return os.stat(real).st_size
+    except OSError:
+        return None
+
+
+def _edit_summary(rules: tuple[str, ...], counts: tuple[int, ...], listed: bool) -> str:
+    def one(rule: str, count: int) -> str:
+        places = "1 occurrence" if count == 1 else f"{count} occurrences"
+        return places if rule == "exact" else f"{places}, matched ignoring {_RULE_WORDS[rule]}"
+
+    if not listed:
+        return "replaced " + one(rules[0], counts[0])
+    parts = [f"edits[{i}] {one(rule, count)}" for i, (rule, count) in enumerate(zip(rules, counts, strict=True))]
+    return f"applied {len(rules)} edits (" + "; ".join(parts) + ")"
+
+
+_RULE_WORDS = {
+    "trailing-whitespace": "trailing whitespace",
+    "indentation": "indentation (new_string re-indented to the file's)",
+    "unicode-punctuation": "typographic quotes, dashes and spaces",
+}
 
 
 def _unified_diff(old: str, new: str, shown: str) -> str:
@@ -287,8 +386,6 @@ def _unified_diff(old: str, new: str, shown: str) -> str:
 
 def _command_text(result: CommandResult, timeout: float) -> str:
     parts: list[str] = []
-    if result.truncated:
-        parts.append(f"[output truncated: showing the last {COMMAND_OUTPUT_LIMIT} bytes]")
     output = result.output.rstrip("\n")
     parts.append(output if output else "(no output)")
     if result.timed_out:
@@ -308,13 +405,23 @@ def _command_text(result: CommandResult, timeout: float) -> str:
 class _Tools:
     """The six tools over one workspace; each method is a tool body ``(args, execution) -> text``."""
 
-    def __init__(self, workspace: Workspace) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        ledger: ReadLedger,
+        background: BackgroundCommands | None,
+        spill_root: str | None = None,
+    ) -> None:
         self.ws = workspace
+        self.ledger = ledger
+        self.background = background
+        self.spill_root = spill_root
 
     def target(self, execution: ToolExecution, raw: str) -> ResolvedPath:
         """*raw* resolved; refused when outside the roots and not granted for this call."""
         resolved = self.ws.resolve(execution, raw)
-        if not resolved.inside and not is_granted(execution, resolved.real, resolved=True):
+        spilled = any(is_within(resolved.real, root) for root in spill_roots())  # a cut result's full output
+        if not resolved.inside and not spilled and not is_granted(execution, resolved.real, resolved=True):
             cwd = self.ws.cwd(execution)
             raise OutsideRootsError(
                 f"path {raw!r} ({resolved.path}) is outside the session's directory {cwd}; tools may only use "
@@ -348,10 +455,35 @@ class _Tools:
 
     async def read_file(self, args: ReadFileArgs, execution: ToolExecution) -> str:
         target = self.target(execution, args.path)
+        if await anyio.Path(target.real or target.path).is_dir():
+            listing = await self.list_files(ListFilesArgs(path=args.path), execution)
+            return f"{_shown(target.path, self.ws.cwd(execution))} is a directory; its files:\n{listing}"
+        binary = await anyio.to_thread.run_sync(sniff_binary, target.real or target.path)
+        if binary is not None:
+            return await self.read_binary(execution, target, binary)
         offset = args.offset or 1
         limit = min(args.limit or READ_MAX_LINES, READ_MAX_LINES)
-        text = await self.read_text(execution, target, offset, limit + 1)
-        return _number_lines(text, offset, limit)
+        size = await anyio.to_thread.run_sync(_local_size, target.real or target.path)
+        total: int | None = None
+        if size is not None and size <= READ_WHOLE_MAX_BYTES:
+            whole = await self.read_text(execution, target)
+            parts = whole.split("\n")
+            total = len(parts) - (1 if parts[-1] == "" else 0)
+            text = "\n".join(parts[offset - 1 : offset - 1 + limit + 1])
+        else:
+            text = await self.read_text(execution, target, offset, limit + 1)
+        self.ledger.record(_session_of(execution), target.real)
+        return number_lines(text, offset, limit, max_chars=READ_MAX_CHARS, total=total)
+
+    async def read_binary(self, execution: ToolExecution, target: ResolvedPath, binary: Binary) -> str:
+        """A file that is not text. The place for other branches (an image for a vision model): today it is
+        refused with its size and type."""
+        shown = _shown(target.path, self.ws.cwd(execution))
+        raise ToolError(
+            f"{shown} is a binary file ({binary.mime}, {plural(binary.size, 'byte')}), not text: read_file "
+            "shows only text files",
+            "NOT_TEXT",
+        )
 
     def locate(self, execution: ToolExecution, raw: str) -> ResolvedPath:
         """*raw* resolved against the session's roots, not refused yet: prepare reports outside paths (the
@@ -368,36 +500,51 @@ class _Tools:
                 "user to allow this one."
             )
 
-    async def _current(self, execution: ToolExecution, target: ResolvedPath) -> str | None:
-        """The file's text now (None when it does not exist or cannot be read: it is replaced either way)."""
+    async def _old_text(self, execution: ToolExecution, target: ResolvedPath, *, must_exist: bool) -> str | None:
+        """The current text of an existing file, None for a new one; the ledger is checked first. With
+        *must_exist* (an edit) a file missing on this disk is still read through the workspace (an editor may
+        hold it) and fails ``NOT_FOUND`` when nobody has it."""
         is_dir, exists = await anyio.to_thread.run_sync(_dir_and_exists, target.real)
         if is_dir:
             raise ToolError(f"{target.path} is a directory, not a file", "IS_DIRECTORY")
         if not exists:  # a new file is not read first (through an editor, that read would report it missing)
+            return await self.read_text(execution, target) if must_exist else None
+        if not must_exist and await anyio.to_thread.run_sync(sniff_binary, target.real) is not None:
+            return None  # not text: read_file cannot show it, so it cannot have been read; replaced as a whole
+        if target.inside:  # an outside path is checked by apply, once a gate granted it (refused before)
+            await self._check_read(execution, target)
+        return await self.read_text(execution, target)
+
+    async def _check_read(self, execution: ToolExecution, target: ResolvedPath) -> None:
+        shown = _shown(target.path, self.ws.cwd(execution))
+        await anyio.to_thread.run_sync(self.ledger.check, _session_of(execution), target.real, shown)
+
+    async def _now(self, execution: ToolExecution, target: ResolvedPath, *, edit: bool) -> str | None:
+        """The file's text as apply finds it (None: missing, or a binary file that write_file replaces whole)."""
+        if edit:
+            try:
+                return await self.read_text(execution, target)
+            except ToolError as exc:
+                if exc.code != "NOT_FOUND":
+                    raise
+                return None
+        is_dir, exists = await anyio.to_thread.run_sync(_dir_and_exists, target.real)
+        if is_dir:
+            raise ToolError(f"{target.path} is a directory, not a file", "IS_DIRECTORY")
+        if not exists or await anyio.to_thread.run_sync(sniff_binary, target.real) is not None:
             return None
         try:
-            return await self.ws.read(execution, target.path, real=target.real)
-        except IsADirectoryError:
-            raise ToolError(f"{target.path} is a directory, not a file", "IS_DIRECTORY") from None
-        except PathChangedError:
-            raise _changed(target.path) from None
-        except Exception:  # unreadable: it is replaced either way
-            return None
+            return await self.read_text(execution, target)
+        except ToolError as exc:
+            if exc.code == "NOT_FOUND":
+                return None
+            raise
 
     async def _unchanged_since(
         self, execution: ToolExecution, target: ResolvedPath, before: str | None, *, edit: bool = False
     ) -> None:
-        """Apply's guard: the file is still what prepare read (the same way: an edit reads through the workspace
-        only, a write looks at the disk first), else ``CHANGED_SINCE`` and nothing is written."""
-        if edit:
-            try:
-                now: str | None = await self.read_text(execution, target)
-            except ToolError as exc:
-                if exc.code != "NOT_FOUND":
-                    raise
-                now = None
-        else:
-            now = await self._current(execution, target)
+        """Apply's guard: the file is still what prepare read, else ``CHANGED_SINCE`` and nothing is written."""
+        now = await self._now(execution, target, edit=edit)
         if now != before:
             shown = _shown(target.path, self.ws.cwd(execution))
             what = "was created" if before is None else ("was deleted" if now is None else "changed")
@@ -408,89 +555,91 @@ class _Tools:
             )
 
     async def write_file(self, args: WriteFileArgs, execution: ToolExecution) -> Prepared:
+        """Prepared: the ledger, the placeholder check and the file's conventions decide the exact new text
+        before anyone is asked; apply writes exactly that."""
         target = self.locate(execution, args.path)
-        old = await self._current(execution, target)
+        old = await self._old_text(execution, target, must_exist=False)
+        _refuse_placeholder(args.content, old, field="content")
+        content = keep_conventions(args.content, old)
 
         async def apply() -> str:
             self.checked(execution, target, args.path)
+            if not target.inside and old is not None:
+                await self._check_read(execution, target)
             await self._unchanged_since(execution, target, old)
-            await self._write(execution, target, args.content)
-            _report(display={"diff": {"path": target.path, "old_text": old, "new_text": args.content}})
+            await self._write(execution, target, content)
+            await anyio.to_thread.run_sync(self.ledger.record, _session_of(execution), target.real)
+            _report(display={"diff": {"path": target.path, "old_text": old, "new_text": content}})
             shown = _shown(target.path, self.ws.cwd(execution))
-            lines = args.content.count("\n") + (0 if args.content.endswith("\n") or not args.content else 1)
+            lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
             verb = "Created" if old is None else "Overwrote"
-            size = plural(len(args.content.encode("utf-8")), "byte")
-            return f"{verb} {shown} ({plural(lines, 'line')}, {size})."
+            return f"{verb} {shown} ({plural(lines, 'line')}, {plural(len(content.encode('utf-8')), 'byte')})."
 
-        return Prepared(
-            apply, (target.path,), () if target.inside else (target.path,), (target.path, old, args.content)
-        )
+        return Prepared(apply, (target.path,), () if target.inside else (target.path,), (target.path, old, content))
 
     async def edit_file(self, args: EditFileArgs, execution: ToolExecution) -> Prepared:
+        """Prepared: the matcher computes the new text (an edit that cannot apply fails here, before anyone is
+        asked, and the approval shows the real diff); apply writes exactly that."""
         target = self.locate(execution, args.path)
         shown = _shown(target.path, self.ws.cwd(execution))
-        if not args.old_string:
-            raise ToolError("old_string is empty: to create or overwrite a whole file use write_file", "NO_MATCH")
-        if args.old_string == args.new_string:
-            raise ToolError("old_string and new_string are identical: there is nothing to change", "NO_CHANGE")
-        text = await self.read_text(execution, target)
-        old_string, new_string = args.old_string, args.new_string
-        count = text.count(old_string)
-        if count == 0 and "\r\n" in text and "\n" in old_string and "\r\n" not in old_string:
-            old_string, new_string = _crlf(old_string), _crlf(new_string)  # the model saw lines, not CRLF
-            count = text.count(old_string)
-        if count == 0:
-            raise ToolError(
-                f"old_string not found in {shown}: it must match the file exactly, including whitespace and "
-                "indentation (read_file's line-number prefixes are not part of the file); read the file again "
-                "and copy the text",
-                "NO_MATCH",
-            )
-        if count > 1 and not args.replace_all:
-            raise ToolError(
-                f"old_string matches {count} times in {shown}; add context to make it unique or set replace_all",
-                "AMBIGUOUS_MATCH",
-            )
-        new_text = text.replace(old_string, new_string) if args.replace_all else text.replace(old_string, new_string, 1)
+        edits, listed = args.edit_list()
+        text = await self._old_text(execution, target, must_exist=True)
+        assert text is not None
+        for index, edit in enumerate(edits):
+            where = f"edits[{index}].new_string" if listed else "new_string"
+            _refuse_placeholder(edit.new_string, edit.old_string, known=text, field=where)
+        plan = plan_edits(text, edits, shown=shown, listed=listed)
 
         async def apply() -> str:
             self.checked(execution, target, args.path)
+            if not target.inside:
+                await self._check_read(execution, target)
             await self._unchanged_since(execution, target, text, edit=True)
-            await self._write(execution, target, new_text)
-            line = _line_of(text, text.find(old_string))
-            _report(display={"diff": {"path": target.path, "old_text": text, "new_text": new_text}, "line": line})
-            replaced = f"{count} occurrences" if count > 1 else "1 occurrence"
-            return f"Edited {shown}: replaced {replaced}.\n{_unified_diff(text, new_text, shown)}"
+            await self._write(execution, target, plan.text)
+            await anyio.to_thread.run_sync(self.ledger.record, _session_of(execution), target.real)
+            _report(display={"diff": {"path": target.path, "old_text": text, "new_text": plan.text}, "line": plan.line})
+            summary = _edit_summary(plan.rules, plan.counts, listed)
+            return f"Edited {shown}: {summary}.\n{_unified_diff(text, plan.text, shown)}"
 
-        return Prepared(apply, (target.path,), () if target.inside else (target.path,), (target.path, text, new_text))
+        return Prepared(apply, (target.path,), () if target.inside else (target.path,), (target.path, text, plan.text))
 
     async def list_files(self, args: ListFilesArgs, execution: ToolExecution) -> str:
         target = self.target(execution, args.path)
         cwd = self.ws.cwd(execution)
         base = _shown(target.path, cwd)
-        matcher = glob_matcher(args.pattern) if args.pattern else None
-        signal = execution.signal
 
-        def collect() -> tuple[list[str], bool]:
+        def collect() -> tuple[list[str], int]:
             if not os.path.exists(target.path):
                 raise ToolError(f"no such file or directory: {target.path}", "NOT_FOUND")
             if os.path.isfile(target.path):
-                return [base], False
-            found: list[str] = []
-            for _path, relative in walk_files(target.path, signal=signal):
-                if matcher is not None and not matcher.fullmatch(relative):
-                    continue
-                if len(found) == LIST_MAX_ENTRIES:
-                    return found, True
-                found.append(relative if base == "." else os.path.join(base, relative))
-            return found, False
+                return [base], 1
+            names, total = list_directory(target.path, limit=LIST_MAX_ENTRIES)
+            return [name if base == "." else f"{base}/{name}" for name in names], total
 
-        entries, cut = await anyio.to_thread.run_sync(collect, abandon_on_cancel=True)
+        entries, total = await anyio.to_thread.run_sync(collect, abandon_on_cancel=True)
         if not entries:
-            return f"[no files match {args.pattern!r} in {base}]" if args.pattern else f"[no files in {base}]"
-        if cut:
-            entries.append(f"[… more than {LIST_MAX_ENTRIES} entries: narrow the path or the pattern]")
+            return f"[no files in {base}]"
+        if total > len(entries):
+            entries.append(f"[… {total - len(entries)} more entries: use glob with a pattern to narrow]")
         return "\n".join(entries)
+
+    async def glob(self, args: GlobArgs, execution: ToolExecution) -> str:
+        target = self.target(execution, args.path)
+        cwd = self.ws.cwd(execution)
+        base = _shown(target.path, cwd)
+        if not await anyio.Path(target.path).is_dir():
+            raise ToolError(f"not a directory: {target.path}", "NOT_FOUND")
+        search = partial(glob_files, args.pattern, target.path, limit=GLOB_MAX_FILES, signal=execution.signal)
+        found, total = await anyio.to_thread.run_sync(search, abandon_on_cancel=True)
+        if not found:
+            return f"[no files match {args.pattern!r} in {base}]"
+        lines = [relative if base == "." else f"{base}/{relative}" for _path, relative in found]
+        if total > len(found):
+            lines.append(
+                f"[… {total - len(found)} more files match (showing the {len(found)} most recently modified): "
+                "narrow the pattern or the path]"
+            )
+        return "\n".join(lines)
 
     async def grep(self, args: GrepArgs, execution: ToolExecution) -> str:
         target = self.target(execution, args.path)
@@ -498,32 +647,30 @@ class _Tools:
             raise ToolError(f"no such file or directory: {target.path}", "NOT_FOUND")
         cwd = self.ws.cwd(execution)
         shown = _shown(target.path, cwd)
+        mode = args.output_mode
+        around = args.around if args.around is not None else args.context or 0
+        limit = args.head_limit or (GREP_MAX_MATCHES if mode == "content" else GREP_MAX_FILES)
+        query = GrepQuery(
+            args.pattern,
+            shown,
+            cwd,
+            mode,
+            limit,
+            before=args.before if args.before is not None else around,
+            after=args.after if args.after is not None else around,
+            fixed_strings=args.fixed_strings,
+            case_insensitive=args.case_insensitive,
+            glob=args.glob,
+            type=args.type,
+            line_width=GREP_LINE_WIDTH,
+        )
         rg = ripgrep_path()
         outcome: GrepOutcome
         if rg is not None and await anyio.Path(cwd).is_dir():
-            outcome = await grep_ripgrep(
-                rg,
-                args.pattern,
-                shown,
-                cwd=cwd,
-                glob=args.glob,
-                ignore_case=args.ignore_case,
-                max_matches=GREP_MAX_MATCHES,
-                line_width=GREP_LINE_WIDTH,
-                signal=execution.signal,
-            )
+            outcome = await grep_ripgrep(rg, query, signal=execution.signal)
         else:
-            search = partial(
-                grep_python,
-                args.pattern,
-                target.path,
-                cwd=cwd,
-                glob=args.glob,
-                ignore_case=args.ignore_case,
-                max_matches=GREP_MAX_MATCHES,
-                line_width=GREP_LINE_WIDTH,
-                signal=execution.signal,
-            )
+            query = dataclasses.replace(query, target=target.path)
+            search = partial(grep_python, query, signal=execution.signal)
             outcome = await anyio.to_thread.run_sync(search, abandon_on_cancel=True)
         if outcome.error == "cancelled":
             _report(is_error=True)
@@ -534,8 +681,22 @@ class _Tools:
             where = "the working directory" if shown == "." else shown
             return f"No matches for {args.pattern!r} in {where}."
         lines = outcome.lines
-        if outcome.truncated:
-            lines = [*lines, f"[… more than {len(lines)} matches: narrow the pattern, the path or the glob]"]
+        shown_count = sum(1 for line in lines if line != "--")
+        if outcome.total > shown_count or outcome.capped:
+            what = {"files_with_matches": "files", "count": "files", "content": "lines"}[mode]
+            more = f"{outcome.total - shown_count}{'+' if outcome.capped else ''}"
+            where = ""
+            if outcome.everything is not None and self.spill_root is not None:
+                path = await anyio.to_thread.run_sync(
+                    spill, self.spill_root, _session_of(execution), execution.call_id, "\n".join(outcome.everything)
+                )
+                if path is not None:
+                    where = f"; all {outcome.total} are in {path}"
+            note = (
+                f"[… {more} more {what} (more than {shown_count} matches){where}: narrow the pattern, the path, "
+                "glob or type, or raise head_limit]"
+            )
+            lines = [*lines, note]
         return "\n".join(lines)
 
     async def run_command(self, args: RunCommandArgs, execution: ToolExecution) -> Prepared:
@@ -546,6 +707,9 @@ class _Tools:
         async def apply() -> str:
             if where is not None and args.cwd is not None:
                 self.checked(execution, where, args.cwd)
+            if args.background:
+                real = where.real if where is not None else ""
+                return await start_background(self.background, execution, args.command, run_in, real)
             try:
                 result = await self.ws.run(
                     execution,
@@ -581,7 +745,8 @@ class _Tools:
 
 
 def _resolve(raw: str, cwd: str) -> ResolvedPath:
-    return resolve_path(raw, cwd, [cwd])
+    """*raw* against *cwd*; the spill directories (full outputs of cut results) count as inside."""
+    return resolve_path(raw, cwd, [cwd, *spill_roots()])
 
 
 def _present_read(arguments: Any, cwd: str) -> ToolCard | None:
@@ -610,7 +775,11 @@ def _present_edit(arguments: Any, cwd: str) -> ToolCard | None:
     if args is None:
         return None
     path = _resolve(args.path, cwd).path
-    return ToolCard(f"Edit {_shown(path, cwd)}", "edit", ((path, None),), (path, args.old_string, args.new_string))
+    pairs = [(e.old_string, e.new_string) for e in args.edits or ()]
+    if args.edits is None and args.old_string is not None and args.new_string is not None:
+        pairs = [(args.old_string, args.new_string)]
+    diff = (path, "\n…\n".join(o for o, _ in pairs), "\n…\n".join(n for _, n in pairs)) if pairs else None
+    return ToolCard(f"Edit {_shown(path, cwd)}", "edit", ((path, None),), diff)
 
 
 def _present_list(arguments: Any, cwd: str) -> ToolCard | None:
@@ -618,8 +787,15 @@ def _present_list(arguments: Any, cwd: str) -> ToolCard | None:
     if args is None:
         return None
     path = _resolve(args.path, cwd).path
-    title = f"List {_shown(path, cwd)}" + (f" ({args.pattern})" if args.pattern else "")
-    return ToolCard(title, "search", ((path, None),))
+    return ToolCard(f"List {_shown(path, cwd)}", "search", ((path, None),))
+
+
+def _present_glob(arguments: Any, cwd: str) -> ToolCard | None:
+    args = _parse(GlobArgs, arguments)
+    if args is None:
+        return None
+    path = _resolve(args.path, cwd).path
+    return ToolCard(f"Glob {args.pattern} in {_shown(path, cwd)}", "search", ((path, None),))
 
 
 def _present_grep(arguments: Any, cwd: str) -> ToolCard | None:
@@ -656,38 +832,64 @@ def _paths_of(model: type[BaseModel], *fields: str) -> Callable[[Any, str], list
 _DESCRIPTIONS = {
     "read_file": (
         "Read a text file. Lines come numbered like `cat -n` (right-aligned number, a tab, the line); the "
-        f"numbers are not part of the file. Reads up to {READ_MAX_LINES} lines from `offset` (1-based); the "
-        "output says where to continue when the file is longer."
+        f"numbers are not part of the file. Reads up to {READ_MAX_LINES} lines from `offset` (1-based, "
+        f"`limit` lines); lines longer than {READ_LINE_WIDTH} characters are cut. The output says how many "
+        "lines remain and the offset to read on from. A directory gives its listing; binary files are refused. "
+        "Read several files in one step when you need them: independent reads run at the same time."
     ),
     "write_file": (
-        "Create a file or replace its whole content (parent directories are created). Prefer edit_file to change "
-        "part of an existing file."
+        "Create a file or replace its whole content (parent directories are created). An existing file must "
+        "have been read in this session first, and not changed since. Prefer edit_file to change part of a "
+        "file; never write placeholders such as `// ... rest of the code ...`: write the complete text."
     ),
     "edit_file": (
-        "Replace exact text in a file: `old_string` must match the file exactly once (include enough "
-        "surrounding lines to make it unique), or set `replace_all` to replace every occurrence. Returns a "
-        "unified diff of the change."
+        "Replace text in a file (read it first in this session). `old_string` must match exactly one place: "
+        "include enough surrounding lines to make it unique, or set `replace_all`. A match that differs only "
+        "in trailing whitespace, indentation or typographic quotes and dashes is accepted when it is unique "
+        "(the result says so). For several changes to one file pass `edits: [{old_string, new_string, "
+        "replace_all?}, ...]` instead: applied in order, written once, nothing written if one fails. Line "
+        "endings are kept. Returns a unified diff."
     ),
     "list_files": (
-        "List the files below a directory, recursively, as paths relative to the working directory, optionally "
-        f"filtered by a glob. Skips .git, node_modules, .venv and caches; at most {LIST_MAX_ENTRIES} entries."
+        "List one directory: its subdirectories (ending in `/`) then its files, relative to the working "
+        "directory. Skips what .gitignore ignores, .git, node_modules, virtualenvs and caches. To find files "
+        "below it by name, use glob."
+    ),
+    "glob": (
+        "Find files by path pattern (`src/**/*.py`, `**/test_*.ts`, `*.md`) below `path`, most recently "
+        f"modified first; at most {GLOB_MAX_FILES}, with a note saying how many more matched. Skips what "
+        ".gitignore ignores, hidden directories (unless the pattern names one), node_modules and caches."
     ),
     "grep": (
-        "Search file contents for a regular expression. Prints `path:line:text` for each matching line; at "
-        f"most {GREP_MAX_MATCHES} matches. Skips hidden, binary and ignored files and directories."
+        "Search file contents for a regular expression (ripgrep). By default returns the names of matching "
+        "files, most recently modified first; `output_mode: content` gives `path:line:text` lines (with "
+        "`context`, `-A`, `-B`, `-C` lines around, as `path-line-text`), `count` gives matches per file. "
+        "Narrow with `glob`, `type`, `path`; `head_limit` caps the entries. Skips hidden, binary and ignored "
+        "files. Use this, not grep or rg in run_command."
     ),
     "run_command": (
         "Run a shell command (bash) in the working directory and return its combined stdout and stderr and "
         "its exit code. It has no input (stdin is empty), so interactive programs get end-of-file. It is "
-        f"killed after `timeout` seconds, with any background processes it started; output beyond "
-        f"{COMMAND_OUTPUT_LIMIT} bytes keeps the end."
+        "killed after `timeout` seconds, with any processes it started; for a server or a watcher set "
+        "`background` instead. Long output keeps its beginning and its end, with the whole of it saved to a file "
+        "the result names. Use it for builds, tests, git and programs, not to read, search or edit files (use "
+        "the dedicated tools)."
     ),
 }
 
 
-def build_tools(workspace: Workspace) -> list[ToolDefinition]:
-    """The six tool definitions over *workspace*, each with ``meta`` {kind, present, paths}."""
-    tools = _Tools(workspace)
+def build_tools(
+    workspace: Workspace,
+    ledger: ReadLedger | None = None,
+    background: BackgroundCommands | None = None,
+    *,
+    fetch_private: bool = False,
+    spill_root: str | None = None,
+) -> list[ToolDefinition]:
+    """The tool definitions over *workspace* (the sessions' read *ledger*: a fresh one when None; the
+    *background* commands registry: background commands are refused without one), each with ``meta`` {kind,
+    present, paths, concurrency_safe}. *fetch_private*: ``fetch_url`` may reach private addresses."""
+    tools = _Tools(workspace, ledger if ledger is not None else ReadLedger(), background, spill_root)
     specs: list[tuple[ToolDefinition, str, Callable[[Any, str], ToolCard | None], Callable[..., Any]]] = [
         (
             define_tool("read_file", _DESCRIPTIONS["read_file"], ReadFileArgs, tools.read_file),
@@ -714,6 +916,12 @@ def build_tools(workspace: Workspace) -> list[ToolDefinition]:
             _paths_of(ListFilesArgs, "path"),
         ),
         (
+            define_tool("glob", _DESCRIPTIONS["glob"], GlobArgs, tools.glob),
+            "search",
+            _present_glob,
+            _paths_of(GlobArgs, "path"),
+        ),
+        (
             define_tool("grep", _DESCRIPTIONS["grep"], GrepArgs, tools.grep),
             "search",
             _present_grep,
@@ -726,7 +934,18 @@ def build_tools(workspace: Workspace) -> list[ToolDefinition]:
             _paths_of(RunCommandArgs, "cwd"),
         ),
     ]
+    specs += extra_tools(background, fetch_private=fetch_private)
     return [
-        dataclasses.replace(tool, meta={"kind": kind, "present": present, "paths": paths})
+        dataclasses.replace(
+            tool,
+            meta={
+                **tool.meta,  # a tool's own keys (fetch_url's ``domain``)
+                "kind": kind,
+                "present": present,
+                "paths": paths,
+                "concurrency_safe": tool.name in CONCURRENT,
+                "asks": tool.name in ASKS,
+            },
+        )
         for tool, kind, present, paths in specs
     ]

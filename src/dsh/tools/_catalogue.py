@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-__all__ = ["CATALOGUE", "ToolSpec"]
+__all__ = ["ASKS", "CATALOGUE", "CONCURRENT", "ToolSpec"]
+
+ASKS = frozenset({"fetch_url"})
+"""Tools a gate asks about like a command (``meta["asks"]``): a fetch reaches the network."""
+
+CONCURRENT = frozenset({"read_file", "list_files", "glob", "grep"})
+"""The tools that only read local files and never ask: the loop runs consecutive calls of them at once (the
+same set as :data:`dsh.tools._builtin.CONCURRENT`, checked by a test)."""
 
 
 class ToolSpec(NamedTuple):
@@ -24,166 +31,321 @@ CATALOGUE: tuple[ToolSpec, ...] = (
     ToolSpec(
         "read_file",
         "read",
-        "Read a text file. Lines come numbered like `cat -n` (right-aligned number, a tab, the line); the numbers are not part of the file. Reads up to 2000 lines from `offset` (1-based); the output says where to continue when the file is longer.",
+        (
+            "Read a text file. Lines come numbered like `cat -n` (right-aligned number, a tab, the line); the "
+            "numbers are not part of the file. Reads up to 2000 lines from `offset` (1-based, `limit` lines); "
+            "lines longer than 2000 characters are cut. The output says how many lines remain and the offset "
+            "to read on from. A directory gives its listing; binary files are refused. Read several files in "
+            "one step when you need them: independent reads run at the same time."
+        ),
         {
             "properties": {
                 "path": {
                     "description": "The file to read: relative to the working directory, or absolute.",
-                    "title": "Path",
                     "type": "string",
                 },
-                "offset": {
-                    "anyOf": [{"minimum": 1, "type": "integer"}, {"type": "null"}],
-                    "default": None,
-                    "description": "The 1-based line to start at (default 1).",
-                    "title": "Offset",
-                },
+                "offset": {"description": "The 1-based line to start at (default 1).", "minimum": 1, "type": "integer"},
                 "limit": {
-                    "anyOf": [{"minimum": 1, "type": "integer"}, {"type": "null"}],
-                    "default": None,
                     "description": "How many lines to read (default and maximum 2000).",
-                    "title": "Limit",
+                    "minimum": 1,
+                    "type": "integer",
                 },
             },
             "required": ["path"],
-            "title": "ReadFileArgs",
             "type": "object",
+            "additionalProperties": False,
         },
     ),
     ToolSpec(
         "write_file",
         "edit",
-        "Create a file or replace its whole content (parent directories are created). Prefer edit_file to change part of an existing file.",
+        (
+            "Create a file or replace its whole content (parent directories are created). An existing file "
+            "must have been read in this session first, and not changed since. Prefer edit_file to change "
+            "part of a file; never write placeholders such as `// ... rest of the code ...`: write the "
+            "complete text."
+        ),
         {
             "properties": {
                 "path": {
                     "description": "The file to create or overwrite: relative to the working directory, or absolute.",
-                    "title": "Path",
                     "type": "string",
                 },
-                "content": {
-                    "description": "The complete new content of the file.",
-                    "title": "Content",
-                    "type": "string",
-                },
+                "content": {"description": "The complete new content of the file.", "type": "string"},
             },
             "required": ["path", "content"],
-            "title": "WriteFileArgs",
             "type": "object",
+            "additionalProperties": False,
         },
     ),
     ToolSpec(
         "edit_file",
         "edit",
-        "Replace exact text in a file: `old_string` must match the file exactly once (include enough surrounding lines to make it unique), or set `replace_all` to replace every occurrence. Returns a unified diff of the change.",
+        (
+            "Replace text in a file (read it first in this session). `old_string` must match exactly one "
+            "place: include enough surrounding lines to make it unique, or set `replace_all`. A match that "
+            "differs only in trailing whitespace, indentation or typographic quotes and dashes is accepted "
+            "when it is unique (the result says so). For several changes to one file pass `edits: "
+            "[{old_string, new_string, replace_all?}, ...]` instead: applied in order, written once, nothing "
+            "written if one fails. Line endings are kept. Returns a unified diff."
+        ),
         {
             "properties": {
                 "path": {
                     "description": "The file to edit: relative to the working directory, or absolute.",
-                    "title": "Path",
                     "type": "string",
                 },
                 "old_string": {
-                    "description": "The exact text to replace, including whitespace and indentation.",
-                    "title": "Old String",
+                    "description": "The text to replace, as in the file (whitespace and indentation included).",
                     "type": "string",
                 },
-                "new_string": {"description": "The text to put in its place.", "title": "New String", "type": "string"},
+                "new_string": {"description": "The text to put in its place.", "type": "string"},
                 "replace_all": {
                     "default": False,
                     "description": "Replace every occurrence instead of exactly one.",
-                    "title": "Replace All",
                     "type": "boolean",
                 },
+                "edits": {
+                    "description": "Several changes to the same file, applied in order and "
+                    "written once (instead of old_string/new_string); if one "
+                    "fails, nothing is written.",
+                    "items": {
+                        "properties": {
+                            "old_string": {
+                                "description": "The text to "
+                                "replace, as in "
+                                "the file "
+                                "(whitespace and "
+                                "indentation "
+                                "included).",
+                                "type": "string",
+                            },
+                            "new_string": {"description": "The text to put in its place.", "type": "string"},
+                            "replace_all": {
+                                "default": False,
+                                "description": "Replace every occurrence instead of exactly one.",
+                                "type": "boolean",
+                            },
+                        },
+                        "required": ["old_string", "new_string"],
+                        "type": "object",
+                        "additionalProperties": False,
+                    },
+                    "type": "array",
+                },
             },
-            "required": ["path", "old_string", "new_string"],
-            "title": "EditFileArgs",
+            "required": ["path"],
             "type": "object",
+            "additionalProperties": False,
         },
     ),
     ToolSpec(
         "list_files",
         "search",
-        "List the files below a directory, recursively, as paths relative to the working directory, optionally filtered by a glob. Skips .git, node_modules, .venv and caches; at most 1000 entries.",
+        (
+            "List one directory: its subdirectories (ending in `/`) then its files, relative to the working "
+            "directory. Skips what .gitignore ignores, .git, node_modules, virtualenvs and caches. To find "
+            "files below it by name, use glob."
+        ),
         {
             "properties": {
                 "path": {
                     "default": ".",
                     "description": "The directory to list (default: the working directory).",
-                    "title": "Path",
+                    "type": "string",
+                }
+            },
+            "type": "object",
+            "additionalProperties": False,
+        },
+    ),
+    ToolSpec(
+        "glob",
+        "search",
+        (
+            "Find files by path pattern (`src/**/*.py`, `**/test_*.ts`, `*.md`) below `path`, most recently "
+            "modified first; at most 100, with a note saying how many more matched. Skips what .gitignore "
+            "ignores, hidden directories (unless the pattern names one), node_modules and caches."
+        ),
+        {
+            "properties": {
+                "pattern": {
+                    "description": 'A glob over paths, e.g. "src/**/*.py", "**/test_*.py" or "*.md".',
                     "type": "string",
                 },
-                "pattern": {
-                    "anyOf": [{"type": "string"}, {"type": "null"}],
-                    "default": None,
-                    "description": 'A glob to filter by, e.g. "**/*.py", "src/**/test_*.py" or "*.md".',
-                    "title": "Pattern",
+                "path": {
+                    "default": ".",
+                    "description": "The directory to search below (default: the working directory).",
+                    "type": "string",
                 },
             },
-            "title": "ListFilesArgs",
+            "required": ["pattern"],
             "type": "object",
+            "additionalProperties": False,
         },
     ),
     ToolSpec(
         "grep",
         "search",
-        "Search file contents for a regular expression. Prints `path:line:text` for each matching line; at most 500 matches. Skips hidden, binary and ignored files and directories.",
+        (
+            "Search file contents for a regular expression (ripgrep). By default returns the names of "
+            "matching files, most recently modified first; `output_mode: content` gives `path:line:text` "
+            "lines (with `context`, `-A`, `-B`, `-C` lines around, as `path-line-text`), `count` gives "
+            "matches per file. Narrow with `glob`, `type`, `path`; `head_limit` caps the entries. Skips "
+            "hidden, binary and ignored files. Use this, not grep or rg in run_command."
+        ),
         {
             "properties": {
                 "pattern": {
-                    "description": "A regular expression to search for, line by line.",
-                    "title": "Pattern",
+                    "description": "A regular expression (Rust/Python syntax) to search for, line by line.",
                     "type": "string",
                 },
                 "path": {
                     "default": ".",
                     "description": "The directory or file to search (default: the working directory).",
-                    "title": "Path",
                     "type": "string",
                 },
-                "glob": {
-                    "anyOf": [{"type": "string"}, {"type": "null"}],
-                    "default": None,
-                    "description": 'Only search files matching this glob, e.g. "*.py".',
-                    "title": "Glob",
+                "output_mode": {
+                    "default": "files_with_matches",
+                    "description": "files_with_matches (default): the names of "
+                    "matching files; content: the matching lines as "
+                    "path:line:text; count: path:number of matching "
+                    "lines.",
+                    "enum": ["files_with_matches", "content", "count"],
+                    "type": "string",
                 },
-                "ignore_case": {
+                "head_limit": {
+                    "description": "At most this many entries (default 100 files or counts, 250 lines of content).",
+                    "minimum": 1,
+                    "type": "integer",
+                },
+                "context": {
+                    "description": "Lines of context around each match (content mode).",
+                    "maximum": 50,
+                    "minimum": 0,
+                    "type": "integer",
+                },
+                "-B": {
+                    "description": "Lines of context before each match (content mode).",
+                    "maximum": 50,
+                    "minimum": 0,
+                    "type": "integer",
+                },
+                "-A": {
+                    "description": "Lines of context after each match (content mode).",
+                    "maximum": 50,
+                    "minimum": 0,
+                    "type": "integer",
+                },
+                "-C": {
+                    "description": "Lines of context before and after (same as context).",
+                    "maximum": 50,
+                    "minimum": 0,
+                    "type": "integer",
+                },
+                "fixed_strings": {
                     "default": False,
-                    "description": "Match case-insensitively.",
-                    "title": "Ignore Case",
+                    "description": "Take the pattern as literal text, not a regex.",
                     "type": "boolean",
+                },
+                "case_insensitive": {"default": False, "description": "Match case-insensitively.", "type": "boolean"},
+                "glob": {"description": 'Only search files matching this glob, e.g. "*.py".', "type": "string"},
+                "type": {
+                    "description": 'Only search files of this type, e.g. "py", "ts", "rust", "md".',
+                    "type": "string",
                 },
             },
             "required": ["pattern"],
-            "title": "GrepArgs",
             "type": "object",
+            "additionalProperties": False,
         },
     ),
     ToolSpec(
         "run_command",
         "execute",
-        "Run a shell command (bash) in the working directory and return its combined stdout and stderr and its exit code. It has no input (stdin is empty), so interactive programs get end-of-file. It is killed after `timeout` seconds, with any background processes it started; output beyond 30000 bytes keeps the end.",
+        (
+            "Run a shell command (bash) in the working directory and return its combined stdout and stderr "
+            "and its exit code. It has no input (stdin is empty), so interactive programs get end-of-file. It "
+            "is killed after `timeout` seconds, with any processes it started; for a server or a watcher set "
+            "`background` instead. Long output keeps its beginning and its end, with the whole of it saved to "
+            "a file the result names. Use it for builds, tests, git and programs, not to read, search or edit "
+            "files (use the dedicated tools)."
+        ),
         {
             "properties": {
-                "command": {"description": "The shell command to run (bash -c).", "title": "Command", "type": "string"},
+                "command": {"description": "The shell command to run (bash -c).", "type": "string"},
                 "timeout": {
                     "default": 120.0,
                     "description": "Seconds before the command is killed (default 120, maximum 600).",
                     "exclusiveMinimum": 0,
                     "maximum": 600.0,
-                    "title": "Timeout",
                     "type": "number",
                 },
                 "cwd": {
-                    "anyOf": [{"type": "string"}, {"type": "null"}],
-                    "default": None,
                     "description": "The directory to run in, relative to the working directory (default: it).",
-                    "title": "Cwd",
+                    "type": "string",
+                },
+                "background": {
+                    "default": False,
+                    "description": "Start it in the background and return at once with "
+                    "an id and its first output (for servers and "
+                    "watchers); read more with command_output, stop it "
+                    "with command_kill.",
+                    "type": "boolean",
                 },
             },
             "required": ["command"],
-            "title": "RunCommandArgs",
             "type": "object",
+            "additionalProperties": False,
+        },
+    ),
+    ToolSpec(
+        "command_output",
+        "read",
+        (
+            "Read what a background command (run_command with background) printed since the last read, and "
+            "whether it is still running (with its exit code once it stopped)."
+        ),
+        {
+            "properties": {
+                "id": {"description": "The id run_command gave the background command, e.g. bg1.", "type": "string"}
+            },
+            "required": ["id"],
+            "type": "object",
+            "additionalProperties": False,
+        },
+    ),
+    ToolSpec(
+        "command_kill",
+        "execute",
+        "Stop a background command (and every process it started).",
+        {
+            "properties": {
+                "id": {"description": "The id run_command gave the background command, e.g. bg1.", "type": "string"}
+            },
+            "required": ["id"],
+            "type": "object",
+            "additionalProperties": False,
+        },
+    ),
+    ToolSpec(
+        "fetch_url",
+        "fetch",
+        (
+            "Fetch a web page (http or https GET) as Markdown: documentation the user gave you or the project "
+            "points to. Not for private or local addresses. Long pages are cut, with the whole text saved to "
+            "a file."
+        ),
+        {
+            "properties": {
+                "url": {
+                    "description": "The http(s) URL to fetch, one the user gave or the project names.",
+                    "type": "string",
+                }
+            },
+            "required": ["url"],
+            "type": "object",
+            "additionalProperties": False,
         },
     ),
 )

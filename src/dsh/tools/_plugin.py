@@ -8,6 +8,8 @@ like the real ones (a test compares them), they only load late.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from dsh import events as ev
@@ -16,6 +18,8 @@ from dsh.kernel import plugin
 if TYPE_CHECKING:
     from dsh.kernel import Context, Next
     from dsh.services.tools import ToolDefinition, ToolExecution, ToolResult
+    from dsh.tools._background import BackgroundCommands
+    from dsh.tools._ledger import ReadLedger
     from dsh.tools._workspace import Workspace
 
 __all__ = ["PREPARED", "builtin_tools_plugin"]
@@ -27,15 +31,35 @@ PREPARED = frozenset({"write_file", "edit_file", "run_command"})
 class _LazyTools:
     """The real tool definitions, built on first use over the plugin's workspace."""
 
-    def __init__(self, workspace: Workspace) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        ledger: ReadLedger,
+        background: BackgroundCommands,
+        fetch_private: bool,
+        spill_root: str,
+    ) -> None:
+        self._spill_root = spill_root
         self._workspace = workspace
+        self._ledger = ledger
+        self._background = background
+        self._fetch_private = fetch_private
         self._real: dict[str, ToolDefinition] | None = None
 
     def get(self, name: str) -> ToolDefinition:
         if self._real is None:
             from dsh.tools._builtin import build_tools
 
-            self._real = {tool.name: tool for tool in build_tools(self._workspace)}
+            self._real = {
+                tool.name: tool
+                for tool in build_tools(
+                    self._workspace,
+                    self._ledger,
+                    self._background,
+                    fetch_private=self._fetch_private,
+                    spill_root=self._spill_root,
+                )
+            }
         return self._real[name]
 
     def execute(self, name: str) -> Any:
@@ -66,20 +90,62 @@ async def _finish(execution: ToolExecution, next_: Next[ToolExecution, ToolResul
 
 
 @plugin("builtin_tools", inject=("tools",))
-def builtin_tools_plugin(ctx: Context, config: object) -> None:
-    """Provide the ``workspace`` service and register read_file, write_file, edit_file, list_files, grep and
-    run_command (see :mod:`dsh.tools`). Everything is owned by this plugin's scope: disposing it withdraws the
-    service and removes the tools."""
+def builtin_tools_plugin(ctx: Context, config: Mapping[str, Any] | None) -> None:
+    """Provide the ``workspace`` and ``background_commands`` services and register the built-in tools (see
+    :mod:`dsh.tools`). *config*: ``data_dir`` (where spills go: beside durable sessions) and ``fetch_private``
+    (``fetch_url`` may reach private and loopback addresses). Everything is owned by this plugin's scope:
+    disposing it withdraws the services, removes the tools and stops every background command."""
     from dsh.services.tools import ToolDefinition
-    from dsh.tools._catalogue import CATALOGUE
+    from dsh.tools._background import BackgroundCommands
+    from dsh.tools._budget import add_spill_root, apply_budget, budget_step, default_spill_root, remove_spill_root
+    from dsh.tools._catalogue import ASKS, CATALOGUE, CONCURRENT
+    from dsh.tools._ledger import ReadLedger
     from dsh.tools._workspace import Workspace
 
+    options = dict(config or {})
     workspace = Workspace(ctx)
     ctx.provide("workspace", workspace)
     ctx.on(ev.TOOLS_EXECUTE, _finish)
-    lazy = _LazyTools(workspace)
+    spill_root, temporary = default_spill_root(options.get("data_dir"))
+    add_spill_root(spill_root)
+
+    def drop_spills() -> None:
+        remove_spill_root(spill_root)
+        if temporary:
+            import shutil
+
+            shutil.rmtree(spill_root, ignore_errors=True)
+
+    ctx.effect(drop_spills)
+    # The policy pipeline's budget stage calls ``tool_budget``; without the pipeline, the step below does (a
+    # result already within budget passes it unchanged, so applying both is harmless). Prepended: outside the
+    # secrets plugin's redaction (loaded before us), so what is spilled is redacted too.
+    ctx.provide("tool_budget", partial(apply_budget, root=spill_root))
+    ctx.on(ev.TOOLS_EXECUTE, budget_step(spill_root), prepend=True)
+    ledger = ReadLedger()
+    background = BackgroundCommands(ctx)
+    ctx.provide("background_commands", background)
+    ctx.effect(background.kill_all)
+
+    def session_disposed(session: Any) -> None:
+        ledger.forget(session.id)
+        if background.list(session.id):
+            ctx.spawn(background.kill_session, session.id, name=f"background-kill:{session.id}")
+
+    ctx.on(ev.SESSION_DISPOSED, session_disposed)
+    lazy = _LazyTools(workspace, ledger, background, bool(options.get("fetch_private", False)), spill_root)
     for spec in CATALOGUE:
-        meta = {"kind": spec.kind, "present": lazy.meta(spec.name, "present"), "paths": lazy.meta(spec.name, "paths")}
+        meta = {
+            "kind": spec.kind,
+            "present": lazy.meta(spec.name, "present"),
+            "paths": lazy.meta(spec.name, "paths"),
+            "concurrency_safe": spec.name in CONCURRENT,
+            "asks": spec.name in ASKS,
+        }
+        if spec.name == "fetch_url":
+            from dsh.tools._fetch import fetch_domain
+
+            meta["domain"] = fetch_domain
         prepare = lazy.prepare(spec.name) if spec.name in PREPARED else None
         ctx.tools.register(
             ToolDefinition(

@@ -8,7 +8,8 @@ Guarantees of :func:`run_process`:
 * Output is capped at ``output_limit`` bytes while it streams (the pipe keeps being drained so the child never
   blocks on it): ``keep="tail"`` keeps the last bytes (what a failing build or test run prints last), ``"head"``
   the first (and with ``stop_when_full`` ends the command once the cap is reached: a search that has said
-  enough). Either way ``truncated`` says so; the cut is moved to a UTF-8 character boundary.
+  enough), ``"both"`` the first and the last half with a line saying how much was dropped between them (the
+  first error and the summary). Either way ``truncated`` says so; the cut is moved to a UTF-8 character boundary.
 * On timeout, on abort of *signal*, on cancellation of the calling task, and also when the command's main
   process exits by itself: the whole process group gets SIGTERM, then SIGKILL once the main process is reaped
   and the pipe is closed, or after :data:`KILL_GRACE` seconds, whichever is first. The main process is always
@@ -248,7 +249,7 @@ async def run_process(
     timeout: float,  # noqa: ASYNC109 - the command's deadline, not this coroutine's: we stop it and return
     output_limit: int,
     signal: CancelToken | None = None,
-    keep: Literal["head", "tail"] = "tail",
+    keep: Literal["head", "tail", "both"] = "tail",
     stop_when_full: bool = False,
     cwd_fd: int | None = None,
 ) -> CommandResult:
@@ -269,18 +270,36 @@ async def run_process(
         argv = list(command)
 
     buffer = bytearray()
+    tail = bytearray()  # keep="both": the newest bytes once the head is full
+    dropped = 0
     truncated = False
     full = anyio.Event()
     done_reading = anyio.Event()
     process = await _open(argv, cwd, cwd_fd, child_environment())
 
     async def pump() -> None:
-        nonlocal truncated
+        nonlocal truncated, dropped
         stream = process.stdout
         assert stream is not None
+        half = output_limit // 2
         try:
             async for chunk in stream:
-                if keep == "tail":
+                if keep == "both":
+                    if not truncated and len(buffer) + len(chunk) <= output_limit:
+                        buffer.extend(chunk)
+                        continue
+                    if not truncated:  # the head is the first half; the rest goes to the tail
+                        truncated = True
+                        buffer.extend(chunk)
+                        tail.extend(buffer[half:])
+                        del buffer[half:]
+                    else:
+                        tail.extend(chunk)
+                    if len(tail) > output_limit - half:
+                        excess = len(tail) - (output_limit - half)
+                        dropped += excess
+                        del tail[:excess]
+                elif keep == "tail":
                     buffer.extend(chunk)
                     if len(buffer) > output_limit:
                         del buffer[: len(buffer) - output_limit]
@@ -341,8 +360,16 @@ async def run_process(
     signal_name: str | None = None
     if code is not None and code < 0:
         exit_code, signal_name = None, _signal_name(-code)
+    if keep == "both" and truncated:
+        output = (
+            _decode(bytes(buffer), cut_back=True)
+            + f"\n[… {dropped:,} bytes of output dropped here: more than {output_limit:,} bytes in all]\n"
+            + _decode(bytes(tail), cut_front=True)
+        )
+    else:
+        output = _decode(bytes(buffer), cut_front=truncated and keep == "tail", cut_back=truncated and keep == "head")
     return CommandResult(
-        output=_decode(bytes(buffer), cut_front=truncated and keep == "tail", cut_back=truncated and keep == "head"),
+        output=output,
         exit_code=exit_code,
         signal=signal_name,
         truncated=truncated,

@@ -1,8 +1,13 @@
-"""Listing and searching a directory tree: glob matching, a bounded walk, ripgrep and its Python fallback.
+"""Listing and searching a directory tree: glob matching, a bounded walk honouring ignore rules, ripgrep and
+its Python fallback, a one-directory listing and the glob search.
 
 These only *list* and *search*; reading or changing a file's content goes through the workspace seam. Every
-walk skips :data:`SKIP_DIRS` and never follows symlinked directories (a link cannot lead a listing out of the
+walk skips :data:`SKIP_DIRS`, what ``.gitignore`` files ignore (:mod:`dsh.tools._ignore`) and hidden entries
+where ripgrep would, and never follows symlinked directories (a link cannot lead a listing out of the
 session's roots). Walks run in a worker thread and stop early when the call's signal aborts.
+
+Results are ordered most recently modified first (ties by path), whichever engine ran: what the model most
+likely wants is what changed last, and the order must not depend on whether ``rg`` is installed.
 """
 
 from __future__ import annotations
@@ -13,31 +18,62 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
+from dsh.tools._ignore import SKIP_DIRS, IgnoreRules
 from dsh.tools._process import run_process
 
 if TYPE_CHECKING:
     from dsh.kernel import CancelToken
 
 __all__ = [
+    "FILE_TYPES",
     "SKIP_DIRS",
     "GrepOutcome",
+    "GrepQuery",
+    "glob_files",
     "glob_matcher",
     "grep_python",
     "grep_ripgrep",
+    "list_directory",
     "ripgrep_path",
     "walk_files",
 ]
-
-SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", ".venv", "__pycache__", ".mypy_cache", ".ruff_cache"})
-"""Directory names never listed or searched: version control, dependencies, caches."""
 
 USE_RIPGREP = True
 """Module switch: False forces the Python fallback of ``grep`` even when ``rg`` is on PATH."""
 
 _BINARY_PROBE = 8192
 _MAX_SEARCH_FILE = 16 * 1024 * 1024
+_RG_OUTPUT_LIMIT = 8 * 1024 * 1024
+
+OutputMode = Literal["files_with_matches", "content", "count"]
+
+FILE_TYPES: dict[str, tuple[str, ...]] = {
+    "py": ("*.py", "*.pyi"),
+    "js": ("*.js", "*.mjs", "*.cjs", "*.jsx"),
+    "ts": ("*.ts", "*.tsx", "*.mts", "*.cts"),
+    "rust": ("*.rs",),
+    "go": ("*.go",),
+    "java": ("*.java",),
+    "kotlin": ("*.kt", "*.kts"),
+    "c": ("*.c", "*.h"),
+    "cpp": ("*.cpp", "*.cc", "*.cxx", "*.hpp", "*.hh", "*.hxx", "*.h"),
+    "cs": ("*.cs",),
+    "rb": ("*.rb",),
+    "php": ("*.php",),
+    "swift": ("*.swift",),
+    "sh": ("*.sh", "*.bash", "*.zsh"),
+    "md": ("*.md", "*.markdown"),
+    "json": ("*.json",),
+    "yaml": ("*.yaml", "*.yml"),
+    "toml": ("*.toml",),
+    "html": ("*.html", "*.htm"),
+    "css": ("*.css", "*.scss", "*.sass", "*.less"),
+    "sql": ("*.sql",),
+    "txt": ("*.txt",),
+}
+"""``type`` filters: the same table for both engines (ripgrep gets them as globs), so they agree."""
 
 
 def _glob_regex(pattern: str) -> str:
@@ -96,44 +132,128 @@ def glob_matcher(pattern: str) -> re.Pattern[str]:
     return re.compile(_glob_regex(pattern.lstrip("/")), re.DOTALL)
 
 
-def walk_files(root: str, *, signal: CancelToken | None = None, skip_hidden: bool = False) -> Iterator[tuple[str, str]]:
+def _wants_hidden(pattern: str | None) -> bool:
+    """A pattern that names a hidden entry (``.github/**``, ``**/.env``) asks for hidden files."""
+    return pattern is not None and any(part.startswith(".") and part not in (".", "..") for part in pattern.split("/"))
+
+
+def walk_files(
+    root: str, *, signal: CancelToken | None = None, skip_hidden: bool = False, ignore: bool = True
+) -> Iterator[tuple[str, str]]:
     """``(absolute path, path relative to root with "/")`` of every file below *root*, in sorted order;
     *root* may itself be a file. Symbolic links are not followed, files or directories (as ripgrep does
-    by default): a link must never lead a search out of the session's directory."""
+    by default): a link must never lead a search out of the session's directory. With *ignore*, what the
+    ``.gitignore`` files ignore is skipped (see :mod:`dsh.tools._ignore`)."""
     if os.path.isfile(root):
         yield root, os.path.basename(root)
         return
+    rules = IgnoreRules(root) if ignore else None
     for directory, dirs, files in os.walk(root):
         if signal is not None and signal.aborted:
             return
-        dirs[:] = sorted(
-            d
-            for d in dirs
-            if d not in SKIP_DIRS
-            and not (skip_hidden and d.startswith("."))
-            and not os.path.islink(os.path.join(directory, d))
-        )
+        if rules is not None and directory != root:
+            rules.enter(directory)
+        kept = []
+        for d in sorted(dirs):
+            full = os.path.join(directory, d)
+            if d in SKIP_DIRS or (skip_hidden and d.startswith(".")) or os.path.islink(full):
+                continue
+            if rules is not None and rules.ignored(full, is_dir=True):
+                continue
+            kept.append(d)
+        dirs[:] = kept
         relative_dir = os.path.relpath(directory, root)
         for name in sorted(files):
             if skip_hidden and name.startswith("."):
                 continue
-            if os.path.islink(os.path.join(directory, name)):
+            full = os.path.join(directory, name)
+            if os.path.islink(full):
+                continue
+            if rules is not None and rules.ignored(full, is_dir=False):
                 continue
             relative = name if relative_dir == "." else f"{relative_dir}/{name}".replace(os.sep, "/")
-            yield os.path.join(directory, name), relative
+            yield full, relative
+
+
+def list_directory(path: str, *, limit: int) -> tuple[list[str], int]:
+    """One directory's entries (directories first, with a trailing ``/``; then files, symbolic links with a
+    trailing ``@``), skipping
+    :data:`SKIP_DIRS` and what ``.gitignore`` ignores; hidden entries are shown (``ls -A``). Returns at most
+    *limit* entries and how many there were in all."""
+    rules = IgnoreRules(path)
+    dirs: list[str] = []
+    files: list[str] = []
+    with os.scandir(path) as entries:
+        for entry in entries:
+            is_dir = entry.is_dir(follow_symlinks=False)
+            if is_dir and entry.name in SKIP_DIRS:
+                continue
+            if rules.ignored(entry.path, is_dir=is_dir):
+                continue
+            link = entry.is_symlink()  # shown, never followed: a link may lead out of the roots
+            (dirs if is_dir else files).append(entry.name + ("/" if is_dir else "@" if link else ""))
+    names = sorted(dirs) + sorted(files)
+    return names[:limit], len(names)
+
+
+def _mtime(path: str) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return 0
+
+
+def glob_files(
+    pattern: str, root: str, *, limit: int, signal: CancelToken | None = None
+) -> tuple[list[tuple[str, str]], int]:
+    """Files below *root* whose path relative to *root* matches the glob *pattern*, most recently modified
+    first (ties by path), honouring ignore rules and skipping hidden entries unless the pattern names one.
+    Returns at most *limit* ``(absolute, relative)`` pairs and how many matched in all."""
+    matcher = glob_matcher(pattern)
+    hidden = _wants_hidden(pattern)
+    found = [
+        (path, relative)
+        for path, relative in walk_files(root, signal=signal, skip_hidden=not hidden)
+        if matcher.fullmatch(relative)
+    ]
+    found.sort(key=lambda pair: (-_mtime(pair[0]), pair[1]))
+    return found[:limit], len(found)
 
 
 # -- grep -----------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
+class GrepQuery:
+    """One search. ``target`` is what to search (relative to ``cwd`` for ripgrep, absolute for the fallback);
+    ``before``/``after`` are context lines (content mode only); ``head_limit`` caps the entries returned."""
+
+    pattern: str
+    target: str
+    cwd: str
+    mode: OutputMode = "files_with_matches"
+    head_limit: int = 100
+    before: int = 0
+    after: int = 0
+    fixed_strings: bool = False
+    case_insensitive: bool = False
+    glob: str | None = None
+    type: str | None = None
+    line_width: int = 400
+
+
+@dataclass(frozen=True, slots=True)
 class GrepOutcome:
-    """Matches as ``path:line:text`` (path relative to the search's working directory); ``truncated``: there
-    were more than the cap; ``error``: the search could not run (a bad pattern)."""
+    """The entries (file names, ``path:count`` or ``path:line:text`` lines with ``path-line-text`` context and
+    ``--`` between groups), at most the query's ``head_limit``; ``total``: how many there were (a lower bound
+    when ``capped``: the engine stopped early); ``error``: the search could not run (a bad pattern)."""
 
     lines: list[str]
-    truncated: bool = False
+    total: int = 0
+    capped: bool = False
     error: str | None = None
+    everything: list[str] | None = None
+    """Every entry, when ``head_limit`` cut some (what the spill file holds)."""
 
 
 def ripgrep_path() -> str | None:
@@ -145,77 +265,160 @@ def _shorten(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width] + " …"
 
 
+def _type_globs(query: GrepQuery) -> tuple[str, ...]:
+    if query.type is None:
+        return ()
+    globs = FILE_TYPES.get(query.type.lower().lstrip("."))
+    if globs is None:
+        raise ValueError(f"unknown type {query.type!r}; known: {', '.join(sorted(FILE_TYPES))} (or use glob)")
+    return globs
+
+
+def _shown_path(path: str, cwd: str) -> str:
+    shown = os.path.relpath(path, cwd).replace(os.sep, "/") if os.path.isabs(path) else path
+    if shown.startswith("./"):
+        shown = shown[2:]
+    if shown.startswith("../"):
+        shown = path
+    return shown
+
+
+_Group = tuple[str, list[tuple[int, bool, str]]]
+"""A file's shown path and its ``(line, is_match, text)`` lines."""
+
+
+def _render(groups: list[_Group], query: GrepQuery, counts: dict[str, int], capped: bool) -> GrepOutcome:
+    """Order the files by recency and render them for the query's mode, cut at ``head_limit`` (the whole
+    rendering is kept in ``everything`` when the cut dropped entries)."""
+    groups.sort(key=lambda group: (-_mtime(os.path.join(query.cwd, group[0])), group[0]))
+    full: list[str] = []
+    if query.mode == "files_with_matches":
+        full = [path for path, _lines in groups]
+    elif query.mode == "count":
+        full = [f"{path}:{counts.get(path, 0)}" for path, _lines in groups]
+    else:
+        context = bool(query.before or query.after)
+        for path, lines in groups:
+            last: int | None = None
+            for number, is_match, text in lines:
+                if context and full and (last is None or number > last + 1) and full[-1] != "--":
+                    full.append("--")  # between groups of lines, as grep -C prints
+                sep = ":" if is_match else "-"
+                full.append(_shorten(f"{path}{sep}{number}{sep}{text}", query.line_width))
+                last = number
+    out: list[str] = []
+    shown = 0
+    for line in full:
+        if line != "--":
+            if shown >= query.head_limit:
+                break
+            shown += 1
+        out.append(line)
+    while out and out[-1] == "--":
+        out.pop()
+    total = sum(1 for line in full if line != "--")
+    return GrepOutcome(out, total, capped, everything=full if total > shown else None)
+
+
 async def grep_ripgrep(
     rg: str,
-    pattern: str,
-    target: str,
+    query: GrepQuery,
     *,
-    cwd: str,
-    glob: str | None,
-    ignore_case: bool,
-    max_matches: int,
-    line_width: int,
     signal: CancelToken | None,
     timeout: float = 60.0,  # noqa: ASYNC109 - ripgrep's deadline, enforced by run_process
 ) -> GrepOutcome:
     """Search with ripgrep as a local child process (same rules as any command: no inherited stdin/stdout,
-    its own process group, killed on cancel); honours ``.gitignore`` and skips hidden and binary files."""
-    argv = [rg, "--no-heading", "--with-filename", "--line-number", "--color=never", "--no-messages"]
-    argv += ["--sort=path", "--no-config"]
-    if ignore_case:
+    its own process group, killed on cancel); honours ``.gitignore`` (in a repository or not) and skips hidden
+    and binary files."""
+    try:
+        type_globs = _type_globs(query)
+    except ValueError as exc:
+        return GrepOutcome([], error=str(exc))
+    argv = [rg, "--no-heading", "--with-filename", "--line-number", "--color=never", "--no-messages", "--null"]
+    argv += ["--sort=path", "--no-config", "--no-require-git"]
+    if query.case_insensitive:
         argv.append("--ignore-case")
+    if query.fixed_strings:
+        argv.append("--fixed-strings")
+    if query.mode == "files_with_matches":
+        argv.append("--files-with-matches")
+    elif query.mode == "count":
+        argv.append("--count")
+    else:
+        if query.before:
+            argv += ["--before-context", str(query.before)]
+        if query.after:
+            argv += ["--after-context", str(query.after)]
     for name in sorted(SKIP_DIRS):
         argv += ["--glob", f"!{name}"]
-    if glob:
+    if query.glob:
+        argv += ["--glob", query.glob]
+    for glob in type_globs:
         argv += ["--glob", glob]
-    argv += ["--regexp", pattern, "--", target]
+    argv += ["--regexp", query.pattern, "--", query.target]
     result = await run_process(
         argv,
-        cwd=cwd,
+        cwd=query.cwd,
         timeout=timeout,
-        output_limit=max_matches * (line_width + 256),
+        output_limit=_RG_OUTPUT_LIMIT,
         signal=signal,
         keep="head",
         stop_when_full=True,
     )
     if result.cancelled:
         return GrepOutcome([], error="cancelled")
-    if result.exit_code == 2 and not result.truncated:
-        message = result.output.strip() or "ripgrep failed"
-        return GrepOutcome([], error=message)
-    lines = result.output.splitlines()
-    if result.truncated and lines:
-        lines.pop()  # the cut may have split the last line
-    truncated = result.truncated or result.timed_out or len(lines) > max_matches
-    out = []
-    for line in lines[:max_matches]:
-        if line.startswith("./"):
-            line = line[2:]
-        out.append(_shorten(line, line_width))
-    return GrepOutcome(out, truncated)
+    if result.exit_code == 2 and not result.truncated and "\0" not in result.output:
+        return GrepOutcome([], error=result.output.strip() or "ripgrep failed")
+    groups: dict[str, list[tuple[int, bool, str]]] = {}
+    counts: dict[str, int] = {}
+    if query.mode == "files_with_matches":  # with --null, each name ends with a NUL and no newline
+        names = result.output.split("\0")
+        if result.truncated or names[-1].strip():
+            names.pop()  # the cut may have split the last name
+        for name in names:
+            if name.strip():
+                groups[_shown_path(name.strip("\n"), ".")] = []
+        return _render(list(groups.items()), query, counts, result.truncated or result.timed_out)
+    raw = result.output.split("\n")
+    if result.truncated and raw:
+        raw.pop()  # the cut may have split the last line
+    for line in raw:
+        if not line or line == "--":
+            continue
+        path, nul, rest = line.partition("\0")
+        if not nul:
+            continue
+        shown = _shown_path(path, ".")
+        lines = groups.setdefault(shown, [])
+        if query.mode == "count":
+            counts[shown] = int(rest or 0)
+            continue
+        match = re.match(r"(\d+)([:-])", rest)
+        if match is None:
+            continue
+        lines.append((int(match.group(1)), match.group(2) == ":", rest[match.end() :].removesuffix("\r")))
+    return _render(list(groups.items()), query, counts, result.truncated or result.timed_out)
 
 
-def grep_python(
-    pattern: str,
-    target: str,
-    *,
-    cwd: str,
-    glob: str | None,
-    ignore_case: bool,
-    max_matches: int,
-    line_width: int,
-    signal: CancelToken | None,
-) -> GrepOutcome:
+def grep_python(query: GrepQuery, *, signal: CancelToken | None) -> GrepOutcome:
     """The fallback without ripgrep (blocking: run it in a worker thread): Python ``re`` over UTF-8 text files,
-    skipping hidden, binary, undecodable and very large files."""
+    skipping hidden, ignored, binary, undecodable and very large files. ``query.target`` is absolute."""
     try:
-        regex = re.compile(pattern, re.MULTILINE | (re.IGNORECASE if ignore_case else 0))
+        type_globs = _type_globs(query)
+        source = re.escape(query.pattern) if query.fixed_strings else query.pattern
+        regex = re.compile(source, re.MULTILINE | (re.IGNORECASE if query.case_insensitive else 0))
     except re.error as exc:
-        return GrepOutcome([], error=f"invalid regular expression {pattern!r}: {exc}")
-    matcher = glob_matcher(glob) if glob else None
-    out: list[str] = []
-    for path, relative in walk_files(target, signal=signal, skip_hidden=True):
+        return GrepOutcome([], error=f"invalid regular expression {query.pattern!r}: {exc}")
+    except ValueError as exc:  # an unknown type
+        return GrepOutcome([], error=str(exc))
+    matcher = glob_matcher(query.glob) if query.glob else None
+    type_matchers = [glob_matcher(glob) for glob in type_globs]
+    groups: list[_Group] = []
+    counts: dict[str, int] = {}
+    for path, relative in walk_files(query.target, signal=signal, skip_hidden=True):
         if matcher is not None and not matcher.fullmatch(relative):
+            continue
+        if type_matchers and not any(m.fullmatch(relative) for m in type_matchers):
             continue
         try:
             if os.path.getsize(path) > _MAX_SEARCH_FILE:
@@ -232,16 +435,20 @@ def grep_python(
             continue
         if regex.search(text) is None:
             continue
-        shown = os.path.relpath(path, cwd).replace(os.sep, "/")
-        if shown.startswith("../"):
-            shown = path
-        for number, line in enumerate(text.splitlines(), 1):
-            if regex.search(line):
-                if len(out) == max_matches:
-                    return GrepOutcome(out, truncated=True)
-                out.append(_shorten(f"{shown}:{number}:{line}", line_width))
+        shown = _shown_path(path, query.cwd)
+        file_lines = text.splitlines()
+        matched = [i for i, line in enumerate(file_lines) if regex.search(line)]
+        counts[shown] = len(matched)
+        selected: list[tuple[int, bool, str]] = []
+        if query.mode == "content":
+            wanted: dict[int, bool] = {}
+            for i in matched:
+                for j in range(max(0, i - query.before), min(len(file_lines), i + query.after + 1)):
+                    wanted[j] = wanted.get(j, False) or j == i
+            selected = [(j + 1, is_match, file_lines[j]) for j, is_match in sorted(wanted.items())]
+        groups.append((shown, selected))
         if signal is not None and signal.aborted:
             break
     if signal is not None and signal.aborted:
-        return GrepOutcome(out, error="cancelled")
-    return GrepOutcome(out)
+        return GrepOutcome([], error="cancelled")
+    return _render(groups, query, counts, False)

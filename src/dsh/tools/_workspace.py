@@ -26,7 +26,7 @@ Guarantees of the local defaults:
   ``real_cwd`` through a directory descriptor opened that way.
 * ``run``: a local child process that never inherits our stdin or stdout, in its own process group, killed
   (SIGTERM, then SIGKILL) on timeout and when the request's ``execution.signal`` aborts; it always returns a
-  :class:`CommandResult` (see :mod:`dsh.tools._process`). Output keeps the *tail* when it exceeds the limit.
+  :class:`CommandResult` (see :mod:`dsh.tools._process`). Output keeps its head and its tail when it exceeds the limit.
 """
 
 from __future__ import annotations
@@ -125,7 +125,9 @@ async def write_local(request: WriteRequest) -> None:
     await anyio.to_thread.run_sync(_write_sync, request.path, request.real, request.content)
 
 
-def _open_cwd(real: str) -> int:
+def open_cwd(real: str) -> int:
+    """An open descriptor of the checked directory *real* (no symlinks followed); FileNotFoundError if it is
+    not a directory."""
     try:
         return open_checked(real, os.O_RDONLY | os.O_DIRECTORY)
     except (FileNotFoundError, NotADirectoryError):
@@ -133,9 +135,9 @@ def _open_cwd(real: str) -> int:
 
 
 async def run_local(request: RunRequest) -> CommandResult:
-    """The innermost ``workspace/run``: a local shell command (keeps the tail of long output), started in the
+    """The innermost ``workspace/run``: a local shell command (keeps the head and the tail of long output), started in the
     checked real directory."""
-    cwd_fd = await anyio.to_thread.run_sync(_open_cwd, request.real_cwd) if request.real_cwd else None
+    cwd_fd = await anyio.to_thread.run_sync(open_cwd, request.real_cwd) if request.real_cwd else None
     try:
         return await run_process(
             request.command,
@@ -143,7 +145,7 @@ async def run_local(request: RunRequest) -> CommandResult:
             timeout=request.timeout,
             output_limit=request.output_limit,
             signal=request.execution.signal,
-            keep="tail",
+            keep="both",
             cwd_fd=cwd_fd,
         )
     finally:

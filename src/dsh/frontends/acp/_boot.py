@@ -16,7 +16,8 @@ Guarantees:
   ``clientCapabilities``, ``clientInfo`` and ``_meta`` (and none of their snake_case spellings). Anything else
   (a malformed frame, odd params, another method) is left to the full stack, in order, once it is built.
 * What ``initialize`` answers must be computable from the daemon's options alone: whether sessions are durable,
-  and what the application's ``initialize`` hooks will announce (the daemon passes that rule as *announce*; it
+  whether the default model takes images (:func:`dsh.images.takes_images` with its provider's configured
+  ``vision``, the rule the ``llm`` service follows), and what the application's ``initialize`` hooks will announce (the daemon passes that rule as *announce*; it
   turns the fast path off when extra plugins, whose hooks it cannot know, are loaded). Once built, the daemon
   has the front end answer the same params and logs an error if that answer differs from the boot answer.
 """
@@ -40,13 +41,14 @@ def initialize_result(
     mcp: dict[str, bool] | None = None,
     meta: dict[str, Any] | None = None,
     auth_methods: list[dict[str, Any]] | None = None,
+    image: bool = False,
 ) -> dict[str, Any]:
     """The result of ``initialize`` (*durable*: sessions are stored, so they can be loaded, listed, resumed;
     *mcp*: the MCP transports beyond stdio, none by default; *meta*: the ``agentCapabilities._meta`` entries
-    plugins announce, none when empty)."""
+    plugins announce, none when empty; *image*: the default model takes images)."""
     capabilities: dict[str, Any] = {
         "loadSession": durable,
-        "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+        "promptCapabilities": {"image": image, "audio": False, "embeddedContext": True},
         "mcpCapabilities": mcp if mcp is not None else {"http": False, "sse": False},
         "sessionCapabilities": ({"list": {}, "resume": {}, "close": {}, "delete": {}} if durable else {})
         | {"additionalDirectories": {}},
@@ -86,6 +88,7 @@ def fast_initialize(
     mcp: dict[str, bool] | None = None,
     announce: Announce | None = None,
     auth: Callable[[dict[str, Any]], list[dict[str, Any]]] | None = None,
+    image: bool = False,
 ) -> tuple[bytes, dict[str, Any]] | None:
     """The response frame to *frame* and its params, when *frame* is a plain ``initialize``; else None."""
     try:
@@ -108,6 +111,6 @@ def fast_initialize(
     capabilities = params.get("clientCapabilities") or {}
     meta = announce(capabilities) if announce is not None else None
     methods = auth(capabilities) if auth is not None else None
-    result = initialize_result(durable=durable, mcp=mcp, meta=meta, auth_methods=methods)
+    result = initialize_result(durable=durable, mcp=mcp, meta=meta, auth_methods=methods, image=image)
     response = {"jsonrpc": "2.0", "result": result, "id": request_id}
     return json.dumps(response, separators=(",", ":"), allow_nan=False).encode(), params

@@ -101,6 +101,9 @@ class _Controls:
         manager = ctx.get("mcp")
         servers = manager.servers(record.id) if manager is not None else {}
         rows.append(("MCP servers", ", ".join(f"{name} ({state})" for name, state in servers.items()) or "none"))
+        background = ctx.get("background_commands")
+        if background is not None:
+            rows.append(("Background commands", background.describe(record.id)))
         return rows
 
 

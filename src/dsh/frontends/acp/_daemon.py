@@ -150,6 +150,16 @@ def _announced(options: DaemonOptions) -> Callable[[dict[str, Any]], dict[str, A
     return announce
 
 
+def _default_takes_images(options: DaemonOptions) -> bool:
+    """Whether the default model takes images, by the rule the ``llm`` service follows once built (the provider's
+    configured ``vision``, then dsh's table), without building it; checked against the front end's answer."""
+    from dsh.images import takes_images
+
+    provider = options.model.split(":", 1)[0] if ":" in options.model else None
+    configured = options.loaded_config.providers.get(provider) if options.loaded_config and provider else None
+    return takes_images(options.model, configured.vision if configured is not None else None)
+
+
 def run(options: DaemonOptions) -> int:
     """Run the daemon until the editor hangs up; return the process exit code."""
     from dsh.frontends.acp._stdio import claim_stdout
@@ -258,7 +268,12 @@ async def _serve(protocol_fd: int, options: DaemonOptions, plugins: list[Any]) -
         boot_answer: bytes | None = None
         if early and isinstance(early[0], bytes) and not plugins:  # extra plugins' initialize hooks are unknown
             answered = fast_initialize(  # the daemon always stores sessions and always loads the MCP plugin
-                early[0], durable=True, mcp=_MCP_TRANSPORTS, announce=_announced(options), auth=auth_methods
+                early[0],
+                durable=True,
+                mcp=_MCP_TRANSPORTS,
+                announce=_announced(options),
+                auth=auth_methods,
+                image=_default_takes_images(options),
             )
             if answered is not None:
                 boot_answer, initialized = answered
@@ -305,6 +320,7 @@ async def _serve_app(
     from dsh.context import context_from_file
     from dsh.frontends.acp._frontend import AcpFrontend, AcpOptions, acp_plugin
     from dsh.frontends.acp._wire import InitializeParams
+    from dsh.images import DEFAULT_MAX_PER_PROMPT
     from dsh.kernel import App
     from dsh.plugins.persistence import default_data_dir
     from dsh.policy import policy_config
@@ -319,6 +335,7 @@ async def _serve_app(
             providers=loaded.providers if loaded is not None else None,
             context=context_from_file(loaded),
             secrets=loaded.secrets if loaded is not None else None,
+            tools=loaded.tools if loaded is not None else None,
             policy=policy_config(loaded.permissions if loaded is not None else None),
         )
         _report_storage(ctx.get("session_persistence"))
@@ -337,6 +354,7 @@ async def _serve_app(
             system_prompt=options.system_prompt,
             models=options.models or (options.model,),
             flow=writer,
+            max_images=loaded.images.max_per_prompt if loaded is not None else DEFAULT_MAX_PER_PROMPT,
         )
         ctx.plugin(acp_plugin, acp_options)
         from dsh.agent_stream import agent_stream_plugin

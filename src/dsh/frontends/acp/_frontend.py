@@ -73,6 +73,7 @@ from dsh.frontends.acp._wire import (
     SetModelParams,
     SetModeParams,
 )
+from dsh.images import DEFAULT_MAX_PER_PROMPT
 from dsh.kernel import Next, plugin
 from dsh.services.agents import Agent, AgentHandle, AgentOptions, AgentStatus
 from dsh.services.llm import GenerateRequest, MessageSource
@@ -106,6 +107,8 @@ class AcpOptions:
     """Models offered in the editor's model picker (the default model is always offered)."""
     flow: FlowControl | None = None
     """The writer's back-pressure: with it, model streams wait while the client is not reading."""
+    max_images: int = DEFAULT_MAX_PER_PROMPT
+    """Images one prompt may carry (the config file's ``images.max_per_prompt``)."""
 
 
 def _stop_reason(reason: TurnEndReason) -> dict[str, Any] | RpcError:
@@ -203,6 +206,7 @@ class AcpFrontend:
             mcp=mcp_capabilities(self),
             meta=meta,
             auth_methods=auth_methods(self.client_capabilities),
+            image=self._ctx.llm.takes_images(self._options.model),
         )
 
     async def authenticate(self, params: AuthenticateParams) -> dict[str, Any]:
@@ -246,7 +250,12 @@ class AcpFrontend:
         number = arrival()
         invoked = self.desk.match(record, params.prompt)
         if invoked is None:
-            content = prompt_content(params.prompt, accept_images=False)
+            content = prompt_content(
+                params.prompt,
+                accept_images=self._ctx.llm.takes_images(record.model),
+                model=record.model,
+                max_images=self._options.max_images,
+            )
             self.auth.check_prompt(record.model)  # a prompt for the model: its key must be there
             await self.desk.wait_turn(record)
         else:

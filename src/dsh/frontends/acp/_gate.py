@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from dsh._log import get_logger
 from dsh.frontends.acp._projection import card_fields
 from dsh.frontends.acp._rpc import RpcError
@@ -53,6 +55,8 @@ def permission_params(approval: Approval) -> dict[str, Any]:
 class ApprovalDesk:
     def __init__(self, frontend: FrontendPort) -> None:
         self._frontend = frontend
+        self._asking: dict[str, anyio.Lock] = {}
+        """One question at a time per session: the loop runs concurrency-safe calls together (RFC 0018)."""
 
     async def approve(self, approval: Approval, next_: Next[Approval, Verdict]) -> Verdict:
         """``user/approve`` for this front end's sessions (others go down the chain)."""
@@ -60,9 +64,10 @@ class ApprovalDesk:
             return await next_()
         signal = approval.signal
         try:
-            answered, answer = await self._frontend.connection.request_until(
-                "session/request_permission", permission_params(approval), signal
-            )
+            async with self._asking.setdefault(approval.session_id, anyio.Lock()):  # one question at a time
+                answered, answer = await self._frontend.connection.request_until(
+                    "session/request_permission", permission_params(approval), signal
+                )
         except RpcError as exc:
             log.warning("permission request failed", session_id=approval.session_id, error=exc.message)
             return Verdict(reason=f"the editor could not ask: {exc.message}")

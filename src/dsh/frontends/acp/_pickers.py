@@ -79,6 +79,13 @@ class Pickers:
     def model_name(self, model: str) -> str:
         return self._ctx.llm.model_info(model).name or model
 
+    def _model_choice(self, model: str, key: str) -> dict[str, Any]:
+        """One model in a picker; a model that takes images says so in its description (RFC 0022)."""
+        choice: dict[str, Any] = {key: model, "name": self.model_name(model)}
+        if self._ctx.llm.takes_images(model):
+            choice["description"] = "sees images"
+        return choice
+
     def config_options(self, record: AcpSession) -> list[dict[str, Any]]:
         """Every configuration option of the session, in priority order, each with its current value."""
         options: list[dict[str, Any]] = [
@@ -88,7 +95,7 @@ class Pickers:
                 "category": "model",
                 "type": "select",
                 "currentValue": record.model,
-                "options": [{"value": m, "name": self.model_name(m)} for m in self._offered],
+                "options": [self._model_choice(m, "value") for m in self._offered],
             },
             {
                 "id": "mode",
@@ -122,7 +129,7 @@ class Pickers:
             "modes": mode_state(record.policy.mode),
             "models": {
                 "currentModelId": record.model,
-                "availableModels": [{"modelId": m, "name": self.model_name(m)} for m in self._offered],
+                "availableModels": [self._model_choice(m, "modelId") for m in self._offered],
             },
         }
 

@@ -88,11 +88,19 @@ def _raw_input(arguments: str) -> Any:
 
 
 def _text_content(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [
-        {"type": "content", "content": {"type": "text", "text": block["text"]}}
-        for block in blocks
-        if block.get("type") == "text"
-    ]
+    """A tool result's text and images as tool call content (an image as the ACP image block it came from:
+    a ``data:`` URL's base64 and MIME type, so the card shows what the model saw)."""
+    content: list[dict[str, Any]] = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "text":
+            content.append({"type": "content", "content": {"type": "text", "text": block["text"]}})
+        elif kind == "image":
+            url = block.get("url")
+            if isinstance(url, str) and url.startswith("data:") and ";base64," in url:
+                mime, _, data = url[5:].partition(";base64,")
+                content.append({"type": "content", "content": {"type": "image", "data": data, "mimeType": mime}})
+    return content
 
 
 def failed_update(call_id: str, message: str) -> dict[str, Any]:

@@ -1,6 +1,8 @@
 """Durable sessions: the JSONL ``session_persistence`` backend (the embedded default).
 
-See :mod:`._jsonl` for the write path and guarantees and :mod:`._format` for the file format and crash repair.
+See :mod:`._jsonl` for the write path and guarantees, :mod:`._format` for the file format and crash repair, and
+:mod:`._blobs` / :mod:`._images` for image bytes: stored once in the data directory's ``blobs/`` (a content-addressed
+store with references counted per owner, reusable by a checkpoint store), referenced from the log lines.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from dsh import events as ev
 from dsh.kernel import plugin
+from dsh.plugins.persistence._blobs import BlobStore
 from dsh.plugins.persistence._format import CorruptSessionError, ScanResult, scan
 from dsh.plugins.persistence._jsonl import (
     JsonlPersistence,
@@ -24,6 +27,7 @@ if TYPE_CHECKING:
     from dsh.kernel import Context
 
 __all__ = [
+    "BlobStore",
     "CorruptSessionError",
     "JsonlPersistence",
     "ScanResult",

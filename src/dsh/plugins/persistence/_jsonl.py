@@ -45,7 +45,9 @@ import anyio.to_thread
 
 from dsh._log import get_logger
 from dsh.errors import DshError
+from dsh.plugins.persistence._blobs import BlobStore
 from dsh.plugins.persistence._format import CorruptSessionError, encode_event, encode_header, join_lines, scan_stream
+from dsh.plugins.persistence._images import externalize, internalize, mentions_images
 from dsh.services.sessions import (
     ChunkEvent,
     LoadedSession,
@@ -54,6 +56,7 @@ from dsh.services.sessions import (
     SessionHeader,
     SessionInfo,
     check_session_id,
+    dumps_json,
     title_from_content,
 )
 
@@ -71,6 +74,8 @@ __all__ = [
 
 log = get_logger("dsh.persistence")
 _SUFFIX = ".jsonl"
+BLOBS_DIR = "blobs"
+"""The data directory's blob store (:class:`~._blobs.BlobStore`): image bytes, stored once, owned by sessions."""
 
 
 def default_data_dir() -> Path:
@@ -200,6 +205,8 @@ class JsonlPersistence:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.blobs = BlobStore(root / BLOBS_DIR)
+        """Image bytes of every session here, stored once (the log lines hold references: :mod:`._images`)."""
         self._writers: dict[str, _Writer] = {}
         self._loaded: dict[str, _Writer] = {}
         self._wakeup = anyio.Event()
@@ -258,7 +265,7 @@ class JsonlPersistence:
             return
         self._require_root()
         writer = _Writer(session.id, session.header, path, session=session)
-        seed = [encode_event(e) for e in session.events]  # a seeded session we did not load (a fork)
+        seed = [self._encode(session.id, e) for e in session.events]  # a seeded session we did not load (a fork)
         try:
             self._create(writer, b"".join(seed))
         except OSError as exc:
@@ -267,6 +274,25 @@ class JsonlPersistence:
             ) from None
         writer.pending_seq = writer.written_seq = writer.synced_seq = session.seq
         self._writers[session.id] = writer
+
+    def _encode(self, session_id: str, event: SessionEvent) -> bytes:
+        """The event's line, with image base64 moved to the blob store (owned by *session_id*) and referenced.
+
+        The quick test is two C-level searches of the encoded line; only a line that may hold an image is walked.
+        If the store cannot take the bytes (a full disk), the line keeps them inline: nothing is lost, and the
+        line's own write reports the disk."""
+        line = encode_event(event)
+        if type(event) is ChunkEvent or not mentions_images(line):
+            return line
+        try:
+            data = externalize(event.data, lambda raw: self.blobs.put(session_id, raw))
+        except (OSError, ValueError) as exc:  # ValueError: an owner name the store refuses (not a session id)
+            reason = _reason(exc) if isinstance(exc, OSError) else str(exc)
+            log.warning("cannot store image bytes apart; kept in the log line", session_id=session_id, error=reason)
+            return line
+        if data is event.data:
+            return line
+        return dumps_json({"type": event.type, "seq": event.seq, "time": event.time, "data": data}) + b"\n"
 
     def on_event(self, session: Session, event: SessionEvent) -> None:
         writer = self._writers.get(session.id)
@@ -277,7 +303,7 @@ class JsonlPersistence:
             writer.pending_seq = event.seq + 1
         else:
             try:
-                line = encode_event(event)
+                line = self._encode(session.id, event)
             except Exception as exc:  # never a hole: this line and every later one stay out of the file
                 writer.broken = f"event {event.seq} ({event.type}) cannot be stored: {type(exc).__name__}"
                 log.warning("session event cannot be encoded", session_id=session.id, seq=event.seq, type=event.type)
@@ -470,6 +496,8 @@ class JsonlPersistence:
                     gc.enable()
             if result.header.id != session_id:
                 raise CorruptSessionError(f"{path}:1: the header names session {result.header.id!r}")
+            if self.blobs.owned(session_id):  # only a session that stored images pays for the walk
+                self._restore_images(session_id, result.events)
             if result.keep_bytes < length:
                 os.ftruncate(fd, result.keep_bytes)
                 log.warning("cut a torn final line", session_id=session_id, bytes=length - result.keep_bytes)
@@ -496,6 +524,25 @@ class JsonlPersistence:
             release_mark=count,  # the seed's chunks may go after the first durable flush (after any replay)
         )
         return LoadedSession(result.header, result.events, owned=True)
+
+    def _restore_images(self, session_id: str, events: list[SessionEvent]) -> None:
+        """Put image base64 back in place of the references in freshly parsed *events* (each blob read once)."""
+        import base64
+
+        cache: dict[str, str | None] = {}
+
+        def encoded(digest: str) -> str | None:
+            if digest not in cache:
+                try:
+                    cache[digest] = base64.b64encode(self.blobs.get(digest)).decode("ascii")
+                except (OSError, ValueError):
+                    log.warning("an image of the session is no longer stored", session_id=session_id, blob=digest[:80])
+                    cache[digest] = None
+            return cache[digest]
+
+        for event in events:
+            if type(event) is not ChunkEvent:
+                internalize(event.data, encoded)
 
     def release(self, session_id: str) -> None:
         """Give up a loaded session that never became live (its resume failed)."""
@@ -534,12 +581,29 @@ class JsonlPersistence:
         try:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:
+            self._release_blobs(session_id)  # images a crash left behind a file that is gone
             return
         try:
             _lock(fd, path)
             path.unlink()
         finally:
             os.close(fd)
+        self._release_blobs(session_id)
+
+    def _release_blobs(self, session_id: str) -> None:
+        """Drop the session's references to stored images; images no other owner holds are deleted."""
+        try:
+            self.blobs.release(session_id)
+        except OSError as exc:
+            log.warning("cannot delete the session's images", session_id=session_id, error=_reason(exc))
+
+    def size_of(self, session_id: str) -> int:
+        """Bytes the stored session takes: its file and the images it holds (each counted once)."""
+        try:
+            size = self.path_of(session_id).stat().st_size
+        except FileNotFoundError:
+            size = 0
+        return size + self.blobs.size_of(session_id)
 
     async def list(self) -> list[SessionInfo]:  # last: the name shadows the builtin in the class body
         """Every stored session that has events, newest first (header, modification time, title), without

@@ -5,13 +5,15 @@ Model names are spelled ``provider:model`` (``openai:gpt-4.1``, ``scripted:/path
 
 Guarantees: a duplicate name is rejected (``LlmError`` code ``DUPLICATE_ADAPTER``); a request for a model no
 adapter serves fails with ``LlmError`` code ``NO_ADAPTER`` naming the model and the ones available; every call
-goes through the ``llm/stream`` waterfall, so a plugin can replay, record or reroute model traffic.
+goes through the ``llm/stream`` waterfall, so a plugin can replay, record or reroute model traffic; an adapter
+never gets an image block for a model that does not take images (:meth:`LlmService.takes_images`): each becomes
+a note with the image's description (:func:`dsh.images.without_images`; RFC 0022).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dsh import events as ev
@@ -62,8 +64,8 @@ class ModelInfo:
     name: str | None = None
     context_window: int | None = None
     price: Price | None = None
-    images: bool = False
-    """Whether the model takes image blocks (MCP tool results keep their images only then)."""
+    images: bool | None = None
+    """Whether the model takes image blocks; None: its provider's rule decides (see :meth:`LlmService.takes_images`)."""
 
 
 def model_name(model: str) -> str:
@@ -78,6 +80,7 @@ class LlmService:
         self._info: dict[str, ModelInfo] = {}
         self._credentials: dict[str, Callable[[], str | None]] = {}
         self._reasoning: dict[str, ReasoningSupport] = {}
+        self._vision: dict[str, Callable[[str], bool]] = {}
 
     def register_adapter(self, models: list[str], adapter: Adapter) -> Disposer:
         """Serve *models* with *adapter* (owned by the calling scope); emits ``llm/adapter-change``."""
@@ -154,6 +157,30 @@ class LlmService:
 
         return (current_scope() or self._ctx.scope).effect(remove)
 
+    def register_vision(self, provider: str, check: Callable[[str], bool]) -> Disposer:
+        """Say which of *provider*'s models take images: *check(model name without the provider)* (owned by the
+        calling scope)."""
+        self._vision[provider] = check
+
+        def remove() -> None:
+            if self._vision.get(provider) is check:
+                del self._vision[provider]
+
+        return (current_scope() or self._ctx.scope).effect(remove)
+
+    def takes_images(self, model: str) -> bool:
+        """Whether *model* takes image input: its :class:`ModelInfo` when that says, else its provider's rule
+        (:meth:`register_vision`), else dsh's built-in table (:func:`dsh.images.takes_images`)."""
+        info = self._info.get(model)
+        if info is not None and info.images is not None:
+            return info.images
+        check = self._vision.get(model.split(":", 1)[0]) if ":" in model else None
+        if check is not None:
+            return check(model_name(model))
+        from dsh.images import takes_images
+
+        return takes_images(model)
+
     def thought_levels(self, model: str) -> tuple[str, ...]:
         """The reasoning-effort levels *model* takes, lowest first (empty: none)."""
         support = self._reasoning.get(model.split(":", 1)[0]) if ":" in model else None
@@ -181,7 +208,14 @@ class LlmService:
         return adapter
 
     async def _open(self, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
-        return self.resolve(request.model)(request)
+        adapter = self.resolve(request.model)
+        if not self.takes_images(request.model):  # after every llm/stream listener: they see the request as made
+            from dsh.images import without_images
+
+            messages = without_images(request.messages, request.model)
+            if messages is not None:
+                request = replace(request, messages=messages)
+        return adapter(request)
 
     async def stream(self, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
         """Open a chunk stream for *request* through the ``llm/stream`` waterfall."""

@@ -71,9 +71,20 @@ class ToolResultBlock(TypedDict):
 
 
 class ImageBlock(TypedDict):
+    """An image the model sees. Blocks made by :func:`dsh.images.image_block` (every image dsh accepts) carry a
+    ``data:`` URL of checked PNG/JPEG/GIF/WebP bytes and describe themselves, so nothing downstream decodes them
+    to count or describe them; adapters send only ``url``."""
+
     type: Literal["image"]
     url: str
     """A URL or a ``data:`` URI."""
+    mime_type: NotRequired[str]
+    width: NotRequired[int]
+    height: NotRequired[int]
+    size: NotRequired[int]
+    """Bytes of the image (decoded)."""
+    name: NotRequired[str]
+    """Where it came from, when known (a file's path)."""
 
 
 ContentBlock: TypeAlias = TextBlock | ReasoningBlock | ToolCallBlock | ToolResultBlock | ImageBlock
