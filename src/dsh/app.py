@@ -83,6 +83,9 @@ def load_core(
         from dsh.policy import policy_plugin
 
         ctx.plugin(policy_plugin, policy)
+    from dsh.choices import choices_plugin
+
+    ctx.plugin(choices_plugin)
     ctx.plugin(commands_plugin)
     ctx.plugin(builtin_commands_plugin)
     if builtin_tools:

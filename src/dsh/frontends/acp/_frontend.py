@@ -35,6 +35,7 @@ import anyio.lowlevel
 
 from dsh import events as ev
 from dsh._log import get_logger
+from dsh.choices import SessionChoices
 from dsh.errors import error_code, error_message
 from dsh.events import TurnEndReason
 from dsh.frontends.acp._auth import AGENT_METHOD_ID, AuthState, auth_methods
@@ -75,6 +76,7 @@ from dsh.frontends.acp._wire import (
 )
 from dsh.images import DEFAULT_MAX_PER_PROMPT
 from dsh.kernel import Next, plugin
+from dsh.policy import SessionPolicy
 from dsh.services.agents import Agent, AgentHandle, AgentOptions, AgentStatus
 from dsh.services.llm import GenerateRequest, MessageSource
 from dsh.services.sessions import ChunkEvent, check_session_id, title_from_content
@@ -329,10 +331,14 @@ class AcpFrontend:
             self._settle_cancelled(record)
 
     def _record(self, session_id: str, cwd: str, handle: AgentHandle, mcp_servers: list[dict[str, Any]]) -> AcpSession:
-        record = AcpSession(session_id, cwd, handle, mcp_servers, self._options.model)
-        policies = self._ctx.get("policy")
-        if policies is not None:
-            record.policy = policies.session(session_id)
+        choices = self._ctx.get("choices")
+        if choices is not None:
+            state = choices.attach(session_id, self._options.model)
+        else:  # an application without the core's choices (a test's): the session keeps its own
+            policies = self._ctx.get("policy")
+            policy = policies.session(session_id) if policies is not None else SessionPolicy()
+            state = SessionChoices(self._options.model, policy=policy)
+        record = AcpSession(session_id, cwd, handle, mcp_servers, state)
         tools = self._ctx.tools
 
         def present(name: str, arguments: Any) -> Any:
@@ -463,7 +469,7 @@ class AcpFrontend:
         recorded = session.events_without_chunks()  # a big session is nearly all chunks: walk the rest only
         policies = self._ctx.get("policy")
         if policies is not None:
-            record.policy = policies.restore(session_id, recorded)
+            policies.restore(session_id, recorded)  # the session's own "always" rules (record.policy is this object)
         self.pickers.restore(record, recorded)
         record.titled = any(event.type == "user/message" for event in recorded)
         last = next((event for event in reversed(recorded) if event.type == "turn/start"), None)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from dsh.choices import SessionChoices
 from dsh.frontends.acp._projection import Presenter, update_frame_prefix
 from dsh.frontends.acp._rpc import RpcError
 from dsh.policy import SessionPolicy
@@ -41,12 +42,9 @@ class AcpSession:
     cwd: str
     handle: AgentHandle
     mcp_servers: list[dict[str, Any]]
-    model: str
-    """The model this session's next step uses (switched by the model picker)."""
-    thought_level: str | None = None
-    """The reasoning effort the user picked (None: the model's default), for models that take one."""
-    policy: SessionPolicy = field(default_factory=SessionPolicy)
-    """The session's mode and rules: the core's own object (``ctx.policy.session(id)``), set with the record."""
+    choices: SessionChoices
+    """The session's model, reasoning effort and mode: the core's own object (``ctx.choices``), which the pickers
+    render and switch; its ``policy`` is the policy service's (``ctx.policy.session(id)``)."""
     prompts: list[PendingPrompt] = field(default_factory=list)
     by_message: dict[str, PendingPrompt] = field(default_factory=dict)
     open_calls: dict[str, None] = field(default_factory=dict)
@@ -68,3 +66,17 @@ class AcpSession:
 
     def __post_init__(self) -> None:
         self.frame_prefix = update_frame_prefix(self.id)
+
+    @property
+    def model(self) -> str:
+        """The model this session's next step uses."""
+        return self.choices.model
+
+    @property
+    def thought_level(self) -> str | None:
+        return self.choices.thought_level
+
+    @property
+    def policy(self) -> SessionPolicy:
+        """The session's mode and rules (the policy service's)."""
+        return self.choices.policy
