@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 app = typer.Typer(
     name="dsh",
-    help="dsh: an ACP agent harness. Editors spawn `dsh acp`; `dsh prompt` runs one prompt in the terminal.",
+    help="dsh: an ACP agent harness. Editors spawn `dsh acp`; `dsh exec` runs one task from a script or a terminal.",
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -46,7 +46,7 @@ def _root(
         typer.Option("--version", "-V", help="Print the version and exit.", callback=_show_version, is_eager=True),
     ] = False,
 ) -> None:
-    """dsh: an ACP agent harness. Editors spawn `dsh acp`; `dsh prompt` runs one prompt in the terminal."""
+    """dsh: an ACP agent harness. Editors spawn `dsh acp`; `dsh exec` runs one task from a script or a terminal."""
 
 
 ModelOption = Annotated[
@@ -101,23 +101,188 @@ def settings_for(config: str | None = None, **flags: str | None) -> Settings:
         return resolve_settings(flags, config=config)
 
 
-@app.command()
-def prompt(
-    text: Annotated[str, typer.Argument(metavar="TEXT", help="The prompt to send.", show_default=False)],
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="One JSON object per line on stdout: each agent event, then the result.")
+]
+CwdOption = Annotated[str | None, typer.Option(metavar="DIR", help="Work in DIR (default: the current directory).")]
+SessionOption = Annotated[
+    str | None, typer.Option("--session", metavar="ID", help="Continue the stored session ID (an editor's too).")
+]
+EphemeralOption = Annotated[bool, typer.Option("--ephemeral", help="Store nothing (no session file).")]
+MaxStepsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-steps", "--max-turns", metavar="N", help="Stop after N model calls (exit 1).", min=1, show_default=False
+    ),
+]
+ModeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--mode",
+        metavar="MODE",
+        help="default, accept-edits, plan or bypass \\[config `permissions.mode`; default default].",
+        show_default=False,
+    ),
+]
+AllowReadsOption = Annotated[
+    bool, typer.Option("--allow-reads", help="Let reads and searches reach outside the working directory.")
+]
+AllowEditsOption = Annotated[bool, typer.Option("--allow-edits", help="Let file edits run without asking.")]
+AllowAllOption = Annotated[
+    bool, typer.Option("--allow-all", help="Let everything run without asking (deny rules still hold).")
+]
+TimeoutOption = Annotated[
+    float | None,
+    typer.Option(metavar="SECONDS", help="Cancel the run after SECONDS (exit 1).", min=0.001, show_default=False),
+]
+
+
+@app.command("exec")
+def exec_command(
+    task: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="TASK", help="The task; `-` (or nothing, with stdin not a terminal) reads it from stdin."
+        ),
+    ] = None,
+    json_output: JsonOption = False,
+    cwd: CwdOption = None,
+    session: SessionOption = None,
+    ephemeral: EphemeralOption = False,
+    max_steps: MaxStepsOption = None,
+    timeout: TimeoutOption = None,
+    mode: ModeOption = None,
+    allow_reads: AllowReadsOption = False,
+    allow_edits: AllowEditsOption = False,
+    allow_all: AllowAllOption = False,
     model: ModelOption = None,
     system: SystemOption = None,
+    data_dir: DataDirOption = None,
     log_level: LogLevelOption = None,
     log_file: LogFileOption = None,
     config: ConfigOption = None,
 ) -> None:
-    """Run one prompt through the agent loop and stream the answer to stdout."""
+    """Run one task through the agent loop: the answer on stdout (or --json events), exit 0 done, 1 failed,
+    2 usage, 130 interrupted."""
+    if task is None or task == "-":
+        if task is None and sys.stdin.isatty():
+            typer.echo("dsh exec: give the task as an argument, or `-` to read it from stdin", err=True)
+            raise typer.Exit(2)
+        task = sys.stdin.read()
+    _exec(
+        task,
+        json_output=json_output,
+        cwd=cwd,
+        session=session,
+        ephemeral=ephemeral,
+        max_steps=max_steps,
+        timeout=timeout,
+        mode=mode,
+        allow_reads=allow_reads,
+        allow_edits=allow_edits,
+        allow_all=allow_all,
+        model=model,
+        system=system,
+        data_dir=data_dir,
+        log_level=log_level,
+        log_file=log_file,
+        config=config,
+    )
+
+
+@app.command()
+def prompt(
+    text: Annotated[str, typer.Argument(metavar="TEXT", help="The prompt to send.", show_default=False)],
+    json_output: JsonOption = False,
+    cwd: CwdOption = None,
+    session: SessionOption = None,
+    ephemeral: EphemeralOption = False,
+    max_steps: MaxStepsOption = None,
+    timeout: TimeoutOption = None,
+    mode: ModeOption = None,
+    allow_reads: AllowReadsOption = False,
+    allow_edits: AllowEditsOption = False,
+    allow_all: AllowAllOption = False,
+    model: ModelOption = None,
+    system: SystemOption = None,
+    data_dir: DataDirOption = None,
+    log_level: LogLevelOption = None,
+    log_file: LogFileOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """The same as `dsh exec TEXT` (kept for the scripts that use it)."""
+    _exec(
+        text,
+        json_output=json_output,
+        cwd=cwd,
+        session=session,
+        ephemeral=ephemeral,
+        max_steps=max_steps,
+        timeout=timeout,
+        mode=mode,
+        allow_reads=allow_reads,
+        allow_edits=allow_edits,
+        allow_all=allow_all,
+        model=model,
+        system=system,
+        data_dir=data_dir,
+        log_level=log_level,
+        log_file=log_file,
+        config=config,
+    )
+
+
+def _exec(
+    task: str,
+    *,
+    json_output: bool,
+    cwd: str | None,
+    session: str | None,
+    ephemeral: bool,
+    max_steps: int | None,
+    timeout: float | None,
+    mode: str | None,
+    allow_reads: bool,
+    allow_edits: bool,
+    allow_all: bool,
+    model: str | None,
+    system: str | None,
+    data_dir: str | None,
+    log_level: str | None,
+    log_file: str | None,
+    config: str | None,
+) -> None:
     import anyio
 
-    from dsh.oneshot import run_prompt
+    from dsh.frontends.headless import ExecOptions, run_exec
 
-    settings = settings_for(config, model=model, system_prompt=system, log_level=log_level, log_file=log_file)
-    code = anyio.run(run_prompt, text, settings)
-    raise typer.Exit(code)
+    if session is not None and ephemeral:
+        typer.echo("dsh exec: --session continues a stored session; it cannot be --ephemeral", err=True)
+        raise typer.Exit(2)
+    if not task.strip():
+        typer.echo("dsh exec: the task is empty", err=True)
+        raise typer.Exit(2)
+    workdir = os.path.abspath(cwd or os.getcwd())
+    if not os.path.isdir(workdir):
+        typer.echo(f"dsh exec: --cwd: {workdir} is not a directory", err=True)
+        raise typer.Exit(2)
+    settings = settings_for(
+        config, model=model, system_prompt=system, data_dir=data_dir, log_level=log_level, log_file=log_file
+    )
+    options = ExecOptions(
+        task=task,
+        cwd=workdir,
+        json=json_output,
+        session=session,
+        ephemeral=ephemeral,
+        max_steps=max_steps,
+        timeout=timeout,
+        mode=mode,
+        allow_reads=allow_reads,
+        allow_edits=allow_edits,
+        allow_all=allow_all,
+    )
+    raise typer.Exit(anyio.run(run_exec, options, settings))
 
 
 @app.command()
@@ -135,6 +300,16 @@ def acp(
             help="Send every client the _dsh/agent/* event stream (clients can also ask for it) \\[env DSH_AGENT_EVENTS].",
         ),
     ] = False,
+    record: Annotated[
+        str | None,
+        typer.Option(
+            "--record",
+            metavar="FILE",
+            help="Record every frame and model response to FILE (or a new file in a directory), secrets redacted; "
+            r"replay it with `dsh replay FILE` \[env DSH_RECORD].",
+        ),
+    ] = None,
+    replay_models: Annotated[str | None, typer.Option("--replay-models", hidden=True)] = None,
 ) -> None:
     """Run the ACP daemon on stdin/stdout (what editors spawn)."""
     from dsh.frontends.acp import DaemonOptions, run
@@ -149,7 +324,13 @@ def acp(
             data_dir=data_dir,
             config=config,
             agent_events=agent_events,
+            record=record,
         )
+    if replay_models is not None:
+        import json
+        from dataclasses import replace
+
+        options = replace(options, replay_models=json.loads(Path(replay_models).read_text(encoding="utf-8")))
     raise typer.Exit(run(options))
 
 
@@ -173,6 +354,22 @@ def version() -> None:
 
 
 app.command("setup")(_setup)
+
+
+@app.command()
+def replay(
+    file: Annotated[str, typer.Argument(metavar="FILE", help="A recording made with `dsh acp --record`.")],
+    update: Annotated[bool, typer.Option("--update", help="Rewrite FILE with what the daemon sends now.")] = False,
+    cwd: Annotated[
+        str | None, typer.Option(metavar="DIR", help="Run where the recording ran in DIR instead (paths mapped).")
+    ] = None,
+    timeout: Annotated[float, typer.Option(metavar="SECONDS", help="How long to wait for each recorded frame.")] = 10.0,
+    config: ConfigOption = None,
+) -> None:
+    """Re-drive a fresh daemon from a recording and compare what it sends: exit 0 when equal, else 1 and a diff."""
+    from dsh.recording import run_replay
+
+    raise typer.Exit(run_replay(file, cwd=cwd, frame_timeout=timeout, update=update, config=config))
 
 
 sessions_app = typer.Typer(

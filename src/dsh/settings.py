@@ -161,6 +161,15 @@ def _check_dir(value: str, source: str) -> str:
     return str(path)
 
 
+def _check_record(value: str, source: str) -> str:
+    """A recording goes to a file (created or truncated) or, for an existing directory, to a new file in it."""
+    path = Path(value).expanduser()
+    parent = path if path.is_dir() else path.parent
+    if not parent.is_dir():
+        raise SettingError(f"{source}: the directory {parent} does not exist; create it or record elsewhere", RUNTIME)
+    return str(path)
+
+
 SPECS: list[SettingSpec] = [
     SettingSpec("model", "--model", "DSH_MODEL", "model", lambda: DEFAULT_MODEL, _check_model),
     SettingSpec("system_prompt", "--system", "DSH_SYSTEM_PROMPT", "system_prompt"),
@@ -170,6 +179,7 @@ SPECS: list[SettingSpec] = [
     SettingSpec("plugins", None, "DSH_PLUGINS", None, tuple, _check_plugins),
     SettingSpec("mcp_timeout", None, "DSH_MCP_TIMEOUT", None, lambda: 10.0, _check_seconds),
     SettingSpec("agent_events", "--agent-events", "DSH_AGENT_EVENTS", None, lambda: False, _check_switch),
+    SettingSpec("record", "--record", "DSH_RECORD", None, check=_check_record),
 ]
 """Every setting a flag, a variable or the file's top level can give; add a row to add one."""
 

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from dsh.errors import LlmError
 
@@ -41,6 +41,21 @@ class ScriptStep(_Strict):
     delay: float = Field(default=0.0, ge=0.0)
     hang: bool = False
     usage: dict[str, int] | None = None
+    chunks: list[dict[str, Any]] | None = None
+    """Stream these chunks verbatim (a recorded response, :mod:`dsh.recording`): nothing is made up around them."""
+    on_abort: list[dict[str, Any]] | None = None
+    """With ``chunks``: after them, wait until the request is aborted, then stream these verbatim."""
+
+    @model_validator(mode="after")
+    def _verbatim_alone(self) -> ScriptStep:
+        made_up = (self.text, self.reasoning, self.finish, self.usage)
+        if self.chunks is None:
+            if self.on_abort is not None:
+                raise ValueError("on_abort needs chunks")
+            return self
+        if any(value is not None for value in made_up) or self.tool_calls or self.hang:
+            raise ValueError("a step with chunks takes only on_abort, error and delay besides")
+        return self
 
 
 def load_steps(raw: Any, origin: str) -> list[ScriptStep]:

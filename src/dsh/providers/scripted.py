@@ -25,7 +25,9 @@ from dsh.providers._words import rough_tokens, words
 from dsh.services.llm import GenerateRequest, StreamChunk, Usage, model_name
 
 if TYPE_CHECKING:
-    from dsh.kernel import Context
+    from collections.abc import Awaitable, Callable
+
+    from dsh.kernel import CancelToken, Context
     from dsh.providers._script_format import ScriptStep
 
 
@@ -96,6 +98,10 @@ class ScriptedModels:
                     else:
                         await anyio.sleep_forever()
 
+        if step.chunks is not None:
+            async for chunk in _verbatim(step, signal, pause):
+                yield chunk
+            return
         if step.hang:
             if signal is None:
                 await anyio.sleep_forever()
@@ -133,6 +139,28 @@ class ScriptedModels:
             }
         else:
             yield {"type": "finish", "reason": {"kind": finish}}
+
+
+async def _verbatim(
+    step: ScriptStep, signal: CancelToken | None, pause: Callable[[], Awaitable[None]]
+) -> AsyncIterator[StreamChunk]:
+    """A recorded response: its chunks as they came; with ``on_abort``, then nothing until the request is aborted
+    (the recording was cut there by a cancel), then the chunks that came after the abort; then its error."""
+    for index, chunk in enumerate(step.chunks or ()):
+        if index:
+            await pause()
+        yield chunk  # type: ignore[misc]
+    if step.on_abort is not None:
+        if signal is None:
+            await anyio.sleep_forever()
+        else:
+            await signal.wait()
+        for chunk in step.on_abort:
+            yield chunk  # type: ignore[misc]
+    if step.error is not None:
+        if isinstance(step.error, str):
+            raise ScriptedModelError(step.error)
+        raise ScriptedModelError(step.error.message, step.error.code)
 
 
 class _Config(BaseModel):

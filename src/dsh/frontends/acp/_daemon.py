@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from dsh.config import DshConfig
     from dsh.frontends.acp._framing import Oversized
     from dsh.frontends.acp._stdio import FrameWriter, StdinReader
+    from dsh.recording import Recorder
     from dsh.settings import Settings
 
 __all__ = ["DaemonOptions", "run"]
@@ -72,6 +73,11 @@ class DaemonOptions:
     """The loaded file itself: its providers and agents go to the core plugins."""
     mcp_timeout: float = 10.0
     """Seconds an MCP server gets to start unless the file gives it its own (``DSH_MCP_TIMEOUT``)."""
+    record: str | None = None
+    """Record the run to this file, or to a new file in this directory (``--record``, ``DSH_RECORD``; RFC 0020)."""
+    replay_models: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    """``dsh replay``'s model (``--replay-models``, the JSON of :func:`dsh.recording.replay_models_plugin`'s
+    config): every model call streams the next recorded response."""
 
     @classmethod
     def resolve(
@@ -84,6 +90,7 @@ class DaemonOptions:
         data_dir: str | None = None,
         config: str | None = None,
         agent_events: bool | None = None,
+        record: str | None = None,
     ) -> DaemonOptions:
         """The daemon's options from :func:`dsh.settings.resolve_settings` (flag > environment > file > default,
         the same resolution as every other command). A bad value or file raises
@@ -92,7 +99,7 @@ class DaemonOptions:
         from dsh.settings import SPECS, resolve_settings
 
         flags = {"model": model, "system_prompt": system_prompt, "log_level": log_level, "log_file": log_file}
-        flags |= {"data_dir": data_dir, "agent_events": "1" if agent_events else None}
+        flags |= {"data_dir": data_dir, "agent_events": "1" if agent_events else None, "record": record}
         # The daemon starts whatever the data directory is like (RFC 0009): an editor shows nothing of a process
         # that died at start-up, so the persistence plugin reports an unusable directory on stderr and on every
         # session request instead of the settings check ending the process.
@@ -114,6 +121,7 @@ class DaemonOptions:
             agent_events=bool(settings.get("agent_events")),
             loaded_config=settings.config,
             mcp_timeout=settings.get("mcp_timeout"),
+            record=settings.get("record"),
         )
 
     def agent_loop_config(self) -> dict[str, Any]:
@@ -214,11 +222,12 @@ async def _watch_signals(stop: anyio.Event) -> None:
 class _Frames:
     """Frames from stdin, one chunk's worth at a time (cancel-safe: its state is in the framer and the reader)."""
 
-    def __init__(self, reader: StdinReader) -> None:
+    def __init__(self, reader: StdinReader, recorder: Recorder | None = None) -> None:
         from dsh.frontends.acp._framing import LineFramer
 
         self._reader = reader
         self._framer = LineFramer()
+        self._recorder = recorder
         self.ended = False
 
     async def next(self) -> list[bytes | Oversized]:
@@ -228,8 +237,15 @@ class _Frames:
             chunk = await self._reader.__anext__()
         except StopAsyncIteration:
             self.ended = True
-            return self._framer.close()
-        return self._framer.feed(chunk)
+            frames = self._framer.close()
+        else:
+            frames = self._framer.feed(chunk)
+        if self._recorder is not None:
+            for frame in frames:
+                self._recorder.frame("in", frame if isinstance(frame, bytes) else b'"oversized frame"')
+            if self.ended:
+                self._recorder.eof()
+        return frames
 
 
 async def _first_frames(frames: _Frames, stop: anyio.Event) -> list[bytes | Oversized]:
@@ -256,13 +272,15 @@ async def _serve(protocol_fd: int, options: DaemonOptions, plugins: list[Any]) -
     from dsh.frontends.acp._stdio import FrameWriter, StdinReader
 
     writer = FrameWriter(protocol_fd)
+    recorder = _recorder(options)
+    send = recorder.outgoing(writer.send) if recorder is not None else writer.send
     stop = anyio.Event()
     async with anyio.create_task_group() as root:
         root.start_soon(writer.run, name="acp-writer")
         root.start_soon(_watch_signals, stop, name="acp-signals")
         reader = StdinReader(0)
         reader.start()
-        frames = _Frames(reader)
+        frames = _Frames(reader, recorder)
         early = await _first_frames(frames, stop)
         initialized: dict[str, Any] | None = None
         boot_answer: bytes | None = None
@@ -277,16 +295,54 @@ async def _serve(protocol_fd: int, options: DaemonOptions, plugins: list[Any]) -
             )
             if answered is not None:
                 boot_answer, initialized = answered
-                writer.send(boot_answer)
+                send(boot_answer)
                 early = early[1:]
         if not stop.is_set():
-            await _serve_app(writer, frames, early, (initialized, boot_answer), stop, options, plugins)
+            await _serve_app(writer, send, frames, early, (initialized, boot_answer), stop, options, plugins, recorder)
         writer.close()
         with anyio.move_on_after(WRITER_GRACE, shield=True):
             await writer.drained()
         root.cancel_scope.cancel()
+    if recorder is not None:
+        recorder.close()
     sys.stderr.flush()
     return 0
+
+
+def _recorder(options: DaemonOptions) -> Recorder | None:
+    """The run's recorder when ``--record`` / ``DSH_RECORD`` asks for one; it redacts with the policy of the
+    configuration's providers and ``secrets`` section (what ``dsh config show`` lists as withheld)."""
+    if options.record is None:
+        return None
+    from dsh.recording import Recorder
+    from dsh.secrets import policy_for
+
+    loaded = options.loaded_config
+    policy = policy_for(loaded.providers if loaded else None, loaded.secrets if loaded else None)
+    data_dir = options.data_dir or _default_data_dir()
+    try:
+        values = [value for value, _ in policy.secret_values(os.environ)]
+        plain = all(
+            value.isascii() and value.isprintable() and '"' not in value and "\\" not in value for value in values
+        )
+        recorder = Recorder(options.record, policy.redactor(), data_dir=data_dir, secrets_are_plain=plain)
+    except OSError as exc:
+        sys.stderr.write(f"dsh acp: cannot record to {options.record}: {exc.strerror}; not recording\n")
+        return None
+    recorder.header(
+        model=options.model,
+        models=list(options.models),
+        cwd=os.getcwd(),
+        dataDir=data_dir,
+        agentEvents=options.agent_events,
+    )
+    return recorder
+
+
+def _default_data_dir() -> str:
+    from dsh.plugins.persistence import default_data_dir
+
+    return str(default_data_dir())
 
 
 GC_THRESHOLDS = (20_000, 20, 10)
@@ -308,12 +364,14 @@ def _tune_gc() -> None:
 
 async def _serve_app(
     writer: FrameWriter,
+    send: Callable[[bytes], None],
     frames: _Frames,
     early: list[bytes | Oversized],
     boot: tuple[dict[str, Any] | None, bytes | None],
     stop: anyio.Event,
     options: DaemonOptions,
     plugins: list[Any],
+    recorder: Recorder | None = None,
 ) -> None:
     """Build the application, then serve *early* and every later frame until EOF or a signal; shut down."""
     from dsh.app import load_core
@@ -349,7 +407,7 @@ async def _serve_app(
             sys.stderr.write(f"dsh: {options.model_origin}: {problem}; session/new will answer this error\n")
             sys.stderr.flush()
         acp_options = AcpOptions(
-            writer.send,
+            send,
             model=options.model,
             system_prompt=options.system_prompt,
             models=options.models or (options.model,),
@@ -360,6 +418,14 @@ async def _serve_app(
         from dsh.agent_stream import agent_stream_plugin
 
         ctx.plugin(agent_stream_plugin, {"forced": options.agent_events})
+        if options.replay_models is not None:  # last, where the recorder was: the innermost llm/stream listener
+            from dsh.recording import replay_models_plugin
+
+            ctx.plugin(replay_models_plugin, options.replay_models)
+        if recorder is not None:  # last: its llm/stream listener is the innermost, next to the adapters
+            from dsh.recording import recording_plugin
+
+            ctx.plugin(recording_plugin, recorder)
         frontend: AcpFrontend = ctx.acp
         connection = frontend.connection
         _tune_gc()
