@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
+import time
 from pathlib import Path
 
-from tests.support.chat import SDK_ECHO_AGENT, check_chat_frames, read_trace, run_piped
+from tests.support.chat import CHAT, SDK_ECHO_AGENT, check_chat_frames, read_trace, run_piped
 from tests.support.env import sandbox_env, write_script
 
 ANSI = re.compile(r"\x1b\[")
@@ -88,3 +92,44 @@ def test_a_prompt_answered_with_an_error_says_why_and_the_next_line_still_runs(t
     assert "[error] Authentication required" in result.stderr and "OPENAI_API_KEY" in result.stderr
     assert "Model: openai:gpt-4.1" in result.stdout.splitlines()  # the session went on
     assert "Traceback" not in result.stderr
+
+
+def test_sigterm_ends_the_chat_and_the_command_it_runs_for_the_agent(tmp_path: Path) -> None:
+    pid_file = tmp_path / "command.pid"
+    command = f"echo $$ > {pid_file}; exec sleep 60"
+    steps = [{"tool_calls": [{"name": "run_command", "arguments": {"command": command}}]}, {"text": "never"}]
+    model = write_script(tmp_path / "s.json", steps)
+    chat = subprocess.Popen(
+        [*CHAT, "--yes"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=sandbox_env(tmp_path, model),
+        cwd=tmp_path,
+    )
+    try:
+        assert chat.stdin is not None
+        chat.stdin.write(b"go\n")
+        chat.stdin.flush()  # stdin stays open: the chat is mid-turn, the command running
+        deadline = time.monotonic() + 20
+        while not (pid_file.exists() and pid_file.read_text().strip()):
+            assert time.monotonic() < deadline, "the command never started"
+            time.sleep(0.05)  # polling a file another process writes: there is no event to wait on
+        command_pid = int(pid_file.read_text())
+        chat.send_signal(signal.SIGTERM)
+        chat.wait(timeout=10)
+        deadline = time.monotonic() + 5
+        while _alive(command_pid):
+            assert time.monotonic() < deadline, "the command outlived the chat"
+            time.sleep(0.05)
+    finally:
+        chat.kill()
+        chat.communicate()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"

@@ -1,5 +1,6 @@
-"""Images from tools: an MCP image result reaches the next request at loopback OpenAI and Anthropic servers,
-in each provider's format, with the exact bytes; the ACP tool card shows it."""
+"""Images from tools: a read_file of a JPEG in the project and an MCP image result reach the next request at
+loopback OpenAI and Anthropic servers, in each provider's format, with the exact bytes; the ACP tool card shows
+the image."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from acp.schema import EnvVariable, McpServerStdio
 
 from dsh.providers.openai import to_openai_messages
 from tests.support.editor import EditorClient, run_editor
-from tests.support.images import b64, png
+from tests.support.images import b64, jpeg, png
 from tests.support.mcp_servers import PNG, stdio_server
 from tests.support.provider_server import Reply, serve
 from tests.support.provider_wire import (
@@ -96,22 +97,34 @@ def _stdio(directory: Path) -> McpServerStdio:
     )
 
 
-async def test_an_mcp_image_result_reaches_openai_and_anthropic_and_the_card_shows_it(tmp_path: Path) -> None:
+async def test_read_file_and_mcp_images_reach_openai_and_anthropic_and_the_card_shows_them(tmp_path: Path) -> None:
     served = tmp_path / "served"
     served.mkdir()
+    (tmp_path / "project").mkdir()
+    photo = jpeg(16, 12, pad=700)
+    (tmp_path / "project" / "mock.jpg").write_bytes(photo)
+    read = '{"path": "mock.jpg"}'
     with serve() as server:
         server.script(
             Reply(
                 events=[
                     oa_chunk({"role": "assistant", "content": None}),
                     oa_tool_delta(0, "{}", "call_1", "mcp__main__image"),
+                    oa_tool_delta(1, read, "call_r", "read_file"),
                     oa_finish("tool_calls"),
                     oa_usage(10, 2),
                     DONE,
                 ]
             ),
             Reply(events=oa_text_reply("A dot.")),
-            Reply(events=[an_start(), *an_tool(0, "toolu_2", "mcp__main__image", ["{}"]), *an_end("tool_use")]),
+            Reply(
+                events=[
+                    an_start(),
+                    *an_tool(0, "toolu_2", "mcp__main__image", ["{}"]),
+                    *an_tool(1, "toolu_r", "read_file", [read]),
+                    *an_end("tool_use"),
+                ]
+            ),
             Reply(events=an_text_reply("Still a dot.")),
         )
         client = EditorClient(["allow_always"])
@@ -128,15 +141,16 @@ async def test_an_mcp_image_result_reaches_openai_and_anthropic_and_the_card_sho
                 card = editor.final(session, "call_1")
         requests = server.requests
     assert len(requests) == 4
-    # OpenAI: the tool message names the image, a user message right after carries it
+    # OpenAI: each tool message names its image, one user message right after carries them, each labelled
     messages = requests[1].body["messages"]
-    tool, user = messages[-2:]
-    assert tool["role"] == "tool" and tool["tool_call_id"] == "call_1" and "[image: PNG image, 1x1" in tool["content"]
-    label, part = user["content"]
-    assert label == {"type": "text", "text": "Images returned by tool call call_1:"}
-    head, _, data = part["image_url"]["url"].partition(",")
-    assert head == "data:image/png;base64" and base64.b64decode(data) == PNG
-    # Anthropic: an image block inside the tool_result, both calls' results (the history is resent)
+    mcp_tool, file_tool, user = messages[-3:]
+    assert mcp_tool["tool_call_id"] == "call_1" and "[image: PNG image, 1x1" in mcp_tool["content"]
+    assert file_tool["tool_call_id"] == "call_r" and file_tool["content"].startswith("mock.jpg: JPEG image, 16x12")
+    labels = [p["text"] for p in user["content"] if p["type"] == "text"]
+    assert labels == ["Images returned by tool call call_1:", "Images returned by tool call call_r:"]
+    sent = [_bytes(p["image_url"]["url"]) for p in user["content"] if p["type"] == "image_url"]
+    assert sent == [("image/png", PNG), ("image/jpeg", photo)]
+    # Anthropic: image blocks inside the tool_results, all four calls' (the history is resent)
     results = [
         b
         for m in requests[3].body["messages"]
@@ -144,12 +158,22 @@ async def test_an_mcp_image_result_reaches_openai_and_anthropic_and_the_card_sho
         for b in m["content"]
         if b["type"] == "tool_result"
     ]
-    assert [r["tool_use_id"] for r in results] == ["call_1", "toolu_2"]
-    for result in results:
-        (image,) = [b for b in result["content"] if b["type"] == "image"]
-        assert image["source"]["media_type"] == "image/png" and base64.b64decode(image["source"]["data"]) == PNG
+    assert [r["tool_use_id"] for r in results] == ["call_1", "call_r", "toolu_2", "toolu_r"]
+    images = [
+        (b["source"]["media_type"], base64.b64decode(b["source"]["data"]))
+        for r in results
+        for b in r["content"]
+        if b["type"] == "image"
+    ]
+    assert images == [("image/png", PNG), ("image/jpeg", photo)] * 2
     # the editor's card shows the image as content
     shown = [c["content"] for c in card.get("content") or [] if c["content"]["type"] == "image"]
     assert shown == [{"type": "image", "data": base64.b64encode(PNG).decode(), "mimeType": "image/png"}], json.dumps(
         card
     )[:500]
+
+
+def _bytes(url: str) -> tuple[str, bytes]:
+    head, _, data = url.partition(",")
+    assert head.endswith(";base64")
+    return head[len("data:") : -len(";base64")], base64.b64decode(data, validate=True)

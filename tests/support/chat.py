@@ -64,6 +64,9 @@ def tmux_available() -> bool:
 class Tmux:
     def __init__(self, socket: Path) -> None:
         self.socket = socket
+        self.status_file = socket.parent / "status"
+        """Where the pane's shell writes the chat's exit status: tmux can be slow to notice a pane's process has
+        exited (seen: a zombie for over 10 s under load), the shell that started it never is."""
 
     def _run(self, *args: str) -> str:
         result = subprocess.run(
@@ -98,23 +101,30 @@ class Tmux:
         except TimeoutError:
             raise AssertionError(f"the screen never got there; it shows:\n{screen}") from None
 
-    def alive(self) -> bool:
-        out = self._run("list-panes", "-t", "chat", "-F", "#{pane_dead}")
-        return out.strip() == "0"
+    def exited(self) -> int | None:
+        """The chat's exit status, or None while it runs."""
+        try:
+            text = self.status_file.read_text().strip()
+        except FileNotFoundError:
+            return None
+        return int(text) if text.isdigit() else None
 
     async def exit_status(self, *, within: float = 5) -> int:
         """Wait for the chat to exit; its exit status."""
-        status = ""
-        with anyio.fail_after(within):
+        with _screen_on_timeout(self), anyio.fail_after(within):
             while True:
-                dead, _, status = (
-                    self._run("list-panes", "-t", "chat", "-F", "#{pane_dead} #{pane_dead_status}")
-                    .strip()
-                    .partition(" ")
-                )
-                if dead == "1" and status.isdigit():  # tmux may mark the pane dead before it has the status
-                    return int(status)
-                await anyio.sleep(0.05)  # polling: tmux offers no exit event
+                status = self.exited()
+                if status is not None:
+                    return status
+                await anyio.sleep(0.05)  # polling a file the pane's shell writes: no exit event reaches us
+
+
+@contextmanager
+def _screen_on_timeout(tmux: Tmux) -> Iterator[None]:
+    try:
+        yield
+    except TimeoutError:
+        raise AssertionError(f"the chat did not exit; the screen shows:\n{tmux.screen()}") from None
 
 
 @contextmanager
@@ -127,7 +137,8 @@ def tmux_chat(
     socket = socket_dir / "sock"
     tmux = Tmux(socket)
     env_args = [f"{name}={value}" for name, value in env.items()]
-    command = shlex.join(["env", "-i", *env_args, "TERM=xterm-256color", *CHAT, *args])
+    chat = shlex.join(["env", "-i", *env_args, "TERM=xterm-256color", *CHAT, *args])
+    command = f"{chat}; echo $? > {shlex.quote(str(tmux.status_file))}"
     subprocess.run(
         [
             "tmux",

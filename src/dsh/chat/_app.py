@@ -1,12 +1,13 @@
 """``dsh chat``: start the agent, connect, and hand the session to the terminal view or the piped one.
 
-Guarantees: the agent is stopped whatever happens (see :func:`dsh.chat._agent.spawn_agent`), and so is every
-command it ran through ``terminal/*``; an agent that exits or answers an error ends the chat with one line on
-stderr (and the tail of the agent's stderr) and status 1, never a traceback.
+Guarantees: the agent is stopped whatever happens (see :func:`dsh.chat._agent.spawn_agent`), SIGTERM and
+SIGHUP included, and so is every command it ran through ``terminal/*``; an agent that exits or answers an error
+ends the chat with one line on stderr (and the tail of the agent's stderr) and status 1, never a traceback.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 from typing import IO, TYPE_CHECKING
 
@@ -50,8 +51,10 @@ async def run_chat(options: ChatOptions, *, interactive: bool) -> int:
                 from dsh.chat._piped import PipedView
 
                 view = PipedView(allow=options.yes)
+            code = 1
             async with anyio.create_task_group() as task_group:
                 client = AcpClient(agent, task_group, cwd, view, trace, options.config)
+                task_group.start_soon(_stop_on_signal, task_group.cancel_scope)
                 try:
                     code = await view.run(client, options.resume)
                 except ConnectionError:
@@ -68,6 +71,15 @@ async def run_chat(options: ChatOptions, *, interactive: bool) -> int:
     finally:
         if trace is not None:
             trace.close()
+
+
+async def _stop_on_signal(scope: anyio.CancelScope) -> None:
+    """SIGTERM or SIGHUP (the terminal closed) end the chat the orderly way: the commands it runs for the agent
+    are killed and the agent is stopped, instead of the interpreter dying with them left running."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+        async for _ in signals:
+            scope.cancel()
+            return
 
 
 def _failed(message: str, tail: str) -> int:

@@ -86,8 +86,11 @@ class PipedView:
             return 2
         await client.new_session()
         status = 0
-        stdin = anyio.wrap_file(sys.stdin)
-        async for line in stdin:
+        while True:
+            # abandoned on cancel: a signal must not wait for the next line of a pipe that may never come
+            line = await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+            if not line:
+                break
             text = line.rstrip("\r\n")
             if not text.strip():
                 continue

@@ -21,6 +21,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import signal
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -94,6 +95,17 @@ class TtyView:
                 ("  Enter sends · Alt+Enter new line · / commands · @ files · Ctrl+D exits", "dim"),
             )
         )
+        # Ctrl+C is a key here: the prompt and the turn read it in raw mode. In the moment between two prompts
+        # the terminal is in cooked mode and would turn it into SIGINT, killing the chat mid-way; ignored then
+        # (by a handler that does nothing, not SIG_IGN, which the commands the chat starts would inherit).
+        previous = signal.signal(signal.SIGINT, _ignore)
+        try:
+            code = await self._run(client, resume)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        return code
+
+    async def _run(self, client: AcpClient, resume: bool) -> int:
         failure: ConnectionError | RpcError | None = None
         code = 0
         async with anyio.create_task_group() as task_group:
@@ -149,6 +161,12 @@ class TtyView:
             except Exception:  # prompt_toolkit refuses a second exit: the prompt is already ending
                 pass
 
+    def _exit_if_failed(self) -> None:
+        """Run as the prompt starts: a failure that came while it was starting (too early for :meth:`_fail` to
+        end it) ends it now, instead of leaving a prompt that waits forever for a dead agent."""
+        if self._failure is not None and self._session is not None:
+            self._session.app.exit(exception=self._failure)
+
     async def _session_ready(self) -> None:
         await self._ready.wait()
         if self._failure is not None:
@@ -161,7 +179,7 @@ class TtyView:
             if self._failure is not None:
                 raise self._failure
             try:
-                text = await self._session.prompt_async()
+                text = await self._session.prompt_async(pre_run=self._exit_if_failed)
             except KeyboardInterrupt:
                 if armed:
                     return 0
@@ -543,6 +561,10 @@ class _LiveRegion:
         assert view._live is not None
         view._live.stop()
         view._live = None
+
+
+def _ignore(signum: int, frame: object) -> None:
+    return None
 
 
 def _session_label(session: dict[str, Any]) -> str:

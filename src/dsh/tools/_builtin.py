@@ -56,6 +56,7 @@ from dsh.services.tools import (
     ToolCard,
     ToolDefinition,
     ToolExecution,
+    ToolOutput,
     ToolResult,
     define_prepared_tool,
     define_tool,
@@ -67,6 +68,7 @@ from dsh.tools._edits import Edit, plan_edits
 from dsh.tools._errors import OutsideRootsError, ToolError
 from dsh.tools._extra_tools import extra_tools, start_background
 from dsh.tools._filetext import READ_LINE_WIDTH, Binary, keep_conventions, number_lines, sniff_binary
+from dsh.tools._images import read_image
 from dsh.tools._ledger import ReadLedger
 from dsh.tools._paths import ResolvedPath, is_granted, is_within, resolve_path, revoke_grants
 from dsh.tools._placeholders import find_placeholder
@@ -453,7 +455,7 @@ class _Tools:
         except PathChangedError:
             raise _changed(target.path) from None
 
-    async def read_file(self, args: ReadFileArgs, execution: ToolExecution) -> str:
+    async def read_file(self, args: ReadFileArgs, execution: ToolExecution) -> ToolOutput:
         target = self.target(execution, args.path)
         if await anyio.Path(target.real or target.path).is_dir():
             listing = await self.list_files(ListFilesArgs(path=args.path), execution)
@@ -475,10 +477,13 @@ class _Tools:
         self.ledger.record(_session_of(execution), target.real)
         return number_lines(text, offset, limit, max_chars=READ_MAX_CHARS, total=total)
 
-    async def read_binary(self, execution: ToolExecution, target: ResolvedPath, binary: Binary) -> str:
-        """A file that is not text. The place for other branches (an image for a vision model): today it is
-        refused with its size and type."""
+    async def read_binary(self, execution: ToolExecution, target: ResolvedPath, binary: Binary) -> ToolOutput:
+        """A file that is not text: an image (PNG, JPEG, GIF, WebP by its bytes, at most 20 MB) is returned as an
+        image (:mod:`._images`; a model without vision gets its description instead); anything else is refused
+        with its size and type."""
         shown = _shown(target.path, self.ws.cwd(execution))
+        if binary.mime.startswith("image/") and target.real:
+            return await read_image(target.real, shown, binary.mime, binary.size)
         raise ToolError(
             f"{shown} is a binary file ({binary.mime}, {plural(binary.size, 'byte')}), not text: read_file "
             "shows only text files",
@@ -834,7 +839,9 @@ _DESCRIPTIONS = {
         "Read a text file. Lines come numbered like `cat -n` (right-aligned number, a tab, the line); the "
         f"numbers are not part of the file. Reads up to {READ_MAX_LINES} lines from `offset` (1-based, "
         f"`limit` lines); lines longer than {READ_LINE_WIDTH} characters are cut. The output says how many "
-        "lines remain and the offset to read on from. A directory gives its listing; binary files are refused. "
+        "lines remain and the offset to read on from. A directory gives its listing; an image file (PNG, JPEG, "
+        "GIF, WebP) comes back as the image itself (its description when you cannot see images); other binary "
+        "files are refused. "
         "Read several files in one step when you need them: independent reads run at the same time."
     ),
     "write_file": (

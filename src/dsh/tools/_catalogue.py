@@ -35,8 +35,10 @@ CATALOGUE: tuple[ToolSpec, ...] = (
             "Read a text file. Lines come numbered like `cat -n` (right-aligned number, a tab, the line); the "
             "numbers are not part of the file. Reads up to 2000 lines from `offset` (1-based, `limit` lines); "
             "lines longer than 2000 characters are cut. The output says how many lines remain and the offset "
-            "to read on from. A directory gives its listing; binary files are refused. Read several files in "
-            "one step when you need them: independent reads run at the same time."
+            "to read on from. A directory gives its listing; an image file (PNG, JPEG, GIF, WebP) comes back "
+            "as the image itself (its description when you cannot see images); other binary files are "
+            "refused. Read several files in one step when you need them: independent reads run at the same "
+            "time."
         ),
         {
             "properties": {

@@ -27,12 +27,13 @@ MARK = "dsh-blob:"
 _DATA_URL = "data:"
 _BASE64 = ";base64,"
 _IMAGE_TYPE = b'"type":"image"'
-_BLOB_KEY = b'"blob":"'
 
 
 def mentions_images(line: bytes) -> bool:
-    """Whether an encoded event line may hold image base64 (a quick test before the walk: C-level searches)."""
-    return _IMAGE_TYPE in line or _BLOB_KEY in line
+    """Whether an encoded event line may hold image base64: a quick test before the walk (one C-level search,
+    ~0.6 µs per KB). Every event with a base64 image holds a ``"type":"image"`` block: a resource whose blob is
+    an image is accepted only as an image block of the same ``user/message``."""
+    return _IMAGE_TYPE in line
 
 
 def _out_value(block: dict[str, Any], put: Callable[[bytes], str]) -> dict[str, Any] | None:
