@@ -507,7 +507,7 @@ def config_show(
     path, loaded = _load_config_or_exit(config)
     settings = settings_for(config)
     if system_prompt:
-        from dsh.frontends.system_prompt_cli import show_system_prompt
+        from dsh.frontends.acp import show_system_prompt
 
         raise typer.Exit(show_system_prompt(settings, cwd))
     typer.echo(render_config(loaded, source=path, env=os.environ), nl=False)

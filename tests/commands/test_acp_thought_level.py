@@ -58,7 +58,11 @@ def test_anthropic_levels_become_a_thinking_budget_with_room_for_the_answer() ->
 async def test_thought_level_reaches_the_request_and_survives_a_restart(tmp_path: Path) -> None:
     with serve() as server:
         server.script(*(Reply(events=oa_text_reply(f"answer {n}")) for n in range(3)))
-        env = {"OPENAI_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": "test"}
+        # o3-mini would use the Responses API by default (issue 23; its effort is tested in
+        # tests/providers/test_openai_responses.py): this test keeps it on Chat Completions, by configuration
+        config = tmp_path / "config.yaml"
+        config.write_text("providers:\n  openai: {wire_formats: {o3-mini: chat-completions}}\n")
+        env = {"OPENAI_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": "test", "DSH_CONFIG": str(config)}
         async with run_dsh(tmp_path, "openai:o3-mini", env=env, name="first") as daemon:
             with anyio.fail_after(WAIT):
                 await daemon.initialize()

@@ -9,9 +9,9 @@ from typing import Any
 import anyio
 import pytest
 
-from dsh.context._accounting import Accounting, estimate_messages
+from dsh.context._accounting import Accounting
 from dsh.context._models import builtin_price, builtin_window
-from dsh.services.llm import Price
+from dsh.services.llm import Price, estimate_request
 from tests.context.test_sections import write_config
 from tests.support.durable import run_daemon
 from tests.support.provider_server import FakeProvider, Reply
@@ -48,7 +48,9 @@ def usage_updates(daemon: Any, session: str) -> list[dict[str, Any]]:
     return [u for u in daemon.updates_in(0, session_id=session) if u.get("sessionUpdate") == "usage_update"]
 
 
-async def test_anthropic_breakpoints_on_system_tools_and_last_user_turn(server: FakeProvider, tmp_path: Path) -> None:
+async def test_anthropic_breakpoints_on_system_tools_and_the_last_two_user_messages(
+    server: FakeProvider, tmp_path: Path
+) -> None:
     (tmp_path / "proj").mkdir()
     (tmp_path / "proj" / "a.txt").write_text("alpha")
     server.script(
@@ -75,7 +77,9 @@ async def test_anthropic_breakpoints_on_system_tools_and_last_user_turn(server: 
         assert [("cache_control" in tool) for tool in body["tools"]] == [False] * (len(body["tools"]) - 1) + [True]
     assert marked(first) == [(0, 0)] and first["messages"][0]["content"][0]["text"] == "read a.txt"
     last = len(second["messages"]) - 1
-    assert marked(second) == [(last, 0)]
+    # the breakpoints move with the conversation: the last two user messages, the first of which is where the
+    # first request's breakpoint stood (so the second reads it from the cache)
+    assert marked(second) == [(0, 0), (last, 0)]
     assert second["messages"][last]["content"][0]["type"] == "tool_result"
     assert second["system"] == first["system"] and second["tools"] == first["tools"]
     # usage_update without configuration: the built-in window and price of claude-sonnet-4-5
@@ -171,4 +175,4 @@ def test_accounting_reported_plus_estimate_of_what_came_after() -> None:
     assert accounting.tokens() == 120 + 100 + 4
     accounting.on_usage({"input_tokens": 300, "output_tokens": 5}, Price(1.0, 1.0))
     assert accounting.tokens() == 305 and accounting.priced
-    assert estimate_messages([{"role": "user", "content": [{"type": "text", "text": "y" * 40}]}], "s" * 8) == 12 + 4
+    assert estimate_request([{"role": "user", "content": [{"type": "text", "text": "y" * 40}]}], "s" * 8) == 12 + 4

@@ -16,7 +16,7 @@ from tests.support.provider_wire import oa_text_reply
 CONFIG = """\
 providers:
   openai:
-    context_windows: {test-model: 8000}  # the built-in tools' schemas alone are ~2,800 tokens
+    context_windows: {test-model: 40000}
 compaction:
   keep_recent_turns: 1
 system_prompt_sections: {identity: false, tools: false, mode: false, environment: false, instructions: false}
@@ -36,7 +36,7 @@ async def test_the_card_then_usage_live_and_on_load(server: FakeProvider, tmp_pa
     write_config(tmp_path, CONFIG)
     server.script(
         Reply(events=oa_text_reply("one", prompt=100, completion=10)),
-        Reply(events=oa_text_reply("two", prompt=7100, completion=20)),
+        Reply(events=oa_text_reply("two", prompt=32100, completion=20)),
         Reply(events=oa_text_reply("Summary of one and two.")),
         Reply(events=oa_text_reply("three", prompt=60, completion=5)),
     )
@@ -58,9 +58,11 @@ async def test_the_card_then_usage_live_and_on_load(server: FakeProvider, tmp_pa
         "content": [{"type": "content", "content": {"type": "text", "text": "Summary of one and two."}}],
         "rawInput": card["rawInput"],
     }
-    assert card["rawInput"]["trigger"] == "threshold" and card["rawInput"]["tokens_before"] > 7100
-    assert usage["sessionUpdate"] == "usage_update" and usage["size"] == 8000
-    assert usage["used"] == card["rawInput"]["tokens_after"] < 3500
+    assert card["rawInput"]["trigger"] == "threshold" and card["rawInput"]["tokens_before"] > 32100
+    assert usage["sessionUpdate"] == "usage_update" and usage["size"] == 40000
+    # calibrated: the fake counted 32100 for a request estimated at far less (the ratio is clamped at 4), so the
+    # figure after compaction (mostly the built-in tools' schemas, 1,600 to 2,800 estimated tokens) is in that count
+    assert usage["used"] == card["rawInput"]["tokens_after"] < 0.5 * 40000
     async with run_daemon(tmp_path, data, model="openai:test-model", env=env, name="dsh2") as daemon:
         with anyio.fail_after(30):
             await daemon.initialize()

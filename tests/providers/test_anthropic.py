@@ -224,7 +224,10 @@ async def test_the_request_body_follows_the_messages_format(server: FakeProvider
             "model": "claude-test",
             "max_tokens": 8192,
             "messages": [
-                {"role": "user", "content": [{"type": "text", "text": "Look at a.txt"}]},
+                {  # the second-to-last user message: the previous step's breakpoint, read from the cache
+                    "role": "user",
+                    "content": [{"type": "text", "text": "Look at a.txt", "cache_control": {"type": "ephemeral"}}],
+                },
                 {
                     "role": "assistant",
                     "content": [

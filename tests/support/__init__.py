@@ -10,6 +10,8 @@
   ``--trace`` frames checked against the SDK's schema.
 * :mod:`tests.support.provider_server` / :mod:`tests.support.provider_wire` — a real HTTP server on 127.0.0.1
   speaking the providers' streaming formats, and the chunks it sends.
+* :mod:`tests.support.counting_model` / :mod:`tests.support.bulk_tool` — a model at that server that counts
+  what it is sent and refuses what passes its window, and a daemon-side tool of known output size (long turns).
 
 New harness code goes here, never into a test folder of its own.
 """

@@ -5,7 +5,9 @@ What a test gets, and what it guarantees:
 * :class:`FakeProvider` runs a ``ThreadingHTTPServer`` in a daemon thread (one thread per client connection,
   keep-alive on). Nothing in the client is mocked: httpx opens real sockets to it.
 * Replies are a queue (:meth:`FakeProvider.script`), consumed one per request in arrival order; a reply with
-  ``repeat=True`` stays at the head (``500 forever``). An unscripted request gets a 599 whose message says so.
+  ``repeat=True`` stays at the head (``500 forever``). With the queue empty, a *responder* (:meth:`FakeProvider.
+  respond`: a function of the recorded request, called in arrival order under the server's lock) makes the reply,
+  for runs too long to script (hundreds of steps); else an unscripted request gets a 599 whose message says so.
 * A 200 reply streams its ``events`` as ``text/event-stream`` with chunked transfer encoding, one write per
   event, each after its optional ``delay``; ``disconnect_after=n`` drops the connection after *n* events
   (without the terminating chunk); ``hang=True`` keeps the response open after the events until the client
@@ -26,7 +28,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -96,6 +98,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        # small writes (headers, then each event) go out at once: Nagle's algorithm against the client's delayed
+        # ACK would otherwise hold each one ~40 ms, which long runs (hundreds of steps) multiply
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.number = self.server.provider._connected()
         self.gone = False
 
@@ -216,6 +221,7 @@ class FakeProvider:
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self._replies: list[Reply] = []
+        self._responder: Callable[[Recorded], Reply] | None = None
         self.requests: list[Recorded] = []
         self._connections = 0
         self._closed_at: dict[int, float] = {}
@@ -235,6 +241,11 @@ class FakeProvider:
         with self._lock:
             self._replies.extend(replies)
 
+    def respond(self, responder: Callable[[Recorded], Reply] | None) -> None:
+        """Make the reply of every request that finds the scripted queue empty with *responder*."""
+        with self._lock:
+            self._responder = responder
+
     def bodies(self) -> list[Any]:
         return [r.body for r in self.requests]
 
@@ -243,6 +254,8 @@ class FakeProvider:
             self.requests.append(recorded)
             self._arrived.notify_all()
             if not self._replies:
+                if self._responder is not None:
+                    return self._responder(recorded)
                 return Reply(status=599, body={"error": {"message": "the test scripted no reply for this request"}})
             reply = self._replies[0]
             if not reply.repeat:

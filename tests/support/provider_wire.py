@@ -1,4 +1,4 @@
-"""Builders for the two streaming wire formats, as the real APIs send them (field for field, in order)."""
+"""Builders for the three streaming wire formats (Chat Completions, Anthropic Messages, OpenAI Responses), as the real APIs send them (field for field, in order)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,11 @@ __all__ = [
     "oa_text_reply",
     "oa_tool_delta",
     "oa_usage",
+    "rs_call",
+    "rs_completed",
+    "rs_created",
+    "rs_reasoning",
+    "rs_text",
 ]
 
 # -- OpenAI Chat Completions --------------------------------------------------------------------------------------
@@ -155,3 +160,91 @@ def an_end(stop_reason: str = "end_turn", output_tokens: int = 5) -> list[Event]
 
 def an_text_reply(*pieces: str, stop_reason: str = "end_turn") -> list[Event]:
     return [an_start(), _an("ping"), *an_text(0, *pieces), *an_end(stop_reason)]
+
+
+# -- OpenAI Responses ---------------------------------------------------------------------------------------------
+
+
+def _rs(kind: str, **fields: Any) -> Event:
+    return Event({"type": kind, **fields}, event=kind)
+
+
+def rs_created() -> list[Event]:
+    response = {"id": "resp_1", "object": "response", "status": "in_progress", "output": []}
+    return [_rs("response.created", response=response), _rs("response.in_progress", response=response)]
+
+
+def rs_reasoning(index: int, item_id: str, summary: list[str], encrypted: str) -> list[Event]:
+    """A reasoning item: its summary streamed part by part, then the whole item with its encrypted content."""
+    events = [
+        _rs("response.output_item.added", output_index=index, item={"type": "reasoning", "id": item_id, "summary": []})
+    ]
+    for part_index, text in enumerate(summary):
+        where = {"item_id": item_id, "output_index": index, "summary_index": part_index}
+        events.append(_rs("response.reasoning_summary_part.added", **where, part={"type": "summary_text", "text": ""}))
+        words = text.split(" ")
+        pieces = [word + " " for word in words[:-1]] + words[-1:]
+        events.extend(_rs("response.reasoning_summary_text.delta", **where, delta=piece) for piece in pieces)
+        events.append(_rs("response.reasoning_summary_text.done", **where, text=text))
+        events.append(_rs("response.reasoning_summary_part.done", **where, part={"type": "summary_text", "text": text}))
+    item = {
+        "type": "reasoning",
+        "id": item_id,
+        "summary": [{"type": "summary_text", "text": text} for text in summary],
+        "encrypted_content": encrypted,
+    }
+    events.append(_rs("response.output_item.done", output_index=index, item=item))
+    return events
+
+
+def rs_text(index: int, item_id: str, *pieces: str) -> list[Event]:
+    where = {"item_id": item_id, "output_index": index, "content_index": 0}
+    text = "".join(pieces)
+    message = {"type": "message", "id": item_id, "role": "assistant", "status": "in_progress", "content": []}
+    done = {**message, "status": "completed", "content": [{"type": "output_text", "text": text, "annotations": []}]}
+    return [
+        _rs("response.output_item.added", output_index=index, item=message),
+        _rs("response.content_part.added", **where, part={"type": "output_text", "text": "", "annotations": []}),
+        *(_rs("response.output_text.delta", **where, delta=piece) for piece in pieces),
+        _rs("response.output_text.done", **where, text=text),
+        _rs("response.content_part.done", **where, part={"type": "output_text", "text": text, "annotations": []}),
+        _rs("response.output_item.done", output_index=index, item=done),
+    ]
+
+
+def rs_call(index: int, item_id: str, call_id: str, name: str, json_pieces: list[str]) -> list[Event]:
+    item = {
+        "type": "function_call",
+        "id": item_id,
+        "call_id": call_id,
+        "name": name,
+        "arguments": "",
+        "status": "in_progress",
+    }
+    arguments = "".join(json_pieces)
+    return [
+        _rs("response.output_item.added", output_index=index, item=item),
+        *(
+            _rs("response.function_call_arguments.delta", item_id=item_id, output_index=index, delta=piece)
+            for piece in json_pieces
+        ),
+        _rs("response.function_call_arguments.done", item_id=item_id, output_index=index, arguments=arguments),
+        _rs(
+            "response.output_item.done",
+            output_index=index,
+            item={**item, "arguments": arguments, "status": "completed"},
+        ),
+    ]
+
+
+def rs_completed(input_tokens: int = 40, output_tokens: int = 12, reasoning: int = 8, cached: int = 0) -> Event:
+    usage = {
+        "input_tokens": input_tokens,
+        "input_tokens_details": {"cached_tokens": cached},
+        "output_tokens": output_tokens,
+        "output_tokens_details": {"reasoning_tokens": reasoning},
+        "total_tokens": input_tokens + output_tokens,
+    }
+    return _rs(
+        "response.completed", response={"id": "resp_1", "object": "response", "status": "completed", "usage": usage}
+    )

@@ -5,14 +5,17 @@ Algorithm (``rfcs/0014-context.md``):
 1. *When*: before a step, when the context in use (:mod:`._accounting`) passes ``threshold`` times the model's window
    (off when the window is unknown); when the provider rejects a step as too long (overflow: one compaction, one
    retry); on demand (``agent.compact(instructions)``).
-2. *Where to cut*: at the ``turn/start`` of the oldest of the ``keep_recent_turns`` most recent turns (the turn
-   in progress always stays; a cut never splits a tool call from its result). Nothing older than the cut that is
-   not already summarised → nothing to do.
+2. *Where to cut*: at the ``turn/start`` of the oldest of the ``keep_recent_turns`` most recent turns (a cut
+   never splits a tool call from its result). Nothing older than the cut that is not already summarised →
+   nothing to do. Inside a running turn whose own recent part is too big to keep (more than the tail budget), the
+   cut moves into the turn, to the ``step/start`` of the earliest step from which the steps to the end fit the
+   budget (at most every completed step is summarised): a step boundary, so every call stays with its result.
+   The turn's user messages (and steering) before that cut stay verbatim after the summary (``keep``).
 3. *Summary*: one model call (the session's model, or ``compaction.model``) with a dedicated prompt and the older
    part as a transcript (the previous summary first, long tool outputs clipped); its text is the summary.
-4. *Record*: a ``context/compaction`` session event ``{summary, upto, trigger, model, tokens_before,
+4. *Record*: a ``context/compaction`` session event ``{summary, upto, keep?, trigger, model, tokens_before,
    tokens_after, window}``; from then on ``Session.derive_messages()`` yields the summary in place of every event
-   before ``upto`` (live and after a load: the log is append-only, nothing is deleted).
+   before ``upto`` but those of ``keep`` (live and after a load: the log is append-only, nothing is deleted).
 
 Guarantees: the event is appended only after a summary was produced, so a cancel (the step's cancel token) or a
 failed summarisation leaves the history exactly as it was.
@@ -29,10 +32,12 @@ import anyio
 from dsh.errors import DshError
 from dsh.images import describe_image
 from dsh.kernel import AbortedError
-from dsh.services.llm import GenerateRequest
+from dsh.services.llm import GenerateRequest, estimate_request
 from dsh.services.sessions import COMPACTION_EVENT
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from dsh.kernel import CancelToken, Context
     from dsh.services.llm import Message
     from dsh.services.sessions import Session
@@ -40,7 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["SUMMARY_PROMPT", "CompactionPlan", "build_summary_request", "plan_compaction", "summarise", "transcript"]
 
 SUMMARY_PROMPT = """\
-You are compacting the history of a coding session between a user and dsh, a coding agent, so that the work can continue with less context. The agent will see only your summary in place of the history, followed by the most recent turns verbatim.
+You are compacting the history of a coding session between a user and dsh, a coding agent, so that the work can continue with less context. The agent will see only your summary in place of the history, followed by the most recent part verbatim (when the work is in the middle of a task, the user's request for it and the latest steps).
 
 Write a concise, factual summary that keeps everything needed to continue:
 - the user's goals, requests and constraints, in their own terms;
@@ -62,12 +67,68 @@ class CompactionPlan:
     previous: str | None
     messages: list[Message]
     """The messages (of the current view) to summarise, the previous summary not included."""
+    keep: tuple[int, ...] = ()
+    """Seqs before ``upto`` whose messages stay verbatim (the running turn's user messages, for a cut inside it)."""
 
 
 def plan_compaction(
+    session: Session,
+    turn_starts: list[int],
+    keep_recent_turns: int,
+    *,
+    in_turn: bool,
+    turn_start: int | None = None,
+    step_starts: Sequence[int] = (),
+    tail_budget: int | None = None,
+) -> CompactionPlan | None:
+    """Where to cut (see the module docstring), or None when nothing can be summarised. *turn_start* and
+    *step_starts* (the running turn's ``turn/start`` and ``step/start`` seqs, the step in flight last) and
+    *tail_budget* (estimated tokens) allow a cut inside the running turn."""
+    plan = _turn_plan(session, turn_starts, keep_recent_turns, in_turn=in_turn)
+    if not in_turn or turn_start is None or tail_budget is None or not step_starts:
+        return plan
+    view = session.view()
+    upto = plan.upto if plan is not None else turn_start
+    if estimate_request(m for seq, m in view if seq >= upto) <= tail_budget:
+        return plan
+    return _step_plan(session, view, turn_start, step_starts, tail_budget) or plan
+
+
+def _step_plan(
+    session: Session,
+    view: list[tuple[int, Message]],
+    turn_start: int,
+    step_starts: Sequence[int],
+    tail_budget: int,
+) -> CompactionPlan | None:
+    """A cut at a step boundary of the running turn (see the module docstring)."""
+    candidates = [seq for seq in step_starts if seq > turn_start]
+    if not candidates:
+        return None
+    tails: dict[int, int] = {}
+    total, index = 0, len(view) - 1
+    for start in reversed(candidates):  # each candidate's tail: everything from its step/start on
+        while index >= 0 and view[index][0] >= start:
+            total += estimate_request([view[index][1]])
+            index -= 1
+        tails[start] = total
+    upto = next((seq for seq in candidates if tails[seq] <= tail_budget), candidates[-1])
+    keep = tuple(
+        seq
+        for seq, message in view
+        if turn_start <= seq < upto
+        and message["role"] == "user"
+        and not any(block["type"] == "tool-result" for block in message["content"])
+    )
+    previous, messages = session.messages_before(upto, keep)
+    if not messages:
+        return None
+    return CompactionPlan(upto, previous, messages, keep)
+
+
+def _turn_plan(
     session: Session, turn_starts: list[int], keep_recent_turns: int, *, in_turn: bool
 ) -> CompactionPlan | None:
-    """Where to cut (see the module docstring), or None when nothing can be summarised."""
     keep = max(keep_recent_turns, 1 if in_turn else 0)
     while True:
         if keep == 0:
@@ -178,6 +239,8 @@ def compaction_data(
         data["window"] = window
     if instructions:
         data["instructions"] = instructions
+    if plan.keep:
+        data["keep"] = list(plan.keep)
     json.dumps(data)  # plain JSON only
     return data
 

@@ -29,6 +29,15 @@ class CompactionConfig(BaseModel):
     """Compact when the context in use passes this fraction of the model's window."""
     keep_recent_turns: int = Field(default=2, ge=0)
     """The most recent turns stay verbatim."""
+    turn_tail: float = Field(default=0.3, gt=0, lt=1)
+    """When a compaction cuts inside the running turn: the fraction of the window its most recent steps may keep
+    verbatim (the rest of the turn, its user messages aside, is summarised)."""
+    prune: bool = True
+    """Before summarising, replace old tool results by one-line stubs when that alone frees enough."""
+    prune_protect: int = Field(default=40_000, ge=0)
+    """Tokens of the most recent tool output never pruned (at most a quarter of the window)."""
+    prune_minimum: int = Field(default=20_000, ge=0)
+    """A prune must free at least this many tokens (at most a tenth of the window): each costs a cache miss."""
 
 
 class ContextConfig(BaseModel):

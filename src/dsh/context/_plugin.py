@@ -21,18 +21,20 @@ import anyio
 
 from dsh import events as ev
 from dsh._log import get_logger
-from dsh.context._accounting import Accounting, estimate_messages
+from dsh.context._accounting import CALIBRATION_EVENT, Accounting
 from dsh.context._compaction import build_summary_request, compaction_data, plan_compaction, summarise
 from dsh.context._config import ContextConfig
 from dsh.context._environment import Environment, snapshot
 from dsh.context._gitstatus import GIT_DEADLINE, GitSummary, git_summary
 from dsh.context._instructions import Instructions, find_instruction_files, load_instructions
 from dsh.context._models import builtin_price, builtin_window
+from dsh.context._pruning import plan_prune
 from dsh.context._sections import IDENTITY, ORDER, mode_text, tools_text
 from dsh.context._usage import usage_update
 from dsh.errors import DshError, LlmError, error_code, error_message
 from dsh.kernel import AbortedError, Disposer, Next, current_scope, plugin
-from dsh.services.sessions import COMPACTION_EVENT, ignores_text_chunks, summary_message
+from dsh.services.llm import estimate_request
+from dsh.services.sessions import COMPACTION_EVENT, PRUNE_EVENT, ignores_text_chunks, summary_message
 from dsh.services.system_prompt import PromptAssembly, PromptSection
 
 if TYPE_CHECKING:
@@ -48,6 +50,12 @@ __all__ = ["INSTRUCTIONS_EVENT", "ContextService", "SessionContext", "context_pl
 log = get_logger("dsh.context")
 INSTRUCTIONS_EVENT = "context/instructions"
 EXTRA_ORDER = 900
+TOOLS_TEXTS = 64
+"""Tool lists whose rendered section is kept (a handful per process: the global set, each session's MCP set)."""
+PRUNE_TARGET = 0.75
+"""A prune alone is enough when it brings the request under this fraction of the threshold; otherwise the
+history is summarised too (a prune that leaves the request just under the threshold would be followed by
+another cache-breaking change a step later)."""
 """Where a configured section whose name no plugin registered goes (after the built-in ones)."""
 
 ModeProvider = Callable[[str], "str | None"]
@@ -69,9 +77,19 @@ class SessionContext:
     turn_starts: list[int] = field(default_factory=list)
     """Seqs of the ``turn/start`` events after the last compaction's cut."""
     in_turn: bool = False
+    turn_start: int | None = None
+    """Seq of the running turn's ``turn/start`` (None between turns)."""
+    step_starts: list[int] = field(default_factory=list)
+    """Seqs of the running turn's ``step/start`` events (a compaction may cut at one of them)."""
+    pruned: set[int] = field(default_factory=set)
+    """Seqs of the ``tool/result`` events a ``context/prune`` already stubbed."""
+    spills: dict[int, str] = field(default_factory=dict)
+    """Seq of a ``tool/result`` → the file its full output was spilled to (its data's ``spill``)."""
     compacted_upto: int = 0
     failed_turn: int | None = None
     """The turn in which a threshold compaction failed (not retried before the next turn)."""
+    tools_section: str = ""
+    """The tools section the session's last assembly rendered (from the global tools)."""
     recorded_files: list[str] | None = None
     """The instruction files last recorded in the session log (``context/instructions``)."""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -87,8 +105,7 @@ class ContextService:
         self._mode_providers: list[ModeProvider] = []
         self._inflight: dict[int, tuple[GenerateRequest, Agent, int]] = {}
         """id(request) → (request, agent, turn) of each agent's current step request (for the overflow retry)."""
-        self._tools_key: tuple[tuple[str, str], ...] = ()
-        self._tools_text = ""
+        self._tools_texts: dict[tuple[tuple[str, str], ...], str] = {}
 
     # -- per-session state ------------------------------------------------------------------------------
 
@@ -158,17 +175,45 @@ class ContextService:
         if kind == "turn/start":
             state.turn_starts.append(event.seq)
             state.in_turn = True
+            state.turn_start = event.seq
+            state.step_starts = []
+        elif kind == "step/start":
+            if state.in_turn:
+                state.step_starts.append(event.seq)
+            return
         elif kind == "turn/end":
             state.in_turn = False
+            state.turn_start = None
+            state.step_starts = []
+        elif kind == "tool/result":
+            spill = event.data.get("spill")
+            if isinstance(spill, str) and spill:
+                state.spills[event.seq] = spill
         elif kind == "context/reset":  # /clear: nothing before it is in the conversation any more
             state.turn_starts = []
+            state.pruned.clear()
+            state.spills.clear()
             state.accounting.reset(0)
+            return
+        elif kind == CALIBRATION_EVENT:
+            state.accounting.on_calibration(event.data.get("ratio"))
+            return
+        elif kind == PRUNE_EVENT:
+            results = event.data.get("results")
+            for entry in results if isinstance(results, list) else ():
+                if isinstance(entry, dict) and type(entry.get("seq")) is int:
+                    state.pruned.add(entry["seq"])
+            after = event.data.get("tokens_after")
+            if isinstance(after, int):
+                state.accounting.reset(after)
             return
         elif kind == COMPACTION_EVENT:
             upto = event.data.get("upto")
             if isinstance(upto, int):
                 state.compacted_upto = upto
                 state.turn_starts = [seq for seq in state.turn_starts if seq >= upto]
+                state.pruned = {seq for seq in state.pruned if seq >= upto}
+                state.spills = {seq: path for seq, path in state.spills.items() if seq >= upto}
                 state.accounting.reset(int(event.data.get("tokens_after") or 0))
             return
         if kind == "usage":
@@ -242,19 +287,39 @@ class ContextService:
 
     # -- sections ---------------------------------------------------------------------------------------
 
-    def _tools_section(self, assembly: PromptAssembly) -> str:
-        key = tuple((tool["name"], tool.get("description", "")) for tool in assembly.tools)
-        if key != self._tools_key:
-            self._tools_key = key
-            self._tools_text = tools_text(assembly.tools)
-        return self._tools_text
+    def _tools_section(self, tools: list[ToolSchema]) -> str:
+        """The tools section for *tools* (cached per tool list: the same list renders the same bytes)."""
+        key = tuple((tool["name"], tool.get("description", "")) for tool in tools)
+        text = self._tools_texts.get(key)
+        if text is None:
+            if len(self._tools_texts) >= TOOLS_TEXTS:
+                self._tools_texts.clear()
+            text = self._tools_texts[key] = tools_text(tools)
+        return text
+
+    def _with_session_tools(self, state: SessionContext, request: GenerateRequest) -> GenerateRequest:
+        """The step's system prompt with its tools section listing every tool the request carries: tools
+        registered for the session alone (MCP servers') are added on ``agent/request``, after the prompt was
+        rendered from the global ones, and the model should find them in the section like the built-in ones.
+        The section is replaced in place (same position, so the prefix before it is unchanged); a section that
+        the configuration replaced or removed is left as it is."""
+        before = state.tools_section
+        if not before or not request.tools or not request.system:
+            return request
+        after = self._tools_section(request.tools)
+        if after == before or before not in request.system:
+            return request
+        return replace(request, system=request.system.replace(before, after, 1))
 
     def builtin_sections(self, assembly: PromptAssembly) -> list[PromptSection]:
         """The built-in sections for *assembly* (its tools, its agent's session)."""
         sections = [PromptSection("identity", ORDER["identity"], IDENTITY)]
-        sections.append(PromptSection("tools", ORDER["tools"], self._tools_section(assembly)))
+        tools = self._tools_section(assembly.tools)
+        sections.append(PromptSection("tools", ORDER["tools"], tools))
         agent = assembly.agent
         state = self._sessions.get(agent.session.id) if agent is not None else None
+        if state is not None:
+            state.tools_section = tools
         if agent is not None:
             mode = self.mode_of(agent.session.id)
             if mode is not None:
@@ -323,7 +388,12 @@ class ContextService:
         request = await next_(request)
         if state is None:
             return request
+        request = self._with_session_tools(state, request)
         state.model = request.model
+        ratio = state.accounting.ratio_to_record()
+        if ratio is not None:  # so a reload starts from this session's calibration, not from 1
+            state.accounting.recorded_ratio = ratio
+            agent.session.append(CALIBRATION_EVENT, {"ratio": round(ratio, 4)})
         request = await self._maybe_compact(agent, turn, state, request)
         for key, (_, owner, _) in list(self._inflight.items()):
             if owner is agent:
@@ -336,16 +406,29 @@ class ContextService:
     async def _maybe_compact(
         self, agent: Agent, turn: int, state: SessionContext, request: GenerateRequest
     ) -> GenerateRequest:
-        """Compact before the step when the context in use passes the threshold (see :mod:`._compaction`)."""
+        """Prune, else compact, before the step when the request would pass the threshold: see :mod:`._pruning` and
+        :mod:`._compaction`. The size is the provider's last count plus the calibrated estimate of what was added
+        since (before any count: the calibrated estimate of the whole request). Notes the estimate of the request
+        sent, which the step's usage calibrates."""
         settings = self.config.compaction
         window = self.window(request.model) if settings.enabled else None
         if window is None:
             return request
-        used = state.accounting.tokens()
+        accounting = state.accounting
+        estimate = estimate_request(request.messages, request.system, request.tools)
+        used = accounting.tokens()
         if used is None:
-            used = estimate_messages(request.messages, request.system, request.tools)
+            used = accounting.calibrated(estimate)
         if used < settings.threshold * window or state.failed_turn == turn:
+            accounting.sent_estimate = estimate
             return request
+        if self._prune(agent, state, window, used):
+            request = replace(request, messages=agent.session.derive_messages())
+            estimate = estimate_request(request.messages, request.system, request.tools)
+            used = accounting.tokens() or accounting.calibrated(estimate)
+            if used <= PRUNE_TARGET * settings.threshold * window:
+                accounting.sent_estimate = estimate
+                return request
         try:
             data = await self.compact_session(
                 agent,
@@ -368,10 +451,34 @@ class ContextService:
                     f"({window} tokens) and compacting it failed: {error_message(error)}",
                     "CONTEXT_WINDOW_EXCEEDED",
                 ) from error
+            accounting.sent_estimate = estimate
             return request
-        if data is None:
-            return request
-        return replace(request, messages=agent.session.derive_messages())
+        if data is not None:
+            request = replace(request, messages=agent.session.derive_messages())
+            estimate = estimate_request(request.messages, request.system, request.tools)
+        accounting.sent_estimate = estimate
+        return request
+
+    def _prune(self, agent: Agent, state: SessionContext, window: int, used: int) -> bool:
+        """Append a ``context/prune`` when stubbing old tool results frees enough (see :mod:`._pruning`)."""
+        settings = self.config.compaction
+        if not settings.prune:
+            return False
+        ratio = state.accounting.ratio
+        plan = plan_prune(
+            agent.session.view(),
+            protect=int(min(settings.prune_protect, window / 4) / ratio),
+            minimum=int(min(settings.prune_minimum, window / 10) / ratio),
+            pruned=state.pruned,
+            spills=state.spills,
+        )
+        if plan is None:
+            return False
+        after = max(0, used - state.accounting.calibrated(plan.saved))
+        data = {"results": plan.results, "trigger": "threshold", "tokens_before": used, "tokens_after": after}
+        agent.session.append(PRUNE_EVENT, data)
+        log.info("tool results pruned", session_id=agent.session.id, results=len(plan.results), tokens=after)
+        return True
 
     async def compact_session(
         self,
@@ -386,10 +493,12 @@ class ContextService:
         window: int | None = None,
         instructions: str | None = None,
         manual: bool = False,
+        tail_budget: int | None = None,
     ) -> dict[str, Any] | None:
         """Summarise the session's older history now and append the ``context/compaction`` event; return its
         data, or None when there is nothing to summarise. Raises (history unchanged) when the summarisation
-        fails or *signal* is aborted."""
+        fails or *signal* is aborted. *tail_budget*: estimated tokens the running turn's recent steps may keep
+        (default: ``turn_tail`` of the window, calibrated)."""
         state = self._sessions.get(agent.session.id)
         if state is None:
             return None
@@ -398,14 +507,29 @@ class ContextService:
         if manual:  # between turns: the compaction's own (empty) turn is not one to keep
             plan = plan_compaction(session, state.turn_starts[:-1], settings.keep_recent_turns, in_turn=False)
         else:
-            plan = plan_compaction(session, state.turn_starts, settings.keep_recent_turns, in_turn=state.in_turn)
+            size = window if window is not None else self.window(model)
+            plan = plan_compaction(
+                session,
+                state.turn_starts,
+                settings.keep_recent_turns,
+                in_turn=state.in_turn,
+                turn_start=state.turn_start,
+                step_starts=state.step_starts,
+                tail_budget=(
+                    tail_budget
+                    if tail_budget is not None
+                    else int(settings.turn_tail * size / state.accounting.ratio)
+                    if size
+                    else None
+                ),
+            )
         if plan is None:
             return None
         summariser = settings.model or model
         summary = await summarise(self._ctx, build_summary_request(plan, summariser, signal, instructions))
-        view = session.derive_messages()
-        kept = view[(1 if plan.previous is not None else 0) + len(plan.messages) :]
-        after = estimate_messages([summary_message(summary), *kept], system, tools)
+        keep = set(plan.keep)
+        kept = [message for seq, message in session.view() if seq >= plan.upto or seq in keep]
+        after = state.accounting.calibrated(estimate_request([summary_message(summary), *kept], system, tools))
         data = compaction_data(
             plan,
             summary,
@@ -478,6 +602,8 @@ class ContextService:
             data = await self.compact_session(
                 agent,
                 trigger="overflow",
+                # the provider says it does not fit, whatever the window we know: keep at most the newest half
+                tail_budget=estimate_request(request.messages) // 2,
                 model=request.model,
                 signal=request.signal,
                 system=request.system,
@@ -498,6 +624,9 @@ class ContextService:
                 "CONTEXT_WINDOW_EXCEEDED",
             )
         retried = replace(request, messages=agent.session.derive_messages())
+        state = self._sessions.get(agent.session.id)
+        if state is not None:
+            state.accounting.sent_estimate = estimate_request(retried.messages, retried.system, retried.tools)
         result: AsyncIterator[StreamChunk] = await self._ctx.llm.stream(retried)
         return result
 

@@ -4,7 +4,7 @@ Built in, by the provider's wire type and the model's name (without the provider
 
 | type        | models                                                        | levels                 | request                                           |
 |-------------|---------------------------------------------------------------|------------------------|---------------------------------------------------|
-| ``openai``  | ``o1*``, ``o3*``, ``o4*``, ``gpt-5*``                          | low, medium, high      | ``reasoning_effort: <level>``                     |
+| ``openai``  | ``o1*``, ``o3*``, ``o4*``, ``gpt-5*``                          | low, medium, high      | ``reasoning_effort: <level>`` (Responses API: ``reasoning: {effort: <level>}``) |
 | ``anthropic`` | ``claude-3-7-sonnet*``, ``claude-sonnet-4*``, ``claude-opus-4*``, ``claude-haiku-4-5*`` | off, low, medium, high | ``thinking: {type: enabled, budget_tokens}`` (off: none) |
 
 A provider's ``thought_levels`` setting overrides the table per model (an empty list: no picker for that model).
@@ -33,6 +33,8 @@ class ReasoningSupport:
     """One provider's reasoning-effort support (its settings decide the wire type and the overrides)."""
 
     settings: ProviderSettings
+    provider: str = ""
+    """The provider's name (which wire format a model uses depends on it)."""
 
     def levels(self, model: str) -> tuple[str, ...]:
         configured = self.settings.thought_levels.get(model)
@@ -47,6 +49,10 @@ class ReasoningSupport:
     def extra(self, model: str, level: str) -> dict[str, Any]:
         """The request options for *level* (merged into the request body last)."""
         if self.settings.type == "openai":
+            from dsh.providers.openai_responses import wire_format
+
+            if wire_format(self.provider, self.settings, model) == "responses":
+                return {"reasoning": {"effort": level}}
             return {"reasoning_effort": level}
         budget = ANTHROPIC_BUDGETS.get(level)
         if budget is None:

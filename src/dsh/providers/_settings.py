@@ -55,6 +55,12 @@ class ProviderSettings(BaseModel):
     """Context window in tokens per model name (without the provider prefix); over dsh's built-in table."""
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     """Price per model name (without the provider prefix), over dsh's built-in table (``cost`` in usage)."""
+    wire_format: Literal["chat-completions", "responses"] | None = None
+    """``openai`` type only: the wire format of this provider's models (``chat-completions`` or ``responses``);
+    default: the Responses API for OpenAI's reasoning families (``o1``, ``o3``, ``o4``, ``gpt-5``) on the built-in
+    ``openai`` provider, Chat Completions everywhere else (:func:`dsh.providers.openai_responses.wire_format`)."""
+    wire_formats: dict[str, Literal["chat-completions", "responses"]] = Field(default_factory=dict)
+    """The wire format per model name (without the provider prefix), over ``wire_format``."""
     thought_levels: dict[str, list[str]] = Field(default_factory=dict)
     """Reasoning-effort levels per model name (without the provider prefix), overriding the built-in table of
     :mod:`dsh.providers._reasoning`; an empty list: no reasoning-effort picker for that model."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from dsh.services.llm import Message, estimate_tokens
+from dsh.services.llm import MESSAGE_OVERHEAD, GenerateRequest, Message, content_chars, estimate_chars, tools_chars
 
 _WORD = re.compile(r"\s*\S+\s*|\s+")
 
@@ -58,7 +58,41 @@ def message_text(message: Message) -> str:
     return "".join(parts)
 
 
-def rough_tokens(messages: list[Message], system: str | None) -> int:
-    """A deterministic stand-in for a token count: whitespace-separated words (cached per message and per
-    request: see :mod:`dsh.services.llm._tokens`)."""
-    return estimate_tokens(messages) + len((system or "").split())
+class RequestCounter:
+    """What an offline model reports as its input tokens: :func:`~dsh.services.llm.estimate_request` of the request
+    it is sent (the one estimate), each message counted once.
+
+    A conversation is sent again at every step with a message or two more, and its messages are the session's
+    shared, read-only objects; counting every message of every request would make a step cost grow with the
+    session. So the counter keeps, per conversation (keyed by its first message), the messages it last saw and
+    their characters: when a request starts with exactly those messages (one C-level list comparison, identity
+    first), only the new ones are counted. Anything else (a compaction's summary, a prune's stub, a plugin's
+    rewrite) is counted in full, so the figure is always exact. At most :data:`CONVERSATIONS` are kept."""
+
+    __slots__ = ("_seen",)
+
+    CONVERSATIONS = 64
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[Message, list[Message], int]] = {}
+
+    def __call__(self, request: GenerateRequest) -> int:
+        messages = request.messages
+        chars = 0
+        if messages:
+            first = messages[0]
+            seen = self._seen.get(id(first))
+            counted = None
+            if seen is not None and seen[0] is first:
+                _, previous, previous_chars = seen
+                known = len(previous)
+                if len(messages) >= known and messages[:known] == previous:
+                    counted = previous_chars + sum(content_chars(m["content"]) for m in messages[known:])
+            if counted is None:
+                counted = sum(content_chars(m["content"]) for m in messages)
+            if seen is None and len(self._seen) >= self.CONVERSATIONS:
+                self._seen.clear()
+            self._seen[id(first)] = (first, list(messages), counted)  # the entry keeps *first*: its id stays its own
+            chars = counted
+        chars += len(request.system or "") + tools_chars(request.tools)
+        return estimate_chars(chars) + len(messages) * MESSAGE_OVERHEAD

@@ -4,8 +4,9 @@
 ``POST {base_url}/v1/messages`` with ``x-api-key`` and ``anthropic-version``.
 
 What is sent: ``system`` top level (one text block); prompt-cache breakpoints (``cache_control`` ephemeral) on the
-system block, on the last tool and on the last block of the last user message, so a multi-step turn pays for its
-prefix once (three of the four breakpoints the API allows); ``max_tokens`` always (the request's, else the provider's, else 8192);
+system block, on the last tool and on the last block of each of the last two user messages (the four breakpoints
+the API allows), so they move with the conversation and each step reads everything up to where the previous one
+ended from the cache; ``max_tokens`` always (the request's, else the provider's, else 8192);
 messages with consecutive same-role messages merged (the API wants tool results for one assistant turn in one
 user message) and ``tool_result`` blocks first in a user message; assistant ``tool_use`` blocks with the parsed
 arguments (``{}`` when they are not a JSON object); reasoning blocks only when they carry the signature Anthropic
@@ -121,19 +122,28 @@ def to_anthropic_messages(messages: list[Message]) -> list[dict[str, Any]]:
 CACHE_CONTROL: dict[str, str] = {"type": "ephemeral"}
 
 
-def _mark_last_user_turn(messages: list[dict[str, Any]]) -> None:
-    """A cache breakpoint on the last block of the last user message: the next step (and the next turn) reads
-    the whole conversation so far from the cache and pays only for what came after it."""
+USER_BREAKPOINTS = 2
+"""Breakpoints on the conversation (with the system prompt's and the last tool's: the four the API allows)."""
+
+
+def _mark_last_user_turns(messages: list[dict[str, Any]]) -> None:
+    """Cache breakpoints on the last block of the last two user messages, so they move with the conversation:
+    the newest writes the whole conversation so far to the cache, and the one before it is where the previous
+    step's request ended, so this request reads everything up to there from the cache and pays only for the
+    step in between."""
+    marked = 0
     for message in reversed(messages):
+        if marked == USER_BREAKPOINTS:
+            return
         if message["role"] == "user" and message["content"]:
             message["content"][-1] = {**message["content"][-1], "cache_control": CACHE_CONTROL}
-            return
+            marked += 1
 
 
 def build_body(request: GenerateRequest, model: str, max_tokens: int | None) -> dict[str, Any]:
     """The JSON body of a streaming Messages request."""
     messages = to_anthropic_messages(request.messages)
-    _mark_last_user_turn(messages)
+    _mark_last_user_turns(messages)
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": request.max_tokens or max_tokens or DEFAULT_MAX_TOKENS,

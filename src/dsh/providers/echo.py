@@ -1,7 +1,8 @@
 """The ``echo`` model: the offline default. It streams the last user message back, one text delta per word.
 
 Deterministic: the same request always yields the same chunks (whitespace kept, so the deltas concatenate to
-the original text), then ``usage`` and ``finish`` ``stop``. It needs no network and no key, which makes it the
+the original text), then ``usage`` (its input counted once per call by the one estimate,
+:func:`~dsh.services.llm.estimate_request`) and ``finish`` ``stop``. It needs no network and no key, which makes it the
 model a new user meets first and the one the benchmarks drive.
 """
 
@@ -11,13 +12,17 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from dsh.kernel import plugin
-from dsh.providers._words import message_text, rough_tokens, word_blocks
+from dsh.providers._words import RequestCounter, message_text, word_blocks
 from dsh.services.llm import GenerateRequest, StreamChunk
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
 
 __all__ = ["echo_plugin", "echo_stream"]
+
+
+_COUNTER = RequestCounter()
+"""The echo model's count of what it is sent (each message once; the figure of ``estimate_request``)."""
 
 
 async def echo_stream(request: GenerateRequest) -> AsyncIterator[StreamChunk]:
@@ -39,7 +44,10 @@ async def echo_stream(request: GenerateRequest) -> AsyncIterator[StreamChunk]:
         return
     yield {
         "type": "usage",
-        "usage": {"input_tokens": rough_tokens(request.messages, request.system), "output_tokens": count},
+        "usage": {
+            "input_tokens": _COUNTER(request),
+            "output_tokens": count,
+        },
     }
     yield {"type": "finish", "reason": {"kind": "stop"}}
 

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dsh.errors import DshError, LlmError
 from dsh.kernel import plugin
-from dsh.providers._words import rough_tokens, words
+from dsh.providers._words import RequestCounter, words
 from dsh.services.llm import GenerateRequest, StreamChunk, Usage, model_name
 
 if TYPE_CHECKING:
@@ -55,6 +55,7 @@ class ScriptedModels:
     """The adapter behind ``scripted:*``: one cursor per script, shared by every agent using it."""
 
     def __init__(self, inline: dict[str, list[Any]] | None = None) -> None:
+        self._count = RequestCounter()
         self._scripts: dict[str, _Script] = {
             name: _Script(name, load_steps(steps, name)) for name, steps in (inline or {}).items()
         }
@@ -127,7 +128,10 @@ class ScriptedModels:
             if isinstance(step.error, str):
                 raise ScriptedModelError(step.error)
             raise ScriptedModelError(step.error.message, step.error.code)
-        usage: Usage = {"input_tokens": rough_tokens(request.messages, request.system), "output_tokens": count}
+        usage: Usage = {
+            "input_tokens": self._count(request),
+            "output_tokens": count,
+        }
         if step.usage is not None:
             usage = step.usage  # type: ignore[assignment]
         yield {"type": "usage", "usage": usage}

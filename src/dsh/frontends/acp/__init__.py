@@ -5,6 +5,18 @@ responses, our own requests), the jsonrpcserver adapter, the projection of sessi
 ``session/update``, and the front end that maps ACP sessions onto agents. See ``rfcs/0003-acp-front-end.md``.
 """
 
+from typing import Any
+
 from dsh.frontends.acp._daemon import DaemonOptions, run
 
-__all__ = ["DaemonOptions", "run"]
+__all__ = ["DaemonOptions", "preview_system_prompt", "run", "show_system_prompt"]
+
+
+def __getattr__(name: str) -> Any:
+    """``preview_system_prompt`` and ``show_system_prompt`` (``dsh config show --system-prompt``), imported when
+    first used: the daemon answers ``initialize`` before the rest of the application is imported (RFC 0008)."""
+    if name in ("preview_system_prompt", "show_system_prompt"):
+        from dsh.frontends.acp import _preview
+
+        return getattr(_preview, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,8 +1,15 @@
 """The ``llm`` interface service: model vocabulary, adapter registry, stream seam and block assembler."""
 
 from dsh.services.llm._assembler import BlockAssembler, GenerateResult
+from dsh.services.llm._estimate import (
+    CHARS_PER_TOKEN,
+    MESSAGE_OVERHEAD,
+    content_chars,
+    estimate_chars,
+    estimate_request,
+    tools_chars,
+)
 from dsh.services.llm._service import LlmService, ModelInfo, Price, ReasoningSupport, llm_plugin, model_name
-from dsh.services.llm._tokens import MessageList, estimate_tokens, message_tokens, text_tokens
 from dsh.services.llm._types import (
     Adapter,
     BlockEnd,
@@ -27,6 +34,8 @@ from dsh.services.llm._types import (
 )
 
 __all__ = [
+    "CHARS_PER_TOKEN",
+    "MESSAGE_OVERHEAD",
     "Adapter",
     "BlockAssembler",
     "BlockEnd",
@@ -39,7 +48,6 @@ __all__ = [
     "LlmService",
     "Message",
     "ModelInfo",
-    "MessageList",
     "Price",
     "ReasoningSupport",
     "MessageSource",
@@ -54,9 +62,10 @@ __all__ = [
     "ToolSchema",
     "Usage",
     "UsageChunk",
-    "estimate_tokens",
+    "content_chars",
+    "estimate_chars",
+    "estimate_request",
     "llm_plugin",
-    "message_tokens",
     "model_name",
-    "text_tokens",
+    "tools_chars",
 ]

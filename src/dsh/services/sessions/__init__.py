@@ -14,6 +14,7 @@ from dsh.services.sessions._json import (
 from dsh.services.sessions._persistence import LoadedSession, SessionInfo, SessionPersistence
 from dsh.services.sessions._session import (
     COMPACTION_EVENT,
+    PRUNE_EVENT,
     ChunkEvent,
     DerivedMessage,
     Session,
@@ -27,6 +28,7 @@ from dsh.services.sessions._store import SessionStore, check_session_id, ignores
 
 __all__ = [
     "COMPACTION_EVENT",
+    "PRUNE_EVENT",
     "STRICT_DECODER",
     "ChunkEvent",
     "DerivedMessage",

@@ -15,13 +15,18 @@ Guarantees:
   and every other listener has seen it.
 * :meth:`Session.derive_messages` is a pure function of the log (reference §6.2). Each message is derived once,
   when its event is first seen, as a read-only deep copy (:class:`DerivedMessage`), and shared by every later
-  request: a request costs O(new events), not O(history). Each call returns a new :class:`MessageList` (the
-  caller's to change) of those shared messages; changing a message raises ``TypeError``, so no request rewriter
+  request: a request costs O(new events), not O(history). Each call returns a new list (the caller's to
+  change) of those shared messages; changing a message raises ``TypeError``, so no request rewriter
   can change the log, the cache or another request.
 * A ``context/compaction`` event (``{summary, upto}``) makes every message of an event before seq ``upto`` give
   way to one user message carrying the summary (:func:`summary_message`); messages of later events follow as
   usual, live and after a load alike. The log keeps everything (it is append-only); the cache drops what the
-  summary stands for, so a long compacted session costs what its current view costs.
+  summary stands for, so a long compacted session costs what its current view costs. Its optional ``keep``
+  (seqs before ``upto``) keeps those events' messages verbatim after the summary: the running turn's user
+  messages when a compaction cuts inside a turn (at a step boundary, never between a call and its result).
+* A ``context/prune`` event (``{results: [{seq, stub}]}``) replaces, in the view, the tool result derived from
+  each named ``tool/result`` event by the one-line *stub* (same call id, same error flag): the log keeps the
+  output, the model sees the stub, live and after a load alike.
 """
 
 from __future__ import annotations
@@ -36,12 +41,12 @@ from typing import Any, cast
 
 import orjson
 
-from dsh.services.llm._tokens import MessageList, text_tokens
 from dsh.services.llm._types import ContentBlock, Message
 from dsh.services.sessions._json import FrozenDict, copy_json, freeze_json, json_string, parse_json
 
 __all__ = [
     "COMPACTION_EVENT",
+    "PRUNE_EVENT",
     "ChunkEvent",
     "DerivedMessage",
     "Session",
@@ -52,6 +57,7 @@ __all__ = [
 ]
 
 COMPACTION_EVENT = "context/compaction"
+PRUNE_EVENT = "context/prune"
 
 TITLE_LENGTH = 80
 
@@ -204,14 +210,13 @@ class DerivedMessage(FrozenDict):
     """A model message derived from one log event: read-only, shared by every request of the session.
 
     ``seq`` is the event it came from (so a later view can replace a range of history, e.g. with a summary,
-    by seq); ``tokens`` is its cached estimate (:func:`~dsh.services.llm.message_tokens`)."""
+    by seq)."""
 
-    __slots__ = ("seq", "tokens")
+    __slots__ = ("seq",)
 
     def __init__(self, message: Message, seq: int) -> None:
         super().__init__(role=message["role"], content=freeze_json(message["content"]))
         self.seq = seq
-        self.tokens = text_tokens(message)
 
 
 class Session:
@@ -219,7 +224,6 @@ class Session:
 
     __slots__ = (
         "_derived",
-        "_derived_tokens",
         "_derived_upto",
         "_events",
         "_hook",
@@ -249,7 +253,6 @@ class Session:
         self._hook: AppendHook | None = None
         self._derived: list[DerivedMessage] = []
         self._derived_upto = 0
-        self._derived_tokens = 0
         self._summary: tuple[str, DerivedMessage] | None = None
         """The last compaction's summary text and the message standing for it (first in ``_derived``)."""
         self._next_seq = len(events)
@@ -373,55 +376,93 @@ class Session:
         self._release_from = start + (len(kept) - 1 - open_chunk if open_chunk >= 0 else len(kept))
         return dropped
 
-    def derive_messages(self) -> MessageList:
+    def derive_messages(self) -> list[Message]:
         """The conversation as model messages (reference §6.2): a new list of shared, read-only messages.
 
         Cost: O(events appended since the last call) plus one copy of the list's pointers."""
         events = self._events
         derived = self._derived
-        tokens = self._derived_tokens
         for index in range(self._derived_upto, len(events)):
             event = events[index]
-            if event.type == "context/reset":  # /clear: the model sees nothing from before it
+            kind = event.type
+            if kind == "context/reset":  # /clear: the model sees nothing from before it
                 derived.clear()  # handed-out lists are copies: they keep what they had
-                tokens = 0
                 self._summary = None
                 continue
-            if event.type == COMPACTION_EVENT:
-                tokens = self._compact(event, tokens)
+            if kind == COMPACTION_EVENT:
+                self._compact(event)
+                continue
+            if kind == PRUNE_EVENT:
+                self._prune(event)
                 continue
             message = _derive_one(event)
             if message is not None:
-                shared = DerivedMessage(message, event.seq)
-                derived.append(shared)
-                tokens += shared.tokens
+                derived.append(DerivedMessage(message, event.seq))
         self._derived_upto = len(events)
-        self._derived_tokens = tokens
-        return MessageList(cast(list[Message], derived), tokens)
+        return cast(list[Message], list(derived))
 
-    def messages_before(self, upto: int) -> tuple[str | None, list[Message]]:
+    def view(self) -> list[tuple[int, Message]]:
+        """The derived messages still in view, each with the seq of the event it came from, the current summary's
+        message left out (see :attr:`summary`)."""
+        self.derive_messages()
+        standing = self._summary[1] if self._summary is not None else None
+        return [(m.seq, cast(Message, m)) for m in self._derived if m is not standing]
+
+    @property
+    def summary(self) -> str | None:
+        """The text of the compaction summary in view (None before any compaction, or after ``context/reset``)."""
+        self.derive_messages()
+        return self._summary[0] if self._summary is not None else None
+
+    def messages_before(self, upto: int, keep: Sequence[int] = ()) -> tuple[str | None, list[Message]]:
         """The current summary's text (None before any compaction) and the derived messages still in view that
-        come from events before seq *upto*, the summary's message not included: what a compaction cutting at
-        *upto* would summarise."""
+        come from events before seq *upto* (those of *keep* left out), the summary's message not included: what a
+        compaction cutting at *upto* would summarise."""
         self.derive_messages()
         summary = self._summary
         standing = summary[1] if summary is not None else None
+        kept = set(keep)
         return (
             summary[0] if summary is not None else None,
-            [cast(Message, m) for m in self._derived if m is not standing and m.seq < upto],
+            [cast(Message, m) for m in self._derived if m is not standing and m.seq < upto and m.seq not in kept],
         )
 
-    def _compact(self, event: SessionEvent, tokens: int) -> int:
-        """Apply a compaction to the cache (rare: linear in the view); return the view's new token total."""
-        upto, text = event.data.get("upto"), event.data.get("summary")
-        if not isinstance(upto, int) or not isinstance(text, str):
-            return tokens  # not a compaction this version understands: the view stays as it was
+    def _compact(self, event: SessionEvent) -> None:
+        """Apply a compaction to the cache (rare: linear in the view)."""
+        upto, text, keep = event.data.get("upto"), event.data.get("summary"), event.data.get("keep") or []
+        if not isinstance(upto, int) or not isinstance(text, str) or not isinstance(keep, list):
+            return  # not a compaction this version understands: the view stays as it was
+        kept_seqs = {seq for seq in keep if type(seq) is int}
         previous = self._summary[1] if self._summary is not None else None
         standing = DerivedMessage(summary_message(text), event.seq)
-        kept = [m for m in self._derived if m is not previous and m.seq >= upto]
+        kept = [m for m in self._derived if m is not previous and (m.seq >= upto or m.seq in kept_seqs)]
         self._derived[:] = [standing, *kept]
         self._summary = (text, standing)
-        return sum(m.tokens for m in self._derived)
+
+    def _prune(self, event: SessionEvent) -> None:
+        """Apply a prune to the cache (rare: linear in the view): each named tool result becomes its stub."""
+        results = event.data.get("results")
+        if not isinstance(results, list):
+            return
+        stubs: dict[int, str] = {}
+        for entry in results:
+            if isinstance(entry, dict) and type(entry.get("seq")) is int and isinstance(entry.get("stub"), str):
+                stubs[entry["seq"]] = entry["stub"]
+        derived = self._derived
+        for index, message in enumerate(derived):
+            stub = stubs.get(message.seq)
+            if stub is None:
+                continue
+            block = message["content"][0] if len(message["content"]) == 1 else None
+            if block is None or block.get("type") != "tool-result":
+                continue
+            replaced: ContentBlock = {
+                "type": "tool-result",
+                "tool_call_id": block["tool_call_id"],
+                "content": [{"type": "text", "text": stub}],
+                "is_error": bool(block.get("is_error", False)),
+            }
+            derived[index] = DerivedMessage({"role": "user", "content": [replaced]}, message.seq)
 
 
 def summary_message(summary: str) -> Message:
