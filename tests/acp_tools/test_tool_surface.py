@@ -208,3 +208,19 @@ async def test_five_read_file_calls_in_one_step_run_concurrently(tmp_path: Path)
         assert _text(result) == f"     1\tcontent {index}"
     kinds = [e["type"] for e in events if e["type"] in ("tool/call", "tool/result")]
     assert kinds == ["tool/call"] * 5 + ["tool/result"] * 5
+
+
+@needs_proc
+async def test_background_commands_die_with_the_daemon(tmp_path: Path) -> None:
+    steps = [
+        call("run_command", "sleeper", command="echo up; sleep 300 & sleep 300", background=True),
+        {"text": "started"},
+    ]
+    model = write_script(tmp_path / "script.json", steps)
+    async with run_editor(tmp_path, model, EditorClient([])) as editor:
+        session = await _bypass(editor)
+        assert (await editor.prompt(session, "start it")).stop_reason == "end_turn"
+        pid = _one(read_log_live(tmp_path, session), "sleeper")["display"]["pid"]
+        assert alive(pid)
+    # run_editor closed stdin and the daemon exited 0: its background commands, and their children, went too
+    await wait_until_dead(pid, pid, within=5)

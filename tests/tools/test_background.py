@@ -50,19 +50,14 @@ async def test_output_since_the_last_read_and_the_exit_code(call: Call, work: Pa
     script = "echo one; while [ ! -e go ]; do sleep 0.01; done; echo two; echo three; exit 3"
     started = await call("run_command", {"command": script, "background": True})
     assert "First output:\none" in text(started)
+    quiet = await call("command_output", {"id": "bg1", "wait": 0.2})  # nothing new within the wait
+    assert text(quiet) == "bg1 is still running.\n(no new output)"
     (work / "go").touch()
+    seen = ""
     with anyio.fail_after(10):
-        while True:
-            result = await call("command_output", {"id": "bg1"})
-            if "exited" in text(result) or "two" in text(result):
-                break
-            await anyio.sleep(0.02)  # a child process cannot set our events: poll its output, bounded
-    seen = text(result)
-    while "exited" not in seen:
-        with anyio.fail_after(10):
-            await anyio.sleep(0.02)
-            seen += "\n" + text(await call("command_output", {"id": "bg1"}))
-    assert "one" not in seen.split("\n", 1)[1]  # what was read before is not repeated
+        while "exited" not in seen:  # wait returns at the first new output or at the exit: no polling loop
+            seen += text(await call("command_output", {"id": "bg1", "wait": 10})) + "\n"
+    assert "one" not in seen  # what was read before is not repeated
     assert "two" in seen and "three" in seen and "exited with code 3" in seen
 
 

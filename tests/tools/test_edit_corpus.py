@@ -250,6 +250,13 @@ CASES = [
         touch_after_read=PY + b"# the user's line\n",
     ),
     Case(
+        "touched since read but the same bytes is fine",
+        PY,
+        edit("return 2", "return 3"),
+        PY.replace(b"return 2", b"return 3"),
+        touch_after_read=PY,
+    ),
+    Case(
         "write_file keeps crlf and final newline", b"a\r\nb\r\n", {"content": "c\nd"}, b"c\r\nd\r\n", tool="write_file"
     ),
 ]

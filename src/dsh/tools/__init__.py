@@ -8,6 +8,9 @@
   → ``None``) and ``workspace/run`` (:class:`RunRequest` → :class:`CommandResult`). A front end overrides them
   with ``ctx.on(events.WORKSPACE_READ, listener)`` where ``listener(request, next)``; the innermost defaults
   are local (:func:`read_local`, :func:`write_local`, :func:`run_local`).
+* The pieces other packages may use (RFC 0018): :func:`plan_edits` (the pure edit matcher), :class:`ReadLedger`,
+  :func:`apply_budget` / :data:`BUDGETS` (the output budget and its spill), :class:`BackgroundCommands` (the
+  ``background_commands`` service).
 * Paths: :func:`resolve_path` and the grant convention (:func:`grant_outside`, see :mod:`dsh.tools._paths`):
   a path outside the session's roots is refused unless a gate granted it for that one call.
 
@@ -15,7 +18,11 @@ Importing this package is cheap: no pydantic, no child process; the tools themse
 applies.
 """
 
+from dsh.tools._background import BackgroundCommands
+from dsh.tools._budget import BUDGETS, Budget, apply_budget, budget_for
+from dsh.tools._edits import Edit, EditPlan, plan_edits
 from dsh.tools._errors import OutsideRootsError, ToolError
+from dsh.tools._ledger import ReadLedger
 from dsh.tools._paths import ResolvedPath, grant_outside, is_granted, is_within, resolve_path, revoke_grants
 from dsh.tools._plugin import builtin_tools_plugin
 from dsh.tools._process import CommandResult, run_process
@@ -30,18 +37,27 @@ from dsh.tools._workspace import (
 )
 
 __all__ = [
+    "BUDGETS",
+    "BackgroundCommands",
+    "Budget",
     "CommandResult",
+    "Edit",
+    "EditPlan",
     "OutsideRootsError",
+    "ReadLedger",
     "ReadRequest",
     "ResolvedPath",
     "RunRequest",
     "ToolError",
     "Workspace",
     "WriteRequest",
+    "apply_budget",
+    "budget_for",
     "builtin_tools_plugin",
     "grant_outside",
     "is_granted",
     "is_within",
+    "plan_edits",
     "read_local",
     "resolve_path",
     "revoke_grants",

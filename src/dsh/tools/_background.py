@@ -142,6 +142,13 @@ class BackgroundCommands:
             with anyio.move_on_after(0.5):
                 await entry.done_reading.wait()
 
+    async def wait_for_output(self, entry: BackgroundCommand, wait: float) -> None:
+        """Return once *entry* printed something it has not been read yet, or exited, or after *wait* seconds."""
+        if entry.received > entry.read_to or not entry.running:
+            return
+        with anyio.move_on_after(wait):
+            await entry.output_arrived.wait()
+
     def get(self, session: str, command_id: str) -> BackgroundCommand | None:
         return self._sessions.get(session, {}).get(command_id)
 
@@ -152,6 +159,8 @@ class BackgroundCommands:
         offset = max(entry.read_to - start_of_buffer, 0)
         data = bytes(entry.buffer[offset:])
         entry.read_to = entry.received
+        if entry.running:  # the next wait (command_output's ``wait``) is for output after this read
+            entry.output_arrived = anyio.Event()
         code = entry.process.returncode if not entry.running else None
         exit_code = code if code is not None and code >= 0 else None
         signal = _signal_name(-code) if code is not None and code < 0 else None

@@ -474,7 +474,7 @@ class _Tools:
             text = "\n".join(parts[offset - 1 : offset - 1 + limit + 1])
         else:
             text = await self.read_text(execution, target, offset, limit + 1)
-        self.ledger.record(_session_of(execution), target.real)
+        await anyio.to_thread.run_sync(self.ledger.record, _session_of(execution), target.real)
         return number_lines(text, offset, limit, max_chars=READ_MAX_CHARS, total=total)
 
     async def read_binary(self, execution: ToolExecution, target: ResolvedPath, binary: Binary) -> ToolOutput:

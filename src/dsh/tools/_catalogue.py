@@ -306,11 +306,19 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         "read",
         (
             "Read what a background command (run_command with background) printed since the last read, and "
-            "whether it is still running (with its exit code once it stopped)."
+            "whether it is still running (with its exit code once it stopped). `wait` waits up to that many "
+            "seconds for new output first, instead of polling in a loop."
         ),
         {
             "properties": {
-                "id": {"description": "The id run_command gave the background command, e.g. bg1.", "type": "string"}
+                "id": {"description": "The id run_command gave the background command, e.g. bg1.", "type": "string"},
+                "wait": {
+                    "default": 0,
+                    "description": "Seconds to wait for new output (or for the command to end) when there is none yet.",
+                    "maximum": 60,
+                    "minimum": 0,
+                    "type": "number",
+                },
             },
             "required": ["id"],
             "type": "object",

@@ -22,13 +22,22 @@ if TYPE_CHECKING:
     from dsh.tools._background import BackgroundCommand, BackgroundCommands
     from dsh.tools._paths import ResolvedPath
 
-__all__ = ["CommandIdArgs", "FetchUrlArgs", "extra_tools", "start_background"]
+__all__ = ["CommandIdArgs", "CommandOutputArgs", "FetchUrlArgs", "extra_tools", "start_background"]
 
 Spec = tuple[ToolDefinition, str, Callable[[Any, str], ToolCard | None], Callable[[Any, str], "list[ResolvedPath]"]]
 
 
 class CommandIdArgs(BaseModel):
     id: str = Field(description="The id run_command gave the background command, e.g. bg1.")
+
+
+class CommandOutputArgs(CommandIdArgs):
+    wait: float = Field(
+        default=0,
+        ge=0,
+        le=60,
+        description="Seconds to wait for new output (or for the command to end) when there is none yet.",
+    )
 
 
 class FetchUrlArgs(BaseModel):
@@ -83,16 +92,16 @@ async def start_background(
 
 
 def _background_tools(background: BackgroundCommands | None) -> list[Spec]:
-    async def command_output(args: CommandIdArgs, execution: ToolExecution) -> str:
+    async def command_output(args: CommandOutputArgs, execution: ToolExecution) -> str:
+        import anyio
+
         registry = _require(background)
         entry = registry.get(_session(execution), args.id)
         if entry is None:
             raise ToolError(f"no background command {args.id!r} in this session", "NOT_FOUND")
-        if entry.running:  # a command that just exited may still have output in the pipe
-            pass
-        else:
-            import anyio
-
+        if args.wait:
+            await registry.wait_for_output(entry, args.wait)
+        if not entry.running:  # a command that just exited may still have output in the pipe
             with anyio.move_on_after(0.5):
                 await entry.done_reading.wait()
         snapshot = registry.read(entry)
@@ -130,8 +139,9 @@ def _background_tools(background: BackgroundCommands | None) -> list[Spec]:
             define_tool(
                 "command_output",
                 "Read what a background command (run_command with background) printed since the last read, and "
-                "whether it is still running (with its exit code once it stopped).",
-                CommandIdArgs,
+                "whether it is still running (with its exit code once it stopped). `wait` waits up to that many "
+                "seconds for new output first, instead of polling in a loop.",
+                CommandOutputArgs,
                 command_output,
             ),
             "read",
