@@ -74,3 +74,17 @@ def test_a_model_without_vision_gets_each_image_as_a_note_and_nothing_else_chang
     assert out[1]["content"][0]["content"] == [{"type": "text", "text": "a.png:"}, {"type": "text", "text": note}]
     assert out[2]["content"] == [{"type": "text", "text": note}]
     assert messages[2]["content"] == [image]  # the session's own messages are never changed
+
+
+def test_an_image_counts_its_pixel_size_not_its_base64() -> None:
+    from dsh.images import image_tokens
+    from dsh.services.llm import content_chars
+    from dsh.services.llm._estimate import CHARS_PER_TOKEN, IMAGE_TOKENS
+
+    small, large = _image(64, 64), _image(1024, 1024)
+    assert content_chars([small]) == image_tokens(64, 64) * CHARS_PER_TOKEN
+    assert content_chars([large]) == image_tokens(1024, 1024) * CHARS_PER_TOKEN > content_chars([small])
+    result = {"type": "tool-result", "tool_call_id": "c", "content": [large], "is_error": False}
+    assert content_chars([result]) == content_chars([large])  # an image a tool returned counts the same
+    unknown = {"type": "image", "url": "https://example.com/a.png"}
+    assert content_chars([unknown]) == IMAGE_TOKENS * CHARS_PER_TOKEN

@@ -8,7 +8,7 @@ provider, else by default the reasoning families on the built-in ``openai`` prov
 What is sent: ``instructions`` = the system prompt; ``input`` = the conversation as items, in order: user text and
 images as a ``message`` (``input_text``, ``input_image``); assistant text as a ``message`` (``output_text``); each
 tool call as a ``function_call`` (the raw argument JSON) and each result as a ``function_call_output`` right where
-it stood; each stored reasoning block that carries ``encrypted_content`` as a ``reasoning`` item (its id, its
+it stood (its text, or its ``input_text`` and ``input_image`` parts when it holds images); each stored reasoning block that carries ``encrypted_content`` as a ``reasoning`` item (its id, its
 summary, the encrypted content) before the items that followed it. ``store: false`` (nothing kept at OpenAI, so the
 encrypted reasoning travels with the request). Tools as ``{type: function, name, description, parameters,
 strict}`` (``strict`` false unless the tool says so: the Responses API would otherwise make every schema strict)
@@ -60,14 +60,19 @@ def wire_format(provider: str, settings: ProviderSettings, model: str) -> str:
     return "responses" if provider == "openai" and model.startswith(RESPONSES_FAMILIES) else "chat-completions"
 
 
-def _tool_output(block: dict[str, Any]) -> str:
-    parts: list[str] = []
-    for item in block.get("content") or []:
-        if item.get("type") == "text":
-            parts.append(item["text"])
+def _tool_output(block: dict[str, Any]) -> str | list[dict[str, Any]]:
+    """A tool result's ``output``: its text, or, when it holds images, its parts in order (``input_text``,
+    ``input_image``: the Responses API takes images in a function call's output, RFC 0022)."""
+    items = block.get("content") or []
+    if not any(item.get("type") == "image" for item in items):
+        return "".join(item["text"] for item in items if item.get("type") == "text")
+    parts: list[dict[str, Any]] = []
+    for item in items:
+        if item.get("type") == "text" and item.get("text"):
+            parts.append({"type": "input_text", "text": item["text"]})
         elif item.get("type") == "image":
-            parts.append("[image]")
-    return "".join(parts)
+            parts.append({"type": "input_image", "image_url": item["url"]})
+    return parts
 
 
 def _reasoning_item(block: dict[str, Any]) -> dict[str, Any] | None:

@@ -36,12 +36,23 @@ CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD = 4
 """Tokens a provider spends per message on roles and separators (estimate)."""
 IMAGE_TOKENS = 1_000
-"""A typical image's cost in tokens."""
+"""A typical image's cost in tokens (an image block that does not say its pixel size: dsh's own always do)."""
+
+
+def _image_tokens(block: dict[str, Any]) -> int:
+    """An image's tokens from its ``width`` and ``height`` (:func:`dsh.images.image_tokens`), else
+    :data:`IMAGE_TOKENS`."""
+    width, height = block.get("width"), block.get("height")
+    if type(width) is not int or type(height) is not int:
+        return IMAGE_TOKENS
+    from dsh.images import image_tokens
+
+    return image_tokens(width, height)
 
 
 def content_chars(blocks: Iterable[Any]) -> int:
     """Characters of the content blocks that reach a model (text, reasoning, tool calls and results; an image
-    counts as :data:`IMAGE_TOKENS` tokens)."""
+    counts the tokens its pixel size costs, :data:`IMAGE_TOKENS` when it does not say)."""
     total = 0
     for block in blocks:
         if not isinstance(block, dict):
@@ -53,8 +64,8 @@ def content_chars(blocks: Iterable[Any]) -> int:
             total += len(block.get("name") or "") + len(block.get("arguments") or "")
         elif kind == "tool-result":
             total += content_chars(block.get("content") or [])
-        elif kind == "image":
-            total += IMAGE_TOKENS * CHARS_PER_TOKEN
+        elif kind == "image":  # by its pixel size, the providers' rule of thumb (RFC 0022)
+            total += _image_tokens(block) * CHARS_PER_TOKEN
     return total
 
 
