@@ -55,6 +55,7 @@ def load_core(
     from dsh.providers.echo import echo_plugin
     from dsh.providers.remote import remote_providers_plugin
     from dsh.providers.scripted import scripted_plugin
+    from dsh.reaper import reaper_plugin
     from dsh.secrets import secrets_plugin
     from dsh.services.agents import agents_plugin
     from dsh.services.llm import llm_plugin
@@ -72,6 +73,7 @@ def load_core(
     ctx.plugin(scripted_plugin, {"scripts": scripts or {}})
     ctx.plugin(remote_providers_plugin, providers)
     ctx.plugin(secrets_plugin, {"providers": providers, "secrets": secrets})
+    ctx.plugin(reaper_plugin)
     ctx.plugin(tools_plugin)
     ctx.plugin(llm_plugin)
     ctx.plugin(agents_plugin)

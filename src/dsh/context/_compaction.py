@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
+from dsh._log import get_logger
 from dsh.errors import DshError
 from dsh.images import describe_image
 from dsh.kernel import AbortedError
@@ -56,6 +57,7 @@ Write a concise, factual summary that keeps everything needed to continue:
 
 Keep exact names (files, functions, identifiers, error messages). Do not invent anything; leave out chit-chat. Answer with the summary only."""
 
+log = get_logger("dsh.context")
 BLOCK_CLIP = 2_000
 """Characters of one tool output or message block kept in the transcript the summariser reads."""
 
@@ -193,8 +195,40 @@ def build_summary_request(
     )
 
 
+SUMMARY_FLOOR = 4_096
+"""Characters a summary may always have, whatever it summarises (a three-line conversation may well be summarised
+in more words than it had: harmless)."""
+
+
 async def summarise(ctx: Context, request: GenerateRequest) -> str:
-    """Run the summarisation call; a cancel of *request*'s token cancels it (``AbortedError``)."""
+    """Run the summarisation call; a cancel of *request*'s token cancels it (``AbortedError``).
+
+    A summary longer than the transcript it was given (beyond :data:`SUMMARY_FLOOR` characters) does not shrink
+    the history: it is refused and asked for once more, and a second such summary raises ``DshError``
+    (``SUMMARY_TOO_LONG``), so the history stays as it was. Accepting it would have every later turn fail on a
+    window that the summary alone fills, until the summarising model behaves (issue #30)."""
+    source = sum(
+        len(str(block.get("text", "")))
+        for message in request.messages
+        for block in message["content"]
+        if block.get("type") == "text"
+    )
+    limit = max(source, SUMMARY_FLOOR)
+    text = ""
+    for attempt in (1, 2):
+        text = await _summarise_once(ctx, request)
+        if len(text) <= limit:
+            return text
+        log.warning("refused a summary longer than the history it summarises", attempt=attempt, chars=len(text))
+    raise DshError(
+        f"compaction failed twice: the summarising model returned {len(text):,} characters for a history of "
+        f"{source:,}; the conversation was not compacted",
+        "SUMMARY_TOO_LONG",
+    )
+
+
+async def _summarise_once(ctx: Context, request: GenerateRequest) -> str:
+    """Run the summarisation call once; a cancel of *request*'s token cancels it (``AbortedError``)."""
     signal = request.signal
     text = ""
     with anyio.CancelScope() as scope:

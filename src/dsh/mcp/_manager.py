@@ -14,6 +14,7 @@ stdio group still alive.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -32,6 +33,7 @@ from dsh.mcp._config import (
     specs_from_config,
 )
 from dsh.mcp._names import unique_names
+from dsh.reaper import end_tagged, tagged
 from dsh.services.tools import ToolCard, ToolDefinition, ToolExecution, ToolResult, error_result
 
 if TYPE_CHECKING:
@@ -43,6 +45,14 @@ if TYPE_CHECKING:
 __all__ = ["McpManager", "McpOptions", "Reporter", "mcp_plugin", "tool_kind"]
 
 log = get_logger("dsh.mcp")
+
+
+def _tag(session_id: str) -> str:
+    """The process tag of a session's MCP servers: not the session's own (``dsh.reaper`` ends that one when the
+    agent is disposed, before the servers are closed gracefully)."""
+    return f"{session_id}:mcp"
+
+
 Reporter = Callable[[str, str], None]
 """``report(server name, message)``: tell the user once that a server is not available."""
 
@@ -82,6 +92,9 @@ class _Session:
     tools: dict[str, _Tool] = field(default_factory=dict)
     registrations: dict[str, list[Disposer]] = field(default_factory=dict)
     reported: set[str] = field(default_factory=set)
+    notes: list[tuple[str, str]] = field(default_factory=list)
+    """``(server, message)`` to show the user at the next turn (a tool listed twice)."""
+    notes_sent: set[str] = field(default_factory=set)
     report: Reporter | None = None
     images: bool = False
     closing: bool = False
@@ -127,7 +140,11 @@ class McpManager:
         return len(specs)
 
     def _spawn(self, connection: ServerConnection) -> None:
-        self._ctx.spawn(connection.run, name=f"mcp:{connection.name}")
+        """Run the connection in the background; its server process (and what that starts) carries the
+        session's MCP tag, so the session's close finds whatever escaped the server's process group."""
+        session_id = next((s.id for s in self._sessions.values() if connection in s.connections.values()), None)
+        with tagged(_tag(session_id)) if session_id is not None else contextlib.nullcontext():
+            self._ctx.spawn(connection.run, name=f"mcp:{connection.name}")
 
     def servers(self, session_id: str) -> dict[str, str]:
         """``{name: state}`` of the session's servers (for tests and status displays)."""
@@ -166,6 +183,10 @@ class McpManager:
                 async with anyio.create_task_group() as group:
                     for connection in state.connections.values():
                         group.start_soon(partial(connection.close, hurry=state.hurry))
+                # what the servers started and left behind (a setsid grandchild): gone with the session
+                ended = await anyio.to_thread.run_sync(end_tagged, _tag(state.id))
+                if ended:
+                    log.info("ended processes the mcp servers left", session_id=state.id, pids=ended)
             log.info("mcp servers closed", session_id=state.id)
         finally:
             state.closed.set()
@@ -198,28 +219,51 @@ class McpManager:
             del state.tools[name]
 
     async def _register(self, state: _Session, connection: ServerConnection) -> None:
+        """Register the server's tools for the session. A name listed twice keeps its first entry (the other is
+        skipped, logged and shown to the user at the next turn); a registration that fails skips that tool only;
+        every registration made is disposed with the server's (or the session's) tools, whatever failed."""
         if self._sessions.get(state.id) is not state:
             return  # closed meanwhile
         await self._unregister(state, connection.name)
         registry = self._ctx.tools
-        names = unique_names(connection.name, [t.name for t in connection.tools], taken=state.tools)
-        disposers: list[Disposer] = []
+        tools: list[Any] = []
+        seen: set[str] = set()
         for tool in connection.tools:
+            if tool.name in seen:
+                note = f"MCP server `{connection.name}` listed the tool `{tool.name}` twice; the second was skipped"
+                log.warning("mcp server listed a tool twice", server=connection.name, tool=tool.name)
+                if note not in state.notes_sent:
+                    state.notes.append((connection.name, note))
+                continue
+            seen.add(tool.name)
+            tools.append(tool)
+        names = unique_names(connection.name, [t.name for t in tools], taken=state.tools)
+        disposers: list[Disposer] = []
+        state.registrations[connection.name] = disposers  # before the first registration: none is ever lost
+        for tool in tools:
             name = names[tool.name]
             kind = tool_kind(tool.annotations)
             card = ToolCard(f"{connection.name}: {tool.name}", kind)
+            try:
+                definition = ToolDefinition(
+                    name=name,
+                    description=tool.description
+                    or getattr(tool, "title", None)
+                    or f"{tool.name} (MCP server {connection.name})",
+                    parameters=dict(tool.inputSchema or {"type": "object"}),
+                    execute=self._unreachable,
+                    meta={
+                        "kind": kind,
+                        "asks": kind != "read",
+                        "present": lambda _args, _cwd, c=card: c,
+                        "mcp": True,
+                    },
+                )
+                disposers.append(registry.register(definition, session=state.id))
+            except Exception as exc:
+                log.warning("mcp tool not registered", server=connection.name, tool=tool.name, error=str(exc)[:300])
+                continue
             state.tools[name] = _Tool(connection, tool.name, card)
-            definition = ToolDefinition(
-                name=name,
-                description=tool.description
-                or getattr(tool, "title", None)
-                or f"{tool.name} (MCP server {connection.name})",
-                parameters=dict(tool.inputSchema or {"type": "object"}),
-                execute=self._unreachable,
-                meta={"kind": kind, "asks": kind != "read", "present": lambda _args, _cwd, c=card: c, "mcp": True},
-            )
-            disposers.append(registry.register(definition, session=state.id))
-        state.registrations[connection.name] = disposers
 
     async def _unreachable(self, arguments: Any, execution: ToolExecution) -> str:
         raise RuntimeError(f"{execution.name} is an MCP tool of another session")
@@ -254,6 +298,12 @@ class McpManager:
             finally:
                 if remove is not None:
                     remove()
+        notes, state.notes = state.notes, []
+        for server, note in notes:
+            if note not in state.notes_sent:
+                state.notes_sent.add(note)
+                if state.report is not None:
+                    state.report(server, note)
         for connection in state.connections.values():
             if connection.state == "failed" and connection.name not in state.reported:
                 state.reported.add(connection.name)

@@ -2,7 +2,10 @@
 does not give us:
 
 * the server's stderr goes to our log, line by line (and its last lines explain a failure), never to our stdout
-  or stderr;
+  or stderr; every line is cut to :data:`STDERR_LINE_LIMIT` bytes and has the secrets dsh holds redacted
+  (:func:`dsh.secrets.redact_text`) before it is logged or kept;
+* lines are split in linear time (:class:`~dsh.mcp._lines.LineSplitter`); a stdout line longer than
+  :data:`STDOUT_LINE_LIMIT` is dropped as it arrives, so no output bounds the daemon's memory but these limits;
 * the process runs in its own process group, and closing ends the *group* (stdin closed, then SIGTERM, then
   SIGKILL, within :data:`CLOSE_GRACE` in all), also when the closing task is being cancelled;
 * the pid is known, so the owner can end the group synchronously at daemon exit (:func:`kill_group`).
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 from collections import deque
@@ -25,13 +29,24 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from dsh._jsonlimits import MAX_JSON_DEPTH, text_may_exceed
 from dsh._log import get_logger
+from dsh.mcp._lines import Line, LineSplitter
+from dsh.secrets import redact_text
 
-__all__ = ["CLOSE_GRACE", "StdioProcess", "kill_group", "stdio_transport"]
+__all__ = ["CLOSE_GRACE", "StdioProcess", "answer_id", "kill_group", "stdio_transport"]
 
 CLOSE_GRACE = 0.5
 """Upper bound of the three steps of a close (stdin EOF → SIGTERM → SIGKILL), each a third of it: a daemon that
 is told to exit has about 2 s in all, and its sessions' servers close in parallel within that."""
+STDOUT_LINE_LIMIT = 128 * 1024 * 1024
+"""Longest JSON-RPC line read from a server: a longer one is dropped as it arrives (one log line; the request it
+answers gets an error at once)."""
+STDOUT_MEMORY = 1024 * 1024
+"""Bytes of a pending stdout line held in memory; past this the line continues in an anonymous temporary file,
+so a server writing without newlines costs the daemon at most this much memory."""
+STDERR_LINE_LIMIT = 2000
+"""A stderr line is logged (and kept for failure reasons) cut to this many bytes; the rest is discarded."""
 log = get_logger("dsh.mcp")
 
 
@@ -49,6 +64,37 @@ class StdioProcess:
     def reason(self) -> str:
         """The server's last stderr line, as a suffix for a failure reason (usually the error it died of)."""
         return f" (stderr: {self.stderr_tail[-1][:300]})" if self.stderr_tail else ""
+
+
+_HEAD_ID = re.compile(
+    rb'\A\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,200}")\s*(,\s*"(\w+)")?'
+)
+_TAIL_ID = re.compile(rb',\s*"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,200}")\s*\}\s*\Z')
+_HEAD_METHOD = re.compile(rb'\A\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?(?:"id"\s*:\s*[^,]{1,210},\s*)?"method"')
+
+
+def answer_id(head: bytes, tail: bytes = b"") -> int | str | None:
+    """The id of the request a JSON-RPC line answers, read from its first or last bytes without parsing it
+    (it may be too deep or too long to parse): ``{"jsonrpc": "2.0", "id": 7, "result": …`` or ``… "id": 7}``.
+    None for a request or notification of the server (a ``method`` key first) or when no id can be read."""
+    if _HEAD_METHOD.match(head[:512]):
+        return None
+    found = _HEAD_ID.match(head[:512])
+    if found is not None and found.group(3) in (None, b"result", b"error"):
+        raw = found.group(1)
+    else:
+        end = (tail or head)[-512:]
+        found = _TAIL_ID.search(end)
+        if found is None:
+            return None
+        raw = found.group(1)
+    if raw.startswith(b'"'):
+        return raw[1:-1].decode("utf-8", "replace")
+    return int(raw)
+
+
+def describe_parse_error(error: BaseException) -> str:
+    return " ".join(str(error).split())[:200]
 
 
 def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
@@ -96,39 +142,69 @@ async def stdio_transport(
     read_writer, read_stream = anyio.create_memory_object_stream[Any](0)
     write_stream, write_reader = anyio.create_memory_object_stream[Any](0)
 
+    async def deliver(line: Line) -> None:
+        if not line.cut and not line.data.strip():
+            return
+        problem: str | None = None
+        if line.cut:
+            problem = f"it is {line.size} bytes long, more than the {STDOUT_LINE_LIMIT} dsh reads"
+        else:
+            try:
+                message = types.JSONRPCMessage.model_validate_json(line.data)
+            except Exception as exc:
+                problem = (
+                    f"it is nested deeper than {MAX_JSON_DEPTH} levels"
+                    if text_may_exceed(line.data) and "recursion" in str(exc).lower()
+                    else f"it is not JSON-RPC ({redact_text(describe_parse_error(exc))})"
+                )
+        if problem is None:
+            await read_writer.send(SessionMessage(message))
+            return
+        ident = answer_id(line.data, line.tail)
+        log.warning("mcp server wrote a line dsh cannot use; dropped it", server=server, reason=problem, answer=ident)
+        if ident is not None:  # the request it answers fails now instead of waiting for an answer that never comes
+            error = types.JSONRPCError(
+                jsonrpc="2.0",
+                id=ident,
+                error=types.ErrorData(code=-32603, message=f"the server's answer was dropped: {problem}"),
+            )
+            await read_writer.send(SessionMessage(types.JSONRPCMessage(error)))
+
     async def read_stdout() -> None:
         assert process.stdout is not None
-        buffer = b""
+        lines = LineSplitter(STDOUT_LINE_LIMIT, memory=STDOUT_MEMORY)
         async with read_writer:
             try:
                 async for chunk in process.stdout:
-                    buffer += chunk
-                    *lines, buffer = buffer.split(b"\n")
-                    for line in lines:
-                        if not line.strip():
-                            continue
-                        try:
-                            message = types.JSONRPCMessage.model_validate_json(line)
-                        except Exception as exc:
-                            log.warning("mcp server wrote a non-JSON-RPC line", server=server, error=str(exc)[:200])
-                            continue
-                        await read_writer.send(SessionMessage(message))
+                    for line in lines.feed(chunk):
+                        await deliver(line)
+                last = lines.close()
+                if last is not None:
+                    await deliver(last)
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                 pass
+            finally:
+                lines.close()
         info.exited.set()
+
+    def log_stderr(line: Line) -> None:
+        text = redact_text(line.data.decode("utf-8", "replace").rstrip())
+        if line.cut:
+            log.warning("mcp server wrote a long stderr line; cut it", server=server, bytes=line.size)
+        if text:
+            info.stderr_tail.append(text)
+            log.info("mcp server stderr", server=server, line=text)
 
     async def read_stderr() -> None:
         assert process.stderr is not None
-        buffer = b""
+        lines = LineSplitter(STDERR_LINE_LIMIT)
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
             async for chunk in process.stderr:
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for raw in lines:
-                    line = raw.decode("utf-8", "replace").rstrip()
-                    if line:
-                        info.stderr_tail.append(line)
-                        log.info("mcp server stderr", server=server, line=line[:2000])
+                for line in lines.feed(chunk):
+                    log_stderr(line)
+            last = lines.close()
+            if last is not None:
+                log_stderr(last)
 
     async def write_stdin() -> None:
         assert process.stdin is not None

@@ -5,6 +5,9 @@ stdio MCP servers, hooks): the daemon's environment minus the provider keys and 
 :class:`SecretPolicy` (see :mod:`dsh.secrets._policy` for the rules). The ``secrets`` plugin (loaded by
 :func:`dsh.app.load_core`) installs the policy built from the configuration and redacts tool results.
 
+:func:`seal_process` (called once by the daemon after start-up) scrubs the withheld variables from the process's
+start-up environment block (what ``/proc/PID/environ`` shows a command) and makes it non-dumpable.
+
 Importing this package imports no pydantic model: :class:`SecretsConfig` and the plugin load on first use.
 """
 
@@ -21,6 +24,7 @@ from dsh.secrets._policy import (
     redact_json,
     redact_text,
 )
+from dsh.secrets._seal import seal_process
 
 if TYPE_CHECKING:
     from dsh.secrets._config import SecretsConfig
@@ -37,6 +41,7 @@ __all__ = [
     "policy_for",
     "redact_json",
     "redact_text",
+    "seal_process",
     "secrets_plugin",
 ]
 

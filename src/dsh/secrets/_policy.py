@@ -20,8 +20,9 @@ Everything else is kept: generic spellings such as ``GITHUB_TOKEN`` or ``AWS_SEC
 tools the user runs, not to dsh (``remove: ["*_API_KEY"]`` opts into more).
 
 Redaction (:meth:`SecretPolicy.secret_values`): the values of every withheld variable, every provider key in the
-environment (even one passed through) and every inline secret of the file, longest first, when at least
-:data:`MIN_SECRET_LENGTH` characters long (a shorter value would mask ordinary words).
+environment (even one passed through) and every inline secret of the file, when at least
+:data:`MIN_SECRET_LENGTH` characters long (a shorter value would mask ordinary words); each also in hex and base64,
+and cut (its first or last :data:`MIN_PARTIAL_LENGTH` or more characters) as an output budget leaves it.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DSH_SECRET_WORDS",
+    "MIN_PARTIAL_LENGTH",
     "MIN_SECRET_LENGTH",
     "SecretPolicy",
     "child_environment",
@@ -134,16 +136,98 @@ class SecretPolicy:
 
     def redactor(self, env: Mapping[str, str] | None = None) -> Callable[[str], str]:
         """A function replacing every secret value in a text with ``[redacted NAME]`` (*env*: ``os.environ``
-        now)."""
-        values = self.secret_values(os.environ if env is None else env)
+        now): the value as it is, its hex (either case) and base64 (standard and URL-safe, at each of the three
+        alignments it can have inside a longer encoded text), and a piece of :data:`MIN_PARTIAL_LENGTH` or more
+        characters that starts or ends any of those forms (a key cut by an output budget or a line wrap)."""
+        return _Redactor(self.secret_values(os.environ if env is None else env))
 
-        def redact(text: str) -> str:
-            for value, label in values:
-                if value in text:
-                    text = text.replace(value, REDACTED.format(label))
+
+MIN_PARTIAL_LENGTH = 16
+"""A secret's first or last this many characters (or more), on their own, are redacted too: what an output
+budget or a wrapped line leaves of a key still gives most of it away, and 16 characters of a key (or of its
+hex or base64) never occur by chance."""
+
+
+def _forms(value: str) -> list[str]:
+    """The spellings of *value* to redact: itself, hex, and the stable core of its base64 at each alignment."""
+    import base64
+
+    data = value.encode("utf-8")
+    forms = [value, data.hex(), data.hex().upper()]
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + data).decode("ascii")
+        start = -(-8 * offset // 6)  # the first character made only of the value's bits
+        stop = (8 * (offset + len(data))) // 6  # characters after this one share bits with what follows
+        core = encoded[start:stop]
+        if len(core) >= MIN_SECRET_LENGTH:
+            forms.append(core)
+            urlsafe = core.replace("+", "-").replace("/", "_")
+            if urlsafe != core:
+                forms.append(urlsafe)
+    return forms
+
+
+class _Redactor:
+    """Replace whole secrets (every form) and their cut pieces; see :meth:`SecretPolicy.redactor`."""
+
+    __slots__ = ("_probes",)
+
+    def __init__(self, values: tuple[tuple[str, str], ...]) -> None:
+        probes: list[tuple[str, str]] = []
+        for value, label in values:
+            probes.extend((form, label) for form in _forms(value))
+        self._probes = tuple(probes)
+
+    def _spans(self, text: str) -> list[tuple[int, int, str]]:
+        spans: list[tuple[int, int, str]] = []
+        for form, label in self._probes:
+            if len(form) < MIN_PARTIAL_LENGTH:
+                start = text.find(form)
+                while start != -1:
+                    spans.append((start, start + len(form), label))
+                    start = text.find(form, start + len(form))
+                continue
+            head, tail = form[:MIN_PARTIAL_LENGTH], form[-MIN_PARTIAL_LENGTH:]
+            start = text.find(head)
+            while start != -1:  # the form's start, as far as it goes on
+                end = start + MIN_PARTIAL_LENGTH
+                while end < len(text) and end - start < len(form) and text[end] == form[end - start]:
+                    end += 1
+                spans.append((start, end, label))
+                start = text.find(head, end)
+            end = text.find(tail)
+            while end != -1:  # the form's end, as far back as it goes
+                stop = end + MIN_PARTIAL_LENGTH
+                start = end
+                while (
+                    start > 0 and stop - start < len(form) and text[start - 1] == form[len(form) - (stop - start) - 1]
+                ):
+                    start -= 1
+                spans.append((start, stop, label))
+                end = text.find(tail, stop)
+        return spans
+
+    def __call__(self, text: str) -> str:
+        if not self._probes or not text:
             return text
-
-        return redact
+        spans = self._spans(text)
+        if not spans:
+            return text
+        spans.sort()
+        merged: list[list[Any]] = []
+        for start, end, label in spans:
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end, label])
+        pieces: list[str] = []
+        position = 0
+        for start, end, label in merged:
+            pieces.append(text[position:start])
+            pieces.append(REDACTED.format(label))
+            position = end
+        pieces.append(text[position:])
+        return "".join(pieces)
 
 
 _default: SecretPolicy | None = None
@@ -177,8 +261,12 @@ def install_policy(policy: SecretPolicy) -> Callable[[], None]:
 
 def child_environment() -> dict[str, str]:
     """The environment for a process dsh starts for a tool (a command, an MCP server, a hook): the daemon's
-    environment now, minus every variable the current policy withholds. Pass it whole as the child's ``env``."""
-    return current_policy().child_environment(os.environ)
+    environment now, minus every variable the current policy withholds, plus the session tag of the running task
+    (:func:`dsh.reaper.tag_environment`: what lets dsh find the child's descendants when the session ends). Pass
+    it whole as the child's ``env``."""
+    from dsh.reaper import tag_environment
+
+    return {**current_policy().child_environment(os.environ), **tag_environment()}
 
 
 def redact_text(text: str) -> str:

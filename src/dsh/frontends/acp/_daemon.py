@@ -362,6 +362,22 @@ def _tune_gc() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
+def _seal_secrets() -> None:
+    """Once the policy is installed: provider keys leave the start-up environment block and the process becomes
+    non-dumpable (:func:`dsh.secrets.seal_process`), so a command the model runs cannot read them from
+    ``/proc/$PPID``; and the daemon becomes its descendants' subreaper (:func:`dsh.reaper.become_subreaper`).
+    A platform that does not allow either is one warning, never a failed start."""
+    from dsh.secrets import current_policy, seal_process
+
+    for problem in seal_process(current_policy()):
+        log.warning("cannot keep secrets from child processes", problem=problem)
+    from dsh.reaper import become_subreaper
+
+    refused = become_subreaper()  # orphans of our children stay ours, so they end with their session and us
+    if refused is not None:
+        log.warning("descendants that leave their process group may outlive dsh", problem=refused)
+
+
 async def _serve_app(
     writer: FrameWriter,
     send: Callable[[bytes], None],
@@ -429,6 +445,7 @@ async def _serve_app(
         frontend: AcpFrontend = ctx.acp
         connection = frontend.connection
         _tune_gc()
+        _seal_secrets()
         initialized, boot_answer = boot
         if initialized is not None:  # answered at boot: the front end records what initialize records
             result = await frontend.initialize(InitializeParams.model_validate(initialized))

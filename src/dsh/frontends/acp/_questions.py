@@ -71,8 +71,10 @@ class QuestionDesk:
             "requestedSchema": {"type": "object", "properties": {"answer": field}, "required": ["answer"]},
         }
         result = await self._request("elicitation/create", params, question.signal)
-        if result is None:
+        if result is _WITHDRAWN:
             return Answer(reason="the question was withdrawn (the turn was cancelled)")
+        if result is None:
+            return Answer(reason="the editor answered null")
         if isinstance(result, Answer):
             return result
         action = result.get("action") if isinstance(result, dict) else None
@@ -104,8 +106,10 @@ class QuestionDesk:
             "options": options,
         }
         result = await self._request("session/request_permission", params, question.signal)
-        if result is None:
+        if result is _WITHDRAWN:
             return Answer(reason="the question was withdrawn (the turn was cancelled)")
+        if result is None:
+            return Answer(reason="the editor answered null")
         if isinstance(result, Answer):
             return result
         outcome = result.get("outcome") if isinstance(result, dict) else None
@@ -117,13 +121,19 @@ class QuestionDesk:
         return Answer(choice=str(choice))
 
     async def _request(self, method: str, params: dict[str, Any], signal: CancelToken | None) -> Any:
-        """The client's answer; None when the turn was cancelled first; an :class:`Answer` when the request failed."""
+        """The client's answer (None when it answered ``null``); :data:`_WITHDRAWN` when the turn was cancelled
+        first (and the client did not answer within the grace); an :class:`Answer` when the request failed."""
         try:
             answered, answer = await self._frontend.connection.request_until(method, params, signal)
         except RpcError as exc:
             log.warning("question failed", method=method, error=exc.message)
             return Answer(reason=f"the editor could not ask: {exc.message}")
-        return None if not answered or (signal is not None and signal.aborted) else answer
+        return _WITHDRAWN if not answered or (signal is not None and signal.aborted) else answer
+
+
+_WITHDRAWN: Any = object()
+"""What :meth:`_request` returns when the turn was cancelled before the editor answered (a ``null`` answer is
+not that: it is no answer, and the model is told so)."""
 
 
 PLAN_EXIT_PARAMETERS: dict[str, Any] = {

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextvars
 import itertools
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
@@ -62,6 +62,8 @@ ANSWER_GRACE = 0.5
 _WITHDRAWN_KEPT = 256
 
 log = get_logger("dsh.acp")
+ANSWERED_KEPT = 256
+"""How many answered request ids are remembered to recognise a second answer (then a debug line, not a warning)."""
 _TOO_DEEP = f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
 
 Dispatch = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
@@ -127,6 +129,8 @@ class Connection:
         self._ids = itertools.count()
         self._arrivals = itertools.count()
         self._outbound: dict[int, _Outbound] = {}
+        self._answered: deque[int] = deque(maxlen=ANSWERED_KEPT)
+        """Ids of the latest requests answered: a second answer to one of them is ignored quietly."""
         self._withdrawn: OrderedDict[int, None] = OrderedDict()
         self._inbound: dict[Hashable, anyio.CancelScope] = {}
         self._closed = False
@@ -359,12 +363,16 @@ class Connection:
         request_id = message["id"]
         is_ours = isinstance(request_id, int) and not isinstance(request_id, bool)  # we never send bool ids
         slot = self._outbound.get(request_id) if is_ours else None
-        if slot is None:
+        if slot is None or slot.done.is_set():
+            if slot is not None or request_id in self._answered:  # the first answer settled it
+                log.debug("a second answer to a request was ignored", request_id=repr(request_id)[:80])
+                return
             if is_ours and self._withdrawn.pop(request_id, False) is None:
                 log.debug("answer to a withdrawn request", request_id=request_id)
                 return
             log.warning("response to an unknown request", request_id=repr(request_id)[:80])
             return
+        self._answered.append(request_id)
         error = message.get("error")
         if error is not None:
             code = error.get("code") if isinstance(error, dict) else None

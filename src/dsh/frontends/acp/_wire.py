@@ -8,9 +8,9 @@ the official SDK's models in the tests, not here, so the hot path pays for no mo
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 __all__ = [
@@ -27,6 +27,23 @@ __all__ = [
     "SetModeParams",
     "SetModelParams",
 ]
+
+
+MAX_PATH = 4096
+"""Linux's ``PATH_MAX``: no longer path can be opened, so a longer ``cwd`` is bad params, not an internal error."""
+
+
+def _usable_path(value: str) -> str:
+    if "\0" in value:
+        raise ValueError("a path may not contain a NUL character")
+    if len(value.encode("utf-8", "surrogatepass")) > MAX_PATH:
+        raise ValueError(f"a path may not be longer than {MAX_PATH} bytes")
+    return value
+
+
+Path = Annotated[str, AfterValidator(_usable_path)]
+"""A path the client sends (``cwd``, additional directories): no NUL, at most :data:`MAX_PATH` bytes; anything
+else answers -32602 before a file system call can fail on it."""
 
 
 class Wire(BaseModel):
@@ -65,20 +82,20 @@ class LogoutParams(Wire):
 
 
 class NewSessionParams(Wire):
-    cwd: str
+    cwd: Path
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
-    additional_directories: list[str] = Field(default_factory=list)
+    additional_directories: list[Path] = Field(default_factory=list)
 
 
 class LoadSessionParams(Wire):
     session_id: str
-    cwd: str
+    cwd: Path
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
-    additional_directories: list[str] = Field(default_factory=list)
+    additional_directories: list[Path] = Field(default_factory=list)
 
 
 class ListSessionsParams(Wire):
-    cwd: str | None = None
+    cwd: Path | None = None
     cursor: str | None = None
 
 

@@ -35,6 +35,7 @@ import errno
 import fcntl
 import gc
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -482,15 +483,26 @@ class JsonlPersistence:
             _lock(fd, path)
             length = os.fstat(fd).st_size
             collecting = gc.isenabled()
+            big = length >= _BIG_LOAD
+            if collecting and big:
+                gc.collect(1)  # the young generations hold nothing but what the load makes (see below)
             gc.disable()
             try:
                 # Read a piece at a time and parsed as it comes: the file's bytes and its events are never all
                 # in memory together (the careful path, for a file the fast one does not accept, reads it whole).
                 result = scan_stream(_pieces(fd), str(path), lambda: _read_all(fd))
-                # A loaded history lives as long as its session and holds no cycles: moved out of the
-                # collector's generations before any collection runs, a million events are never scanned by
-                # one (a full collection right after the load cost ~0.5 s; issue #12).
-                gc.freeze()
+                if big:
+                    # A big history goes straight to the oldest generation, before any collection runs: a
+                    # million young objects are never scanned by a young collection (one cost ~0.5 s right
+                    # after the load; issue #12). freeze() + unfreeze() is that move in O(1). Freezing alone
+                    # kept them, and any cyclic garbage alive at that moment, out of every collection forever:
+                    # each load + close leaked the whole closed session (issue #30). The move also zeroes the
+                    # oldest generation's counter (CPython 3.11), which postpones the next full collection: a
+                    # fair price once per big load, not for every small one (a daemon loading small sessions
+                    # every few seconds never ran a full collection), so smaller loads are left to the
+                    # collector like any other objects.
+                    gc.freeze()
+                    gc.unfreeze()
             finally:
                 if collecting:
                     gc.enable()
@@ -630,7 +642,36 @@ def _read_all(fd: int) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
+_BIG_LOAD = 16 << 20
+"""A session file at least this long (about 100,000 events) is loaded straight into the collector's oldest
+generation (see :meth:`JsonlPersistence.load`); a smaller one costs a young collection a few milliseconds."""
 _TITLE_SCAN_LINES = 64
+_HEADER_LIMIT = 1 << 20
+"""A header line is an id, a cwd and a few fields: reading one is never reading a whole session."""
+_LINE_LIMIT = 16 * 1024
+"""What listing reads of one line after the header: a 4 MB first message gives its title from its first bytes,
+and a longer line ends the scan, so one listing reads at most the header and 64 such pieces per file (issue #30:
+300 listings of a session with a 4 MB first message read 1.2 GB)."""
+_TEXT = re.compile(rb'"text"\s*:\s*"((?:[^"\\]|\\.){0,2000})')
+
+
+def _partial_title(line: bytes) -> str | None:
+    """The title of a ``user/message`` line read only in part: its first text's start."""
+    import json
+
+    found = _TEXT.search(line)
+    if found is None:
+        return None
+    raw = found.group(1)
+    while raw:
+        try:
+            text = json.loads(b'"' + raw + b'"')
+            break
+        except ValueError:  # cut inside an escape or a multi-byte character: drop a byte and retry
+            raw = raw[:-1]
+    else:
+        return None
+    return title_from_content([{"type": "text", "text": text}])
 
 
 def _read_info(path: Path) -> SessionInfo | None:
@@ -640,15 +681,18 @@ def _read_info(path: Path) -> SessionInfo | None:
 
     updated = path.stat().st_mtime
     with path.open("rb") as file:
-        header: dict[str, Any] = json.loads(file.readline())
+        header: dict[str, Any] = json.loads(file.readline(_HEADER_LIMIT))
         if header.get("type") != "session":
             raise ValueError("not a session file")
         title = None
         for index in range(_TITLE_SCAN_LINES):
-            line = file.readline()
+            line = file.readline(_LINE_LIMIT)  # a longer line is not read on: it ends the scan (below)
             if not line:
                 if index == 0:
                     return None  # only the header: created, never used
+                break
+            if not line.endswith(b"\n"):  # cut by _LINE_LIMIT (or the file's torn end): its start only
+                title = _partial_title(line) if b'"user/message"' in line else None
                 break
             if b'"user/message"' not in line:
                 continue
