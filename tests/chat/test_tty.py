@@ -93,6 +93,8 @@ async def test_a_streamed_reply_and_an_edit_approved_with_y(tmp_path: Path) -> N
         assert "Edit f.txt" in asking
         assert "-hello" in asking and "+bye" in asking  # the diff is shown with the question
         assert "[y] Allow" in asking and "[n] Reject" in asking
+        coloured = tmux.screen(escapes=True)
+        assert "\x1b[31m-hello" in coloured and "\x1b[32m+bye" in coloured  # red and green diff lines
         assert (tmp_path / "f.txt").read_text() == "hello world\n"  # nothing applied before the answer
         tmux.keys("y")
         done = await tmux.wait_for(lambda s: "Edited." in s and prompt_ready(s))

@@ -74,9 +74,10 @@ class Tmux:
         )
         return result.stdout
 
-    def screen(self) -> str:
-        """The visible pane as plain text (no escapes), trailing blanks stripped."""
-        return self._run("capture-pane", "-p", "-t", "chat").rstrip()
+    def screen(self, *, escapes: bool = False) -> str:
+        """The visible pane as plain text, trailing blanks stripped; with *escapes*, its colours and attributes
+        as SGR escape sequences."""
+        return self._run("capture-pane", "-p", *(["-e"] if escapes else []), "-t", "chat").rstrip()
 
     def history(self) -> str:
         """The scrollback and the pane."""
