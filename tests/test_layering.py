@@ -1,7 +1,7 @@
 """The layering of ``src/dsh`` (issue #21 item 5), by an AST walk of every module: every import counts, at module
 level, inside functions and under ``TYPE_CHECKING``.
 
-* Nothing under ``src/dsh`` imports ``dsh.app`` except the CLI and the front ends (``dsh.cli``, ``dsh.oneshot``,
+* Nothing under ``src/dsh`` imports ``dsh.app`` except the CLI and the front ends (``dsh.cli``,
   ``dsh.frontends.*``): the core does not depend on how the application is assembled.
 * The ACP front end's package has no import circle: its desks reach the front end through ``_ports`` and
   ``_session``, never through ``_frontend``.
@@ -15,11 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-APP_USERS = ("dsh.cli", "dsh.oneshot", "dsh.__main__", "dsh._entry")
-KNOWN_PRIVATE = {  # left until the token estimate's move (issue #23) lands: both edit the same lines
-    ("dsh.services.sessions._session", "dsh.services.llm._tokens"),
-    ("dsh.services.sessions._session", "dsh.services.llm._types"),
-}
+APP_USERS = ("dsh.cli", "dsh.__main__", "dsh._entry")
 
 
 def _name(path: Path) -> str:
@@ -132,4 +128,4 @@ def test_no_package_imports_another_packages_private_modules() -> None:
                     if module != owner and not module.startswith(owner + "."):
                         crossing.add((module, target))
                     break
-    assert sorted(crossing - KNOWN_PRIVATE) == []
+    assert sorted(crossing) == []
