@@ -117,12 +117,25 @@ async def preview_system_prompt(settings: Settings, cwd: str) -> str:
         with anyio.fail_after(WAIT):
             log = Path(data) / "daemon.log"
             try:
-                return await _ask(env, cwd, log)
+                system = await _ask(env, cwd, log)
             except PreviewError:
                 if settings.model == "echo":
                     raise
                 env["DSH_MODEL"] = "echo"  # the model cannot be served here (no key): its prompt is echo's
-                return await _ask(env, cwd, log)
+                system = await _ask(env, cwd, log)
+            _relay(log)
+            return system
+
+
+def _relay(log: Path) -> None:
+    """What the daemon logged while it built the prompt (a skipped instructions file, a server that failed)
+    goes to our stderr: the user asked what a session would see, and those lines say why it differs."""
+    try:
+        said = log.read_text(errors="replace")
+    except OSError:
+        return
+    if said:
+        sys.stderr.write(said if said.endswith("\n") else said + "\n")
 
 
 def show_system_prompt(settings: Settings, cwd: str | None) -> int:
