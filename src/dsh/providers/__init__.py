@@ -9,11 +9,17 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dsh.providers._settings import BUILTIN_PROVIDERS, ModelPrice, ProviderSettings, merge_providers
+    from dsh.providers._settings import (
+        BUILTIN_PROVIDERS,
+        ModelPrice,
+        ProviderSettings,
+        address_problem,
+        merge_providers,
+    )
 
-__all__ = ["BUILTIN_PROVIDERS", "ModelPrice", "ProviderSettings", "merge_providers"]
+__all__ = ["BUILTIN_PROVIDERS", "ModelPrice", "ProviderSettings", "address_problem", "merge_providers"]
 
-_SETTINGS = frozenset({"BUILTIN_PROVIDERS", "ModelPrice", "ProviderSettings", "merge_providers"})
+_SETTINGS = frozenset({"BUILTIN_PROVIDERS", "ModelPrice", "ProviderSettings", "address_problem", "merge_providers"})
 
 
 def __getattr__(name: str) -> Any:
