@@ -101,3 +101,6 @@ def load_core(
         )
         ctx.plugin(plans_plugin)
         ctx.plugin(questions_plugin)
+        from dsh.subagents import subagents_plugin
+
+        ctx.plugin(subagents_plugin)
