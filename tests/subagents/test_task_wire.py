@@ -142,9 +142,102 @@ async def test_cancel_during_a_child_answers_cancelled_and_leaves_no_child_runni
                 await editor.conn.cancel(session_id=session)
         assert answer[0].stop_reason == "cancelled"
         assert editor.final(session, "t1")["status"] == "failed"
-    (header,) = _children(tmp_path).values()
-    child = read_log(tmp_path, header["id"])
-    (blocked,) = tool_results(child, "k")
-    assert child[-1]["type"] == "turn/end", child[-1]
-    assert child[-1]["data"]["reason"]["kind"] in ("aborted", "disposed"), child[-1]
-    assert _text(blocked).startswith("cancelled") or blocked["is_error"]
+        # read while the daemon still runs: the child's turn ended with the cancel, not with the daemon's exit
+        (header,) = _children(tmp_path).values()
+        child = read_log(tmp_path, header["id"])
+        assert child[-1]["type"] == "turn/end", child[-1]
+        assert child[-1]["data"]["reason"]["kind"] == "aborted", child[-1]
+        (blocked,) = tool_results(child, "k")
+        assert _text(blocked) == "cancelled: cancelled", blocked
+
+
+async def test_a_general_childs_edit_asks_through_the_parent_session(tmp_path: Path) -> None:
+    steps: list[dict[str, Any]] = [
+        {"tool_calls": [_task("t1", "write it", agent="general")]},
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "new.txt", "content": "hello\n"}, "id": "w"}]},
+        {"text": "Wrote new.txt."},
+        {"text": "done"},
+    ]
+    model = write_script(tmp_path / "script.json", steps)
+    async with run_editor(tmp_path, model, EditorClient(["allow_once"]), env=ENV) as editor:
+        session = (await editor.new_session()).session_id  # default mode: a write asks
+        assert (await editor.prompt(session, "go")).stop_reason == "end_turn"
+        (asked,) = editor.client.permissions()
+        assert asked["sessionId"] == session
+        assert asked["toolCall"]["toolCallId"] == "w"
+    assert (editor.project / "new.txt").read_text() == "hello\n"
+    (result,) = tool_results(read_log(tmp_path, session), "t1")
+    assert _text(result) == "Wrote new.txt." and not result["is_error"]
+
+
+async def test_a_child_cannot_start_a_task_of_its_own(tmp_path: Path) -> None:
+    steps: list[dict[str, Any]] = [
+        {"tool_calls": [_task("t1", "delegate", agent="general")]},
+        {"tool_calls": [_task("t2", "deeper", agent="general")]},
+        {"text": "I had to do it myself."},
+        {"text": "done"},
+    ]
+    model = write_script(tmp_path / "script.json", steps)
+    async with run_editor(tmp_path, model, EditorClient([]), env=ENV) as editor:
+        session = (await editor.new_session()).session_id
+        await editor.conn.set_session_mode(session_id=session, mode_id="bypass")
+        assert (await editor.prompt(session, "go")).stop_reason == "end_turn"
+    children = _children(tmp_path)
+    assert list(children) == ["t1"]  # no grandchild session was made
+    (refused,) = tool_results(read_log(tmp_path, children["t1"]["id"]), "t2")
+    assert refused["is_error"] and "depth limit" in _text(refused)
+
+
+async def test_after_a_restart_load_replays_the_task_card_and_children_stay_hidden(tmp_path: Path) -> None:
+    steps: list[dict[str, Any]] = [
+        {"tool_calls": [_task("t1", "look")]},
+        call("grep", "g", pattern="nothing-matches-this"),
+        {"text": "Nothing found."},
+        {"text": "done"},
+    ]
+    model = write_script(tmp_path / "script.json", steps)
+    async with run_editor(tmp_path, model, EditorClient([]), env=ENV) as editor:
+        session = (await editor.new_session()).session_id
+        assert (await editor.prompt(session, "go")).stop_reason == "end_turn"
+        live = [u for u in editor.tool_updates(session, "t1")]
+    async with run_editor(tmp_path, model, EditorClient([]), env=ENV, name="second") as editor:
+        listed = await editor.conn.list_sessions()
+        assert [info.session_id for info in listed.sessions] == [session]
+        await editor.load_session(session)
+        replayed = editor.tool_updates(session, "t1")
+        assert replayed[0]["sessionUpdate"] == "tool_call" and replayed[0]["title"] == "explore: job t1"
+        assert any(u.get("status") == "in_progress" and "grep" in text_of(u) for u in replayed)
+        final = editor.final(session, "t1")
+        assert final["status"] == "completed" and text_of(final) == "Nothing found."
+        assert [u.get("content") for u in replayed] == [u.get("content") for u in live]
+
+
+async def test_closing_the_parent_disposes_its_running_child(tmp_path: Path) -> None:
+    steps: list[dict[str, Any]] = [
+        {"tool_calls": [_task("t1", "work", agent="general")]},
+        call("block", "k"),
+    ]
+    model = write_script(tmp_path / "script.json", steps)
+    async with run_editor(tmp_path, model, EditorClient([]), env=ENV) as editor:
+        session = (await editor.new_session()).session_id
+        await editor.conn.set_session_mode(session_id=session, mode_id="bypass")
+        async with anyio.create_task_group() as group:
+            answer: list[Any] = []
+
+            async def prompt() -> None:
+                answer.append(await editor.prompt(session, "go"))
+
+            group.start_soon(prompt)
+            await editor.wait(
+                lambda: any(
+                    u.get("status") == "in_progress" and u.get("content") for u in editor.tool_updates(session, "t1")
+                )
+            )
+            with anyio.fail_after(5):
+                await editor.conn.close_session(session_id=session)
+            # read while the daemon still runs: the child ended with the close, not with the daemon's exit
+            (header,) = _children(tmp_path).values()
+            child = read_log(tmp_path, header["id"])
+            assert child[-1]["type"] == "turn/end", child[-1]
+            assert child[-1]["data"]["reason"]["kind"] in ("aborted", "disposed"), child[-1]
+        assert answer[0].stop_reason == "cancelled"
