@@ -241,3 +241,61 @@ async def test_closing_the_parent_disposes_its_running_child(tmp_path: Path) -> 
             assert child[-1]["type"] == "turn/end", child[-1]
             assert child[-1]["data"]["reason"]["kind"] in ("aborted", "disposed"), child[-1]
         assert answer[0].stop_reason == "cancelled"
+
+
+REVIEWER = """---
+description: Reviews a change for bugs and says what to fix.
+tools: [read_file, grep]
+model: openai:reviewer-model
+---
+You are REVIEWER-7: read the diff, report bugs only.
+"""
+
+
+async def test_a_user_defined_agent_runs_on_its_model_with_its_instructions_and_tools(tmp_path: Path) -> None:
+    from tests.support.provider_server import Reply, serve
+    from tests.support.provider_wire import oa_text_reply
+
+    project = tmp_path / "project"
+    (project / ".dsh" / "agents").mkdir(parents=True)
+    (project / ".dsh" / "agents" / "reviewer.md").write_text(REVIEWER)
+    steps: list[dict[str, Any]] = [
+        {"tool_calls": [_task("t1", "review src/", agent="reviewer")]},
+        {"text": "done"},
+    ]
+    model = write_script(tmp_path / "script.json", steps)
+    with serve() as server:
+        server.script(Reply(events=oa_text_reply("No bugs found.")))
+        env = ENV | {"OPENAI_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": "test"}
+        async with run_editor(tmp_path, model, EditorClient([]), project=project, env=env) as editor:
+            session = (await editor.new_session()).session_id
+            assert (await editor.prompt(session, "go")).stop_reason == "end_turn"
+        (request,) = server.requests
+    body = request.body
+    assert body["model"] == "reviewer-model"
+    system = body["messages"][0]
+    assert system["role"] == "system" and "You are REVIEWER-7: read the diff, report bugs only." in system["content"]
+    assert sorted(tool["function"]["name"] for tool in body["tools"]) == ["grep", "read_file"]
+    (result,) = tool_results(read_log(tmp_path, session), "t1")
+    assert _text(result) == "No bugs found." and not result["is_error"]
+
+
+async def test_the_task_tool_lists_the_sessions_agent_types(tmp_path: Path) -> None:
+    from tests.support.provider_server import Reply, serve
+    from tests.support.provider_wire import oa_text_reply
+
+    project = tmp_path / "project"
+    (project / ".dsh" / "agents").mkdir(parents=True)
+    (project / ".dsh" / "agents" / "reviewer.md").write_text(REVIEWER)
+    (project / ".dsh" / "agents" / "broken.md").write_text("---\ntools: 3\n---\nno description\n")
+    with serve() as server:
+        server.script(Reply(events=oa_text_reply("hi")))
+        env = ENV | {"OPENAI_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": "test"}
+        async with run_editor(tmp_path, "openai:main-model", EditorClient([]), project=project, env=env) as editor:
+            session = (await editor.new_session()).session_id
+            assert (await editor.prompt(session, "go")).stop_reason == "end_turn"
+        (request,) = server.requests
+    (task,) = [tool["function"] for tool in request.body["tools"] if tool["function"]["name"] == "task"]
+    listed = [line for line in task["description"].splitlines() if line.startswith("- ")]
+    assert [line.split(":")[0] for line in listed] == ["- explore", "- general", "- reviewer"]
+    assert "- reviewer: Reviews a change for bugs and says what to fix." in listed

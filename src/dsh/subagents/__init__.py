@@ -1,5 +1,6 @@
 """Sub-agents: the ``task`` tool and the child agents it runs (see ``README.md`` and RFC 0025)."""
 
+from dsh.subagents._files import agent_types, parse_agent_file
 from dsh.subagents._plugin import (
     PROGRESS_EVENT,
     TASK_TOOL,
@@ -20,5 +21,7 @@ __all__ = [
     "Child",
     "Subagents",
     "SubagentsConfig",
+    "agent_types",
+    "parse_agent_file",
     "subagents_plugin",
 ]

@@ -95,8 +95,16 @@ class Subagents:
     def of(self, parent_session: str) -> list[Child]:
         return [child for child in self.children.values() if child.parent_session == parent_session]
 
-    def description(self) -> str:
-        kinds = "\n".join(f"- {t.name}: {t.description}" for t in self.types.values())
+    def types_for(self, cwd: str | None) -> dict[str, AgentType]:
+        """The types a session in *cwd* offers: the built-ins and the agent files (:mod:`._files`)."""
+        from dsh.subagents._files import agent_types
+
+        return agent_types(cwd)
+
+    def description(self, types: dict[str, AgentType] | None = None) -> str:
+        """The ``task`` tool's description: when to use it, and every type the session offers."""
+        types = self.types if types is None else types
+        kinds = "\n".join(f"- {t.name}: {t.description}" for t in types.values())
         return (
             "Start a sub-agent for a bounded, self-contained job (an independent search, an investigation); it "
             "works in its own context and returns a short report, so yours stays small. Several task calls in "
@@ -112,9 +120,10 @@ class Subagents:
             raise DshError("task needs an agent: it runs a sub-agent of the calling session", "NO_AGENT")
         if parent.session.id in self.children:
             raise DshError("a sub-agent cannot start sub-agents (depth limit 1); do the work yourself", "DEPTH")
-        kind = self.types.get(args.agent or DEFAULT_TYPE)
+        types = self.types_for(parent.session.header.cwd)
+        kind = types.get(args.agent or DEFAULT_TYPE)
         if kind is None:
-            raise ToolArgsError(f"unknown agent type {args.agent!r}; choose one of {', '.join(self.types)}")
+            raise ToolArgsError(f"unknown agent type {args.agent!r}; choose one of {', '.join(types)}")
         async with self._limit:
             return await self._run(parent, kind, args, execution)
 
@@ -302,6 +311,14 @@ def subagents_plugin(ctx: Context, config: SubagentsConfig | None) -> None:
         if agent is not None and agent.session.id in subagents.children:
             sid = agent.session.id
             assembly.tools = [schema for schema in assembly.tools if subagents.offered(sid, schema["name"])]
+        elif agent is not None and any(schema["name"] == TASK_TOOL for schema in assembly.tools):
+            described = subagents.description(subagents.types_for(agent.session.header.cwd))
+            assembly.tools = [
+                {**schema, "description": described}
+                if schema["name"] == TASK_TOOL and schema["description"] != described
+                else schema
+                for schema in assembly.tools
+            ]
         return await next_(assembly)
 
     ctx.on(ev.TOOLS_EXECUTE, limits, prepend=True)

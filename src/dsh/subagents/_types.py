@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["BUILTIN_TYPES", "DEFAULT_TYPE", "READ_ONLY_TOOLS", "AgentType"]
+__all__ = ["BUILTIN_TYPES", "DEFAULT_TYPE", "READ_ONLY_TOOLS", "REPORT_GUIDANCE", "AgentType"]
 
 READ_ONLY_TOOLS = frozenset({"read_file", "grep", "glob", "list_files"})
 """The tools an ``explore`` child has, besides ``run_command`` limited to read-only commands."""
@@ -34,7 +34,7 @@ class AgentType:
         return tool in self.tools or (self.read_only_commands and tool == "run_command")
 
 
-_REPORT = (
+REPORT_GUIDANCE = (
     "You are a sub-agent started by another agent for one bounded job. Work on your own (nobody answers "
     "questions), then end with a short, complete report: your final message is all the other agent receives."
 )
@@ -43,14 +43,14 @@ BUILTIN_TYPES: dict[str, AgentType] = {
     "explore": AgentType(
         "explore",
         "Read-only exploration: finds and reads code, searches, runs read-only commands; changes nothing.",
-        _REPORT + " You can only read: you cannot change files or run commands that change anything.",
+        REPORT_GUIDANCE + " You can only read: you cannot change files or run commands that change anything.",
         tools=READ_ONLY_TOOLS,
         read_only_commands=True,
     ),
     "general": AgentType(
         "general",
         "A general agent with the same tools and permissions as you, for a self-contained multi-step job.",
-        _REPORT,
+        REPORT_GUIDANCE,
     ),
 }
 DEFAULT_TYPE = "explore"
