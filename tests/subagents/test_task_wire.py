@@ -299,3 +299,24 @@ async def test_the_task_tool_lists_the_sessions_agent_types(tmp_path: Path) -> N
     listed = [line for line in task["description"].splitlines() if line.startswith("- ")]
     assert [line.split(":")[0] for line in listed] == ["- explore", "- general", "- reviewer"]
     assert "- reviewer: Reviews a change for bugs and says what to fix." in listed
+
+
+async def test_subagent_model_from_the_config_file_runs_the_children(tmp_path: Path) -> None:
+    from tests.support.provider_server import Reply, serve
+    from tests.support.provider_wire import oa_text_reply
+
+    config = tmp_path / "home" / ".config" / "dsh"
+    config.mkdir(parents=True)
+    (config / "config.yaml").write_text("subagent_model: openai:cheap-model\n")
+    steps: list[dict[str, Any]] = [{"tool_calls": [_task("t1", "look")]}, {"text": "done"}]
+    model = write_script(tmp_path / "script.json", steps)
+    with serve() as server:
+        server.script(Reply(events=oa_text_reply("Found it.")))
+        env = ENV | {"OPENAI_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": "test"}
+        async with run_editor(tmp_path, model, EditorClient([]), env=env) as editor:
+            session = (await editor.new_session()).session_id
+            assert (await editor.prompt(session, "go")).stop_reason == "end_turn"
+        (request,) = server.requests
+    assert request.body["model"] == "cheap-model"
+    (result,) = tool_results(read_log(tmp_path, session), "t1")
+    assert _text(result) == "Found it."
