@@ -104,6 +104,10 @@ async def test_an_explore_child_cannot_write_or_rm_and_nobody_is_asked(tmp_path:
         session = (await editor.new_session()).session_id  # default mode: a write would ask
         assert (await editor.prompt(session, "go")).stop_reason == "end_turn"
         assert editor.client.permissions() == []
+        before = editor.client.text(session)
+        assert (await editor.prompt(session, "/agents")).stop_reason == "end_turn"
+        listing = editor.client.text(session)[len(before) :]
+        assert "- explore: job t1 — completed, 3 tool calls (task-" in listing, listing
     assert not (project / "new.txt").exists()
     assert (project / "keep.txt").read_text() == "keep\n"
     (header,) = _children(tmp_path).values()

@@ -321,6 +321,31 @@ def subagents_plugin(ctx: Context, config: SubagentsConfig | None) -> None:
             ]
         return await next_(assembly)
 
+    def forget(agent: Agent) -> None:  # a parent gone: its finished children are no longer listed
+        for child in subagents.of(agent.session.id):
+            if child.state != "running":
+                subagents.children.pop(child.session_id, None)
+
     ctx.on(ev.TOOLS_EXECUTE, limits, prepend=True)
     ctx.on(ev.SYSTEM_PROMPT_ASSEMBLE, offered, prepend=True)
     ctx.on(ev.SESSION_EVENT, subagents.progress)
+    ctx.on(ev.AGENT_DISPOSED, forget)
+    ctx.plugin(_agents_command, subagents)
+
+
+@plugin("subagents.command", inject=("commands",))
+def _agents_command(ctx: Context, subagents: Subagents) -> None:
+    """``/agents``: the session's children (while the daemon runs), running and finished, with their state."""
+    from dsh.commands import CommandResult, Invocation
+
+    async def agents(invocation: Invocation) -> CommandResult:
+        children = subagents.of(invocation.agent.session.id)
+        if not children:
+            return CommandResult(text="No sub-agents in this session.")
+        lines = ["Sub-agents:"]
+        for child in children:
+            calls = f"{child.calls} tool call{'s' if child.calls != 1 else ''}"
+            lines.append(f"- {child.type.name}: {child.description} — {child.state}, {calls} ({child.session_id})")
+        return CommandResult(text="\n".join(lines))
+
+    ctx.commands.register("agents", "List this session's sub-agents (task) and their state.", agents)
