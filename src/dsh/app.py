@@ -101,3 +101,6 @@ def load_core(
         )
         ctx.plugin(plans_plugin)
         ctx.plugin(questions_plugin)
+        from dsh.checkpoints import checkpoints_plugin
+
+        ctx.plugin(checkpoints_plugin)
