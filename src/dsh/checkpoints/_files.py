@@ -25,7 +25,7 @@ from dsh.checkpoints._log import FileState
 if TYPE_CHECKING:
     from dsh.services.tools import ToolExecution
 
-__all__ = ["Blobs", "MemoryBlobs", "capture", "restore"]
+__all__ = ["Blobs", "MemoryBlobs", "capture", "capture_local", "restore", "state_of"]
 
 
 class Blobs(Protocol):
@@ -65,6 +65,21 @@ def _local(path: str) -> tuple[bytes, int] | None:
             return file.read(), stat.S_IMODE(info.st_mode)
     except OSError:
         return None
+
+
+def state_of(data: bytes | None, mode: int | None) -> FileState:
+    if data is None:
+        return FileState(False)
+    return FileState(True, hashlib.sha256(data).hexdigest(), mode)
+
+
+async def capture_local(path: str) -> tuple[FileState, bytes | None]:
+    """The state of *path* on this disk alone (no request to an editor: a tool call's checkpoint costs no
+    round trip; what an editor holds comes from the text the tool's prepare read)."""
+    local = await anyio.to_thread.run_sync(_local, path)
+    if local is None:
+        return FileState(False), None
+    return state_of(local[0], local[1]), local[0]
 
 
 async def capture(workspace: Any, execution: ToolExecution, path: str) -> tuple[FileState, bytes | None]:

@@ -25,7 +25,7 @@ import anyio
 
 from dsh import events as ev
 from dsh._log import get_logger
-from dsh.checkpoints._files import MemoryBlobs, capture, restore
+from dsh.checkpoints._files import MemoryBlobs, capture, capture_local, restore, state_of
 from dsh.checkpoints._log import (
     CHECKPOINT_AFTER,
     CHECKPOINT_FILE,
@@ -86,14 +86,19 @@ class Checkpoints:
         tool = self._ctx.tools.get(execution.name, session.id)
         if tool is None or tool.meta.get("kind") not in EDIT_KINDS:
             return await next_()
-        workspace = self._ctx.get("workspace")
+        # An edit's prepare read the file's text (through the editor when it serves files) and computed the new
+        # text: both come with the call, so a checkpoint costs no extra request to the editor.
+        diff = prepared.diff if tool.meta.get("kind") == "edit" else None
         opened = session.last("turn/start")
         turn = opened.seq if opened is not None else -1
         taken = self._taken.setdefault(session.id, set())
         for path in prepared.paths:
             if (turn, path) in taken:
                 continue
-            state, data = await capture(workspace, execution, path)
+            state, data = await capture_local(path)
+            if diff is not None and diff[0] == path and diff[1] is not None:
+                data = diff[1].encode("utf-8")
+                state = state_of(data, state.mode)
             if data is not None:
                 await anyio.to_thread.run_sync(self._blobs.put, owner_of(session.id), data)
             session.append(CHECKPOINT_FILE, {"turn": turn, "path": path, **_state_data(state)})
@@ -101,7 +106,9 @@ class Checkpoints:
         result = await next_()
         if not result.is_error:
             for path in prepared.paths:
-                state, _data = await capture(workspace, execution, path)
+                state, _data = await capture_local(path)
+                if diff is not None and diff[0] == path:
+                    state = state_of(diff[2].encode("utf-8"), state.mode)
                 session.append(CHECKPOINT_AFTER, {"path": path, **_state_data(state)})
         return result
 
