@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.editor import EditorClient, Editor, read_log, run_editor
+from tests.support.editor import Editor, EditorClient, read_log, run_editor
 from tests.support.provider_server import FakeProvider, Reply, serve
 from tests.support.provider_wire import DONE, oa_chunk, oa_finish, oa_text_reply, oa_tool_delta, oa_usage
 
@@ -50,9 +50,7 @@ def text(words: str) -> Reply:
 def said(editor: Editor, session: str, since: int) -> str:
     """The agent's message text in the session's updates from index *since* on."""
     updates = editor.updates(session)[since:]
-    return "".join(
-        u["content"].get("text", "") for u in updates if u.get("sessionUpdate") == "agent_message_chunk"
-    )
+    return "".join(u["content"].get("text", "") for u in updates if u.get("sessionUpdate") == "agent_message_chunk")
 
 
 def user_texts(body: dict[str, Any]) -> list[str]:
@@ -62,7 +60,9 @@ def user_texts(body: dict[str, Any]) -> list[str]:
         if message["role"] != "user":
             continue
         content = message["content"]
-        parts = [content] if isinstance(content, str) else [p.get("text", "") for p in content if p.get("type") == "text"]
+        parts = (
+            [content] if isinstance(content, str) else [p.get("text", "") for p in content if p.get("type") == "text"]
+        )
         found.extend(p for p in parts if p.startswith("turn "))
     return found
 
@@ -135,7 +135,9 @@ async def test_rewind_restores_files_and_truncates_the_conversation_live_and_aft
         assert user_texts(live) == ["turn one: edit a", "turn four"]
     events = read_log(tmp_path, session)
     assert [e["type"] for e in events].count("context/rewind") == 1  # the log keeps everything
-    assert any(e["type"] == "user/message" and e["data"]["content"][0]["text"] == "turn three: delete c" for e in events)
+    assert any(
+        e["type"] == "user/message" and e["data"]["content"][0]["text"] == "turn three: delete c" for e in events
+    )
 
     server.script(text("after load"))
     async with run_editor(tmp_path, MODEL, EditorClient(), env=env_of(server), project=project) as editor:
