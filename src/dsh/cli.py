@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -120,7 +121,7 @@ ModeOption = Annotated[
     typer.Option(
         "--mode",
         metavar="MODE",
-        help="default, accept-edits, plan or bypass \\[config `permissions.mode`; default default].",
+        help="default, accept-edits, plan or bypass \\[config `permissions.mode`; else default].",
         show_default=False,
     ),
 ]
@@ -386,6 +387,9 @@ def sessions_list(
     data_dir: DataDirOption = None,
     config: ConfigOption = None,
     cwd: Annotated[str | None, typer.Option(metavar="DIR", help="Only sessions started in DIR.")] = None,
+    all_: Annotated[
+        bool, typer.Option("--all", help="Also sessions created but never used (hidden by default).")
+    ] = False,
 ) -> None:
     """One line per stored session, newest first: id, last update, working directory, title."""
     import anyio
@@ -394,12 +398,16 @@ def sessions_list(
 
     with sessions_cli.reported_errors():
         root = Path(settings_for(config, data_dir=data_dir).data_dir)
-        infos = anyio.run(sessions_cli.list_sessions, root, cwd)
+        every = anyio.run(partial(sessions_cli.list_sessions, root, cwd, include_empty=True))
+        infos = every if all_ else [info for info in every if not info.empty]
+        hidden = sessions_cli.hidden_note(len(every) - len(infos))
         if not infos:
             where = f"for {cwd} " if cwd is not None else ""
-            typer.echo(f"No sessions {where}in {root}.")
+            typer.echo(f"No sessions {where}in {root}{f' ({hidden})' if hidden else ''}.")
             return
         typer.echo(sessions_cli.render_list(infos), nl=False)
+        if hidden:
+            typer.echo(f"({hidden})")
 
 
 @sessions_app.command("show")
@@ -485,7 +493,12 @@ def config_check(config: ConfigOption = None) -> None:
     from dsh.config import default_config_path, summarize_config
 
     path, loaded = _load_config_or_exit(config)
-    settings_for(config)  # the DSH_* variables too
+    settings = settings_for(config)  # the DSH_* variables too
+    from dsh.extra_plugins import import_plugins
+    from dsh.settings import exit_on_error
+
+    with exit_on_error():  # and that every DSH_PLUGINS entry names a plugin (one line, status 2)
+        import_plugins(settings.plugins)
     if path is None or loaded is None:
         typer.echo(f"no configuration file: {default_config_path()} does not exist (the defaults apply)")
         return

@@ -128,11 +128,14 @@ class DshConfig(BaseModel):
     @field_validator("providers")
     @classmethod
     def _over_builtins(cls, value: dict[str, ProviderSettings]) -> dict[str, ProviderSettings]:
-        from dsh.providers._settings import BUILTIN_PROVIDERS
+        from dsh.providers._settings import BUILTIN_PROVIDERS, address_problem
 
-        for name in value:
+        for name, settings in value.items():
             if not name or ":" in name or name != name.strip():
                 raise ValueError(f"provider name {name!r} must be non-empty, without ':' or surrounding spaces")
+            problem = address_problem(name, settings)
+            if problem is not None:  # its key would go to another provider's address
+                raise ValueError(problem)
         overlaid: dict[str, ProviderSettings] = {}
         for name, settings in value.items():
             builtin = BUILTIN_PROVIDERS.get(name)

@@ -122,7 +122,10 @@ def _check_log_file(value: str, source: str) -> str:
 
 
 def _check_model(value: str, source: str) -> str:
-    if not value.strip() or value != value.strip():
+    """A model name is ``name`` (``echo``) or ``provider:model`` with both parts given: ``openai:`` names no
+    model and would only fail at the first prompt, so it is refused here (exit status 2)."""
+    provider, colon, model = value.partition(":")
+    if not value.strip() or value != value.strip() or (colon and not (provider.strip() and model.strip())):
         raise SettingError(f"{source}: {value!r} is not a model name; use provider:model, e.g. openai:gpt-4.1")
     return value
 

@@ -150,7 +150,9 @@ async def test_slash_lists_the_commands_and_at_completes_a_file(tmp_path: Path) 
 
 
 async def test_ctrl_c_cancels_a_reply_and_the_prompt_returns_within_a_second(tmp_path: Path) -> None:
-    model = write_script(tmp_path / "s.json", [{"text": WORDS, "delay": 0.2}, {"text": "after"}])
+    # the next turn lasts longer than the chat's grace for a cancelled turn (3 s): that timer must not end it
+    slow = {"text": " ".join(f"slow{n}" for n in range(1, 13)) + " after", "delay": 0.3}
+    model = write_script(tmp_path / "s.json", [{"text": WORDS, "delay": 0.2}, slow])
     trace = tmp_path / "trace"
     with tmux_chat(tmp_path, ["--trace", str(trace)], sandbox_env(tmp_path, model), tmp_path) as tmux:
         await tmux.wait_for(prompt_ready)
@@ -163,7 +165,8 @@ async def test_ctrl_c_cancels_a_reply_and_the_prompt_returns_within_a_second(tmp
         assert "word40" not in screen
         # the session goes on: the next prompt gets the next step
         await submit(tmux, "again")
-        await tmux.wait_for(lambda s: "after" in s and prompt_ready(s))
+        again = await tmux.wait_for(lambda s: "after" in s and prompt_ready(s), within=15)
+        assert "(cancelled)" not in again.split(PROMPT + "again", 1)[1]
         # Ctrl+C twice on an empty prompt exits
         tmux.keys("C-c")
         await tmux.wait_for(lambda s: prompt_after(s, "Ctrl+C again to exit"))

@@ -85,10 +85,19 @@ def test_the_task_can_come_from_stdin_and_usage_errors_exit_2(tmp_path: Path) ->
     assert (run.code, run.stdout) == (0, "echo this back\n"), run.stderr
     unknown = exec_run(tmp_path, "hi", "--model", "nosuch:model")
     assert unknown.code == 2 and unknown.stderr.startswith("dsh: --model: no provider serves model 'nosuch:model'")
-    both = exec_run(tmp_path, "hi", "--session", "x", "--ephemeral")
-    assert both.code == 2 and "--ephemeral" in both.stderr
-    bad = exec_run(tmp_path, "hi", "--max-steps", "0")
-    assert bad.code == 2 and bad.stdout == ""
+
+
+def test_contradictory_or_bad_options_are_usage_errors(capfd: pytest.CaptureFixture[str]) -> None:
+    """Refused before anything starts (in this process: nothing is built, nothing is logged)."""
+    from dsh.cli import main
+
+    assert main(["exec", "hi", "--session", "x", "--ephemeral"]) == 2
+    assert "--ephemeral" in capfd.readouterr().err
+    assert main(["exec", "hi", "--max-steps", "0"]) == 2
+    out, err = capfd.readouterr()
+    assert out == "" and "--max-steps" in err
+    assert main(["prompt", "hi", "--timeout", "-1"]) == 2
+    assert "--timeout" in capfd.readouterr().err
 
 
 def test_limits_and_failures_exit_1_and_say_why(tmp_path: Path) -> None:

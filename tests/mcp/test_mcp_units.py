@@ -111,9 +111,37 @@ def test_the_config_section_rejects_what_cannot_work() -> None:
 
 def test_kinds_follow_the_annotations() -> None:
     assert tool_kind(types.ToolAnnotations(readOnlyHint=True)) == "read"
-    assert tool_kind(types.ToolAnnotations(destructiveHint=True)) == "delete"
+    # issue #29: destructiveHint means "may overwrite", not "removes": only a tool named for removing is delete
+    assert tool_kind(types.ToolAnnotations(destructiveHint=True)) == "edit"
     assert tool_kind(types.ToolAnnotations(readOnlyHint=False, destructiveHint=False)) == "edit"
     assert tool_kind(None) == "other" and tool_kind(types.ToolAnnotations()) == "other"
+
+
+@pytest.mark.parametrize(
+    ("name", "annotations", "kind"),
+    [
+        # the reference filesystem server's annotations (@modelcontextprotocol/server-filesystem)
+        ("write_file", {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True}, "edit"),
+        ("edit_file", {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False}, "edit"),
+        ("create_directory", {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True}, "edit"),
+        ("move_file", {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False}, "move"),
+        ("read_text_file", {"readOnlyHint": True}, "read"),
+        ("list_directory", {"readOnlyHint": True}, "read"),
+        # tools that remove, whatever the naming style
+        ("delete_file", {"readOnlyHint": False, "destructiveHint": True}, "delete"),
+        ("removeLabel", {"destructiveHint": True}, "delete"),
+        ("git-rm", None, "delete"),
+        ("deleteIssue", {}, "delete"),
+        # a read-only tool is read even when its name mentions removing; an unknown tool is other
+        ("find_deleted_files", {"readOnlyHint": True}, "read"),
+        ("get_weather", None, "other"),
+        ("get_weather", {}, "other"),
+        ("fetch_page", {"openWorldHint": True}, "other"),
+    ],
+)
+def test_kinds_from_annotations_and_names(name: str, annotations: dict[str, bool] | None, kind: str) -> None:
+    given = types.ToolAnnotations(**annotations) if annotations is not None else None
+    assert tool_kind(given, name) == kind
 
 
 @pytest.mark.parametrize(

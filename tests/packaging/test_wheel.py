@@ -20,6 +20,8 @@ from pathlib import Path
 import anyio
 import pytest
 
+from tests.support.package_index import build_wheel
+
 ROOT = Path(__file__).resolve().parents[2]
 WAIT = 120
 
@@ -34,15 +36,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("wheel")
     timings: dict[str, float] = {}
     started = time.perf_counter()
-    try:
-        import hatchling  # noqa: F401
-
-        isolation = ["--no-build-isolation"]
-    except ImportError:  # pragma: no cover - a venv made before hatchling joined the dev extra
-        isolation = []
-    built = run(sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation, "-q", "-w", work / "dist", ROOT)
-    assert built.returncode == 0, built.stderr
-    (wheel,) = (work / "dist").glob("dsh_agent-*.whl")
+    wheel = build_wheel(work / "dist")
     timings["build"] = time.perf_counter() - started
     started = time.perf_counter()
     venv = work / "venv"

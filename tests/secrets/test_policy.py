@@ -156,7 +156,7 @@ def test_the_config_file_section_loads_and_rejects_unknown_keys(tmp_path: Path) 
 
 def test_config_show_lists_what_commands_will_not_see_by_name_never_by_value() -> None:
     config = DshConfig(
-        providers={"inline": ProviderSettings(api_key=SecretStr(INLINE))},
+        providers={"inline": ProviderSettings(api_key=SecretStr(INLINE), base_url="https://llm.example.com/v1")},
         secrets=SecretsConfig(pass_through=["GITHUB_TOKEN"], remove=["AWS_*"]),
     )
     env = {**ENV, "SAME_AS_INLINE": INLINE}

@@ -8,6 +8,10 @@
 * :mod:`tests.support.durable` — daemons over a shared data directory (restart, load, crash).
 * :mod:`tests.support.chat` — ``dsh chat`` piped, or in a real terminal (tmux: keys in, screen out), its
   ``--trace`` frames checked against the SDK's schema.
+* :mod:`tests.support.headless` — ``dsh exec`` as a subprocess: a finished run, or a running one read line by
+  line and interrupted.
+* :mod:`tests.support.recordings` — a session recorded with ``dsh acp --record`` through the editor client, and
+  ``dsh replay`` run as a subprocess.
 * :mod:`tests.support.provider_server` / :mod:`tests.support.provider_wire` — a real HTTP server on 127.0.0.1
   speaking the providers' streaming formats, and the chunks it sends.
 * :mod:`tests.support.counting_model` / :mod:`tests.support.bulk_tool` — a model at that server that counts

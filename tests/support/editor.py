@@ -22,7 +22,7 @@ Built on :mod:`tests.support.sdk` (its stdout tee, corkable stdin, environment a
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -437,11 +437,13 @@ async def run_editor(
     elicitation: bool = False,
     name: str = "dsh",
     env: Mapping[str, str] | None = None,
+    command: Sequence[str] | None = None,
 ) -> AsyncIterator[Editor]:
     """Spawn ``python -m dsh acp`` (data directory ``tmp_path/dsh-data``: a second daemon on the same
     *tmp_path* sees the first one's sessions), connect *client*, ``initialize`` with fs / terminal
     capabilities as asked, and yield the :class:`Editor` (see the module docstring for the checks on exit).
-    *env* overrides entries of the daemon's environment."""
+    *env* overrides entries of the daemon's environment; *command* is the argv to spawn instead of
+    ``python -m dsh acp`` (an editor's configured command)."""
     project = project or tmp_path / "project"
     project.mkdir(exist_ok=True)
     caps = capabilities(fs=fs, terminal=terminal, elicitation=elicitation)
@@ -454,6 +456,7 @@ async def run_editor(
         project=project,
         unstable_protocol=elicitation,
         before_close=client.release_held,
+        command=command,
     ) as dsh:
         editor = Editor(dsh, client, project, _enabled(caps))
         with anyio.fail_after(DEADLINE):

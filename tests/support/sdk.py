@@ -452,8 +452,10 @@ async def connected_daemon(
     agent_events: bool = False,
     unstable_protocol: bool = False,
     before_close: Callable[[], None] = lambda: None,
+    command: Sequence[str] | None = None,
 ) -> AsyncIterator[DshProcess]:
-    """Spawn ``python -m dsh acp [ARGS]`` in *cwd* with *environment* (stderr to *stderr_path*), connect the
+    """Spawn ``python -m dsh acp [ARGS]`` (or *command*, an editor's own argv, e.g. the README's
+    ``.venv/bin/dsh acp``) in *cwd* with *environment* (stderr to *stderr_path*), connect the
     SDK with *client* through a tee that records every byte of stdout, and yield the :class:`DshProcess`
     (``cwd`` is *project* when given). The one spawn path of the ACP tests (:func:`run_dsh` and
     ``tests.support.editor.run_editor`` add their own checks).
@@ -465,12 +467,9 @@ async def connected_daemon(
     read_fd, write_fd = os.pipe()
     try:
         with stderr_path.open("wb") as stderr:
+            argv = list(command) if command is not None else [sys.executable, "-m", "dsh", "acp", *args]
             process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "dsh",
-                "acp",
-                *args,
+                *argv,
                 stdin=read_fd,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=stderr,

@@ -1,4 +1,4 @@
-"""The terminal view: prompt_toolkit reads, rich draws, ACP underneath.
+"""The terminal view: prompt_toolkit reads, rich draws (:mod:`dsh.chat._transcript`), ACP underneath.
 
 Between turns a prompt_toolkit prompt owns the terminal (line editing, multi-line input, ``/`` and ``@``
 completion, the status line below it). During a turn a rich live region at the bottom of the screen shows what
@@ -22,21 +22,19 @@ Guarantees:
 from __future__ import annotations
 
 import signal
-import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from rich.console import Console, Group, RenderableType
-from rich.live import Live
+from rich.console import Console
 from rich.text import Text
 
 from dsh.chat._commands import LocalCommand, parse_local
 from dsh.chat._mentions import prompt_blocks
 from dsh.chat._options import ChatOptions
-from dsh.chat._render import permission_keys, permission_question, plan_view, tool_card
+from dsh.chat._render import permission_keys
 from dsh.chat._rpc import RpcError, describe
-from dsh.chat._stream import MarkdownStream
 from dsh.chat._terminals import Terminal
+from dsh.chat._transcript import PROMPT_MARK, Transcript
 
 if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
@@ -46,36 +44,19 @@ if TYPE_CHECKING:
 __all__ = ["CANCEL_GRACE", "TtyView"]
 
 CANCEL_GRACE = 3.0
-FRAME = 0.08
-PROMPT_MARK = "\u276f "  # HEAVY RIGHT-POINTING ANGLE QUOTATION MARK ORNAMENT: the prompt, and user turns in a replay
-SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
-FINAL = ("completed", "failed")
-TEXT_UPDATES = {"agent_message_chunk": "message", "agent_thought_chunk": "thought", "user_message_chunk": "user"}
 
 
 class TtyView:
     def __init__(self, options: ChatOptions) -> None:
         self.options = options
         self.console = Console(highlight=False)
-        self.show_thoughts = False
         self._client: AcpClient | None = None
         self._session: PromptSession[str] | None = None
         self._ready = anyio.Event()
         self._failure: BaseException | None = None
-        self._live: Live | None = None
-        self._segment: MarkdownStream | None = None
-        self._segment_kind: str | None = None
-        self._message_id: Any = None
-        self._calls: dict[str, dict[str, Any]] = {}
-        self._terminal_text: dict[str, str] = {}
-        self._plan_changed = False
-        self._question: Text | None = None
+        self._transcript: Transcript | None = None
         self._answer: tuple[dict[str, str], anyio.Event, list[str | None]] | None = None
-        self._thoughts: list[str] = []
-        self._asked: set[str] = set()
-        """Tool calls whose card (with its diff) was printed with a permission question: not drawn again in the
-        live region, and their final card leaves the diff out."""
-        self._cancelling: float | None = None
+        self._cancelling = False
         self._turn_scope: anyio.CancelScope | None = None
         self._task_group: Any = None
 
@@ -84,10 +65,16 @@ class TtyView:
         assert self._client is not None
         return self._client
 
+    @property
+    def transcript(self) -> Transcript:
+        assert self._transcript is not None
+        return self._transcript
+
     # -- the session ------------------------------------------------------------------------------------------
 
     async def run(self, client: AcpClient, resume: bool) -> int:
         self._client = client
+        self._transcript = Transcript(self.console, lambda: client.state, client.cwd)
         self._session = self._prompt_session()
         self.console.print(
             Text.assemble(
@@ -274,10 +261,12 @@ class TtyView:
 
     async def _local(self, command: LocalCommand) -> None:
         if command.name == "thoughts":
-            self.show_thoughts = not self.show_thoughts
-            self.console.print(Text(f"Thoughts are {'shown' if self.show_thoughts else 'collapsed'}.", style="dim"))
-            if self.show_thoughts and self._thoughts:
-                self.console.print(Text("\n".join(self._thoughts), style="dim italic"))
+            transcript = self.transcript
+            transcript.show_thoughts = not transcript.show_thoughts
+            shown = transcript.show_thoughts
+            self.console.print(Text(f"Thoughts are {'shown' if shown else 'collapsed'}.", style="dim"))
+            if shown and transcript.thoughts:
+                self.console.print(Text("\n".join(transcript.thoughts), style="dim italic"))
             return
         value = command.argument or await self._pick(command.name)
         if value is None:
@@ -325,7 +314,7 @@ class TtyView:
             chosen = await ChoiceInput(message="Resume which session?", options=options).prompt_async()
         except (KeyboardInterrupt, EOFError):
             return False
-        async with self._live_region():
+        async with self.transcript.live_region(self._task_group):
             await client.load_session(chosen)
         if client.state.title is None:
             titles = {str(s["sessionId"]): s.get("title") for s in sessions}
@@ -343,12 +332,11 @@ class TtyView:
         blocks = prompt_blocks(text, client.cwd, embed=client.can("promptCapabilities", "embeddedContext"))
         for block in blocks[1:]:
             self.console.print(Text(f"  attached {block.get('resource', block).get('uri')}", style="dim"))
-        self._thoughts = []
-        self._asked.clear()
-        self._cancelling = None
+        self.transcript.begin_turn()
+        self._cancelling = False
         reason = "cancelled"
         keys = create_input()
-        async with self._live_region():
+        async with self.transcript.live_region(self._task_group):
             with anyio.CancelScope() as scope:
                 self._turn_scope = scope
                 with keys.raw_mode(), keys.attach(lambda: self._on_keys(keys)):
@@ -356,7 +344,7 @@ class TtyView:
                         reason = await client.prompt(blocks)
                     except RpcError as error:  # the turn failed (a missing key, say): say why, keep the session
                         reason = "end_turn"
-                        self._end_segment()
+                        self.transcript.end_segment()
                         self.console.print(Text(f"Error: {describe(error)}", style="bold red"))
             self._turn_scope = None
         if self._failure is not None:
@@ -375,192 +363,48 @@ class TtyView:
                 event.set()
 
     def _cancel(self) -> None:
-        if self._cancelling is not None:
+        if self._cancelling:
             if self._turn_scope is not None:
                 self._turn_scope.cancel()  # a second Ctrl+C: stop waiting for the agent
             return
-        self._cancelling = time.monotonic()
-        self._refresh()
-        self._task_group.start_soon(self._send_cancel)
+        self._cancelling = True
+        self.transcript.cancelling = True
+        self.transcript.refresh()
+        self._task_group.start_soon(self._send_cancel, self._turn_scope)
 
-    async def _send_cancel(self) -> None:
+    async def _send_cancel(self, turn: anyio.CancelScope | None) -> None:
+        """``session/cancel``; if *turn* (the cancelled turn's scope, never a later turn's) is still waiting for
+        the agent's answer after :data:`CANCEL_GRACE` seconds, stop waiting (a no-op once that turn ended)."""
         try:
             await self.client.cancel()
         except ConnectionError:
             return
         await anyio.sleep(CANCEL_GRACE)
-        if self._turn_scope is not None:  # the agent never answered the cancelled turn
-            self._turn_scope.cancel()
+        if turn is not None:
+            turn.cancel()
 
     async def ask_permission(self, tool_call: dict[str, Any], options: list[dict[str, Any]]) -> str | None:
-        self._end_segment()
-        call_id = str(tool_call.get("toolCallId"))
-        card = {**self._calls.get(call_id, {}), **tool_call}
-        self.console.print(tool_card(card, self._terminal_text, show_output=False, cwd=self.client.cwd))
-        self._asked.add(call_id)
+        self.transcript.ask(tool_call, options)
         mapping = permission_keys(options)
         event = anyio.Event()
         holder: list[str | None] = []
         self._answer = (mapping, event, holder)
-        self._question = permission_question(options)
-        self._refresh()
         choice: str | None = None
         try:
             await event.wait()
             choice = holder[0]
         finally:
             self._answer = None
-            self._question = None
             name = next((str(o.get("name")) for o in options if o.get("optionId") == choice), "cancelled")
-            self.console.print(Text(f"  → {name}", style="dim"))
-            self._refresh()
+            self.transcript.answered(name)
         return choice
 
     def on_terminal(self, terminal: Terminal) -> None:
-        status = terminal.exit_status()
-        end = ""
-        if status is not None:
-            how = f"signal {status['signal']}" if "signal" in status else f"exit code {status['exitCode']}"
-            end = f"\n[{how}]"
-        self._terminal_text[terminal.terminal_id] = terminal.text().rstrip("\n") + end
-
-    # -- updates ----------------------------------------------------------------------------------------------
+        self.transcript.on_terminal(terminal)
 
     def on_update(self, update: dict[str, Any]) -> None:
-        kind = update.get("sessionUpdate")
-        if kind in TEXT_UPDATES:
-            self._text(TEXT_UPDATES[str(kind)], update)
-        elif kind in ("tool_call", "tool_call_update"):
-            self._tool(update)
-        elif kind == "plan":
-            self._plan_changed = True
+        self.transcript.on_update(update)
         self._invalidate()
-
-    def _text(self, kind: str, update: dict[str, Any]) -> None:
-        content = update.get("content")
-        if not isinstance(content, dict):
-            return
-        if content.get("type") == "text":
-            text = str(content.get("text", ""))
-        elif content.get("type") == "resource":
-            raw = content.get("resource")
-            resource: dict[str, Any] = raw if isinstance(raw, dict) else {}
-            text = f"\n[attached {resource.get('uri')}]\n" if kind == "user" else ""
-        elif content.get("type") == "resource_link":
-            text = f"\n[linked {content.get('uri')}]\n" if kind == "user" else ""
-        else:
-            text = f"[{content.get('type')}]"
-        message_id = update.get("messageId")
-        new_message = kind == "user" and message_id is not None and message_id != self._message_id
-        if self._segment is None or kind != self._segment_kind or new_message:
-            self._end_segment()
-            self._segment_kind = kind
-            self._message_id = message_id
-            if kind == "user":
-                self._segment = MarkdownStream(self.console, style="bold cyan", markdown=False)
-                self._segment.add(PROMPT_MARK)
-            elif kind == "thought":
-                self._segment = MarkdownStream(self.console, style="dim italic", markdown=False)
-            else:
-                self._segment = MarkdownStream(self.console)
-        self._segment.add(text)
-        if self._live is None:
-            self._segment.commit()
-
-    def _end_segment(self) -> None:
-        segment, kind = self._segment, self._segment_kind
-        self._segment = self._segment_kind = None
-        if segment is None:
-            return
-        if kind == "thought":
-            self._thoughts.append(segment.text)
-            if not self.show_thoughts:
-                words = len(segment.text.split())
-                self.console.print(Text(f"✻ Thought ({words} words; /thoughts shows them)", style="dim italic"))
-                return
-        segment.finish()
-
-    def _tool(self, update: dict[str, Any]) -> None:
-        self._end_segment()
-        call_id = str(update.get("toolCallId"))
-        call = self._calls.setdefault(call_id, {})
-        call.update({k: v for k, v in update.items() if k != "sessionUpdate" and v is not None})
-        if call.get("status") in FINAL:
-            self.console.print(self._card(call))
-            del self._calls[call_id]
-
-    def _card(self, call: dict[str, Any]) -> RenderableType:
-        asked = str(call.get("toolCallId")) in self._asked
-        return tool_card(call, self._terminal_text, show_diff=not asked, cwd=self.client.cwd)
-
-    # -- the live region --------------------------------------------------------------------------------------
-
-    def _live_region(self) -> _LiveRegion:
-        return _LiveRegion(self)
-
-    def _view(self) -> RenderableType:
-        parts: list[RenderableType] = []
-        if self._segment is not None:
-            parts.append(self._segment.live())
-        parts += [self._card(call) for call_id, call in self._calls.items() if call_id not in self._asked]
-        if self._plan_changed and self.client.state.plan:
-            parts.append(plan_view(self.client.state.plan))
-        if self._question is not None:
-            parts.append(self._question)
-        frame = SPINNER[int(time.monotonic() / FRAME) % len(SPINNER)]
-        if self._cancelling is not None:
-            status = Text(f"{frame} cancelling…", style="yellow")
-        else:
-            status = Text(f"{frame} working · Ctrl+C cancels", style="dim")
-        line = self.client.state.status_line()
-        if line:
-            status.append(f" · {line}", style="dim")
-        parts.append(status)
-        return Group(*parts)
-
-    def _refresh(self) -> None:
-        if self._live is None:
-            return
-        if self._segment is not None:
-            self._segment.commit()
-        self._live.refresh()
-
-
-class _LiveRegion:
-    """The live region for the length of a turn (or a load's replay): started, refreshed every frame, and on exit
-    everything still in it printed for good (the rest of the reply, unfinished cards, a changed plan)."""
-
-    def __init__(self, view: TtyView) -> None:
-        self.view = view
-        self._scope: anyio.CancelScope | None = None
-
-    async def __aenter__(self) -> None:
-        view = self.view
-        view._plan_changed = False
-        view._live = Live(console=view.console, auto_refresh=False, transient=True, get_renderable=view._view)
-        view._live.start()
-        self._scope = anyio.CancelScope()
-        view._task_group.start_soon(self._frames, self._scope)
-
-    async def _frames(self, scope: anyio.CancelScope) -> None:
-        with scope:
-            while True:
-                self.view._refresh()
-                await anyio.sleep(FRAME)  # a frame timer: the spinner moves even when nothing arrives
-
-    async def __aexit__(self, *exc: object) -> None:
-        view = self.view
-        if self._scope is not None:
-            self._scope.cancel()
-        view._end_segment()
-        for call in view._calls.values():
-            view.console.print(view._card(call))
-        view._calls.clear()
-        if view._plan_changed and view.client.state.plan:
-            view.console.print(plan_view(view.client.state.plan))
-        assert view._live is not None
-        view._live.stop()
-        view._live = None
 
 
 def _ignore(signum: int, frame: object) -> None:

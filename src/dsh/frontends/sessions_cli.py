@@ -51,6 +51,7 @@ __all__ = [
     "complete_lines",
     "delete_session",
     "describe_end",
+    "hidden_note",
     "list_sessions",
     "parse_session",
     "read_raw",
@@ -133,10 +134,11 @@ def _normal(path: str) -> str:
     return os.path.normpath(os.path.abspath(path))
 
 
-async def list_sessions(root: Path, cwd: str | None = None) -> list[SessionInfo]:
+async def list_sessions(root: Path, cwd: str | None = None, *, include_empty: bool = False) -> list[SessionInfo]:
     """Stored sessions, most recently updated first; with *cwd*, only those whose directory is *cwd*
-    (compared as normalised absolute paths, a relative *cwd* taken from the current directory)."""
-    infos = await JsonlPersistence(root).list()
+    (compared as normalised absolute paths, a relative *cwd* taken from the current directory). Sessions never
+    used (``empty``) are included only with *include_empty*."""
+    infos = await JsonlPersistence(root).list(include_empty=include_empty)
     if cwd is None:
         return infos
     wanted = _normal(cwd)
@@ -525,9 +527,22 @@ def render_markdown(session: StoredSession) -> str:
     return _clean("\n".join(out) + "\n")
 
 
+def hidden_note(count: int) -> str:
+    """What ``dsh sessions list`` says about the sessions it left out (``""`` when none): a session an editor
+    created and never prompted (``make demo`` makes one) would otherwise look like a lost one."""
+    if not count:
+        return ""
+    from dsh._text import plural
+
+    return f"{plural(count, 'empty session')} hidden; --all shows {'it' if count == 1 else 'them'}"
+
+
 def render_list(infos: Sequence[SessionInfo]) -> str:
     """One line per session, in the given order: id, last update (local time), cwd, title; columns aligned."""
-    rows = [(info.id, _local(info.updated_at), info.cwd or "-", info.title or "(no title)") for info in infos]
+    rows = [
+        (info.id, _local(info.updated_at), info.cwd or "-", "(empty)" if info.empty else info.title or "(no title)")
+        for info in infos
+    ]
     if not rows:
         return ""
     id_width = max(len(row[0]) for row in rows)

@@ -71,6 +71,7 @@ def setup(
     provider = provider.strip()
     if not provider or ":" in provider:
         fail(f"setup: --provider: {provider!r} is not a provider name", 2)
+    _check_address(provider, base_url, existing)
     if api_key is None:
         if not interactive:
             fail("setup: --api-key is required when not run in a terminal", 2)
@@ -90,7 +91,7 @@ def setup(
     data = _updated(existing, provider, api_key, model, base_url)
     loaded = _validated(data, path)
     if check:
-        problem = anyio.run(_check_key, loaded, f"{provider}:{model}")
+        problem = anyio.run(_check_key, loaded, f"{provider}:{model}", base_url is not None)
         if problem is not None:
             fail(f"setup: the key check failed, nothing was written: {problem} (use --no-check to skip the check)")
     _write_private(path, data)
@@ -147,8 +148,26 @@ def _validated(data: dict[str, Any], path: Path) -> Any:
         fail(f"setup: the configuration would not be valid ({where}: {first['msg']}); check {path}")
 
 
-async def _check_key(config: Any, model: str) -> str | None:
-    """None when one small request to *model* succeeds; the reason otherwise. No retries: one request."""
+def _check_address(provider: str, base_url: str | None, existing: dict[str, Any]) -> None:
+    """End setup (one line, status 2) before a key is asked for or sent when *provider* is neither built in
+    nor given an address (``--base-url``, or a ``base_url`` already in the file): its key would otherwise go
+    to another provider's address (``--provider antropic`` with an Anthropic key to OpenAI's)."""
+    from dsh.providers._settings import ProviderSettings, address_problem
+    from dsh.settings import fail
+
+    configured = (existing.get("providers") or {}).get(provider)
+    given = base_url or (configured.get("base_url") if isinstance(configured, dict) else None)
+    settings = ProviderSettings(base_url=given) if isinstance(given, str) and given else None
+    problem = address_problem(provider, settings, hint="give its address with --base-url")
+    if problem is not None:
+        fail(f"setup: --provider: {problem}", 2)
+
+
+async def _check_key(config: Any, model: str, pinned: bool) -> str | None:
+    """None when one small request to *model* succeeds; the reason otherwise. No retries: one request.
+
+    The request goes only to the address the user gave (*pinned*: ``--base-url``, which then wins over a
+    ``base_url_env`` variable such as ``OPENAI_BASE_URL``) or to the named built-in provider's own."""
     import anyio
 
     from dsh.app import load_core
@@ -156,7 +175,11 @@ async def _check_key(config: Any, model: str) -> str | None:
     from dsh.kernel import App
     from dsh.services.llm import GenerateRequest
 
-    providers = {name: settings.model_copy(update={"retries": 0}) for name, settings in config.providers.items()}
+    named = model.split(":", 1)[0]
+    providers = {
+        name: settings.model_copy(update={"retries": 0, **({"base_url_env": None} if pinned and name == named else {})})
+        for name, settings in config.providers.items()
+    }
     async with App() as app:
         load_core(app.ctx, providers=providers, builtin_tools=False)
         request = GenerateRequest(

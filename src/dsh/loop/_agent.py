@@ -25,6 +25,7 @@ import anyio
 from dsh import events as ev
 from dsh._log import get_logger
 from dsh.kernel import CancelToken
+from dsh.loop._call_ids import SessionCallIds
 from dsh.loop._inbox import Inbox, InboxMessage
 from dsh.services.agents import AgentOptions, AgentStatus
 from dsh.services.llm import ContentBlock, MessageSource
@@ -81,6 +82,8 @@ class ReactLoopAgent:
         """Held by every turn and by :meth:`compact`: a compaction never interleaves with a turn."""
         self._turn: Any = None
         """The driver's bookkeeping of the current turn (``dsh.loop._driver._Turn``), for :meth:`_stop`."""
+        self._call_ids = SessionCallIds(session)
+        """The tool-call ids the session has used (read from its log on the first tool call)."""
 
     # -- the Agent interface ----------------------------------------------------------------------------
 

@@ -366,6 +366,7 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
 
     assembler = BlockAssembler()
     feed = assembler.feed
+    ids = agent._call_ids.step()
     append, append_chunk = session.append, session.append_chunk
     listeners_of = ctx.app.bus.table.get
     chunk_event = ev.AGENT_STREAM_CHUNK.name
@@ -382,6 +383,8 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
                 if (kind == "text-delta" or kind == "reasoning-delta") and type(text) is str and len(chunk) == 2:
                     append_chunk(turn_number, step, kind, text)
                 else:
+                    if kind == "tool-call-delta" or kind == "block-end":
+                        chunk = ids.rename(chunk)  # the session's id from the first chunk on
                     append("assistant/chunk", {"turn": turn_number, "step": step, "chunk": chunk})
                 for listener in listeners_of(chunk_event, ()):  # bus.emit, without its frame per chunk
                     listener(agent, turn_number, step, chunk)
@@ -416,8 +419,10 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
             append("usage", {"turn": turn_number, "step": step, "usage": usage})
         return _StepOutcome(False, finish)
 
-    message = await ctx.waterfall(
-        ev.AGENT_STEP_RESULT, agent, turn_number, step, assembler.message(), default=_keep_value
+    message = ids.mark(
+        await ctx.waterfall(
+            ev.AGENT_STEP_RESULT, agent, turn_number, step, ids.mark(assembler.message()), default=_keep_value
+        )
     )
     append("assistant/message", {"turn": turn_number, "step": step, "content": message["content"]})
     if usage is not None:

@@ -65,17 +65,36 @@ class McpOptions:
     """Seconds a server gets to start when it does not say (the ``mcp_timeout`` setting, ``DSH_MCP_TIMEOUT``)."""
 
 
-def tool_kind(annotations: Any) -> str:
-    """read-only → ``read``; destructive → ``delete``; explicitly not read-only → ``edit``; else ``other``."""
-    if annotations is None:
-        return "other"
-    if getattr(annotations, "readOnlyHint", None) is True:
+_REMOVES = frozenset({"delete", "remove", "rm", "unlink", "rmdir", "erase", "purge", "destroy", "drop", "trash"})
+_MOVES = frozenset({"move", "rename", "mv"})
+
+
+def _words(name: str) -> set[str]:
+    """The lower-case words of a tool name: ``write_file``, ``deleteIssue``, ``git-rm`` → their parts."""
+    import re
+
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
+    return {word for word in re.split(r"[^a-z0-9]+", spaced.lower()) if word}
+
+
+def tool_kind(annotations: Any, name: str = "") -> str:
+    """The ACP kind of an MCP tool's card, from its annotations and its name.
+
+    ``destructiveHint`` says a tool *may* change or overwrite what exists (the filesystem server's ``write_file``
+    and ``edit_file`` carry it), not that it removes anything, so it never makes ``delete`` on its own: only a
+    tool whose name says it removes (``delete_file``, ``removeLabel``, ``rm``) is ``delete``; a move or rename is
+    ``move``; any other tool that is not read-only by its annotations (``readOnlyHint: false`` or
+    ``destructiveHint: true``) is ``edit``; read-only is ``read``; a tool that says nothing is ``other``."""
+    read_only = getattr(annotations, "readOnlyHint", None) if annotations is not None else None
+    if read_only is True:
         return "read"
-    if getattr(annotations, "destructiveHint", None) is True:
+    words = _words(name)
+    writes = read_only is False or getattr(annotations, "destructiveHint", None) is True
+    if words & _REMOVES:
         return "delete"
-    if getattr(annotations, "readOnlyHint", None) is False:
-        return "edit"
-    return "other"
+    if words & _MOVES:
+        return "move"
+    return "edit" if writes else "other"
 
 
 @dataclass
@@ -242,7 +261,7 @@ class McpManager:
         state.registrations[connection.name] = disposers  # before the first registration: none is ever lost
         for tool in tools:
             name = names[tool.name]
-            kind = tool_kind(tool.annotations)
+            kind = tool_kind(tool.annotations, tool.name)
             card = ToolCard(f"{connection.name}: {tool.name}", kind)
             try:
                 definition = ToolDefinition(

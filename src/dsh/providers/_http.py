@@ -49,6 +49,7 @@ import anyio
 
 from dsh._log import get_logger
 from dsh.errors import LlmError
+from dsh.providers._settings import address_problem
 
 if TYPE_CHECKING:
     import httpx
@@ -285,8 +286,13 @@ class HttpProvider:
         """The base URL and key for a call now; ``LlmError`` ``MISSING_API_KEY`` when a required key is missing.
 
         Base URL: the variable named by ``base_url_env`` when set, else ``base_url``; without ``base_url``, the
-        type's default (:data:`TYPE_BASE_URLS`: its variable when set, else the public API)."""
+        type's default (:data:`TYPE_BASE_URLS`: its variable when set, else the public API), for a built-in
+        provider only: any other without a ``base_url`` is ``LlmError`` ``BAD_BASE_URL`` and no request is made
+        (:func:`~dsh.providers._settings.address_problem`)."""
         settings = self.settings
+        problem = address_problem(self.name, settings)
+        if problem is not None:  # never another provider's address (the type's variable or public API)
+            raise LlmError(f"{self.name}: {problem}", "BAD_BASE_URL")
         env = self._base_url_env()
         base_url = (os.environ.get(env) if env else None) or settings.base_url or TYPE_BASE_URLS[settings.type][1]
         key: str | None = None

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-__all__ = ["BUILTIN_PROVIDERS", "ModelPrice", "ProviderSettings", "merge_providers"]
+__all__ = ["BUILTIN_PROVIDERS", "ModelPrice", "ProviderSettings", "address_problem", "merge_providers"]
 
 
 class ModelPrice(BaseModel):
@@ -98,3 +98,26 @@ def merge_providers(configured: dict[str, ProviderSettings] | None) -> dict[str,
     merged = dict(BUILTIN_PROVIDERS)
     merged.update(configured or {})
     return merged
+
+
+def address_problem(
+    name: str, settings: ProviderSettings | None, *, hint: str = "give its base_url (or its type)"
+) -> str | None:
+    """Why *name* cannot be called: a provider that is not built in and has no ``base_url`` of its own would
+    otherwise be sent, with its key, to the default address of a type it did not choose (``--provider antropic``
+    to OpenAI's). None when the user said where it is: a built-in name, a ``base_url``, or an explicit ``type``
+    (``claude: {type: anthropic}`` names Anthropic's API: its variable, else its public address). *hint* says
+    how to give an address.
+
+    This is the one rule the configuration file, ``dsh setup`` and the HTTP transport share: a key only ever
+    goes to the address the user gave or to the named provider's own."""
+    from dsh._text import did_you_mean
+
+    if name in BUILTIN_PROVIDERS or (
+        settings is not None and (settings.base_url or "type" in settings.model_fields_set)
+    ):
+        return None
+    return (
+        f"provider {name!r} is not a built-in provider{did_you_mean(name, BUILTIN_PROVIDERS)} and has no "
+        f"base_url; {hint} or use one of {', '.join(BUILTIN_PROVIDERS)}"
+    )

@@ -54,7 +54,11 @@ def _scrub(names: set[str], values: set[bytes]) -> int:
     if region is None or region[1] <= region[0]:
         return 0
     start, end = region
-    block = ctypes.string_at(start, end - start)
+    with open("/proc/self/mem", "rb", buffering=0) as memory:  # a read that proves the region is mapped:
+        memory.seek(start)  # an unmapped address is an OSError here, never a crash in ctypes
+        block = memory.read(end - start)
+    if len(block) != end - start:
+        return 0
     scrubbed = 0
     offset = 0
     for entry in block.split(b"\0"):

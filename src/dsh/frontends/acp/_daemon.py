@@ -34,10 +34,11 @@ from dsh.app import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     from dsh.config import DshConfig
+    from dsh.extra_plugins import ExtraPlugin
     from dsh.frontends.acp._framing import Oversized
     from dsh.frontends.acp._stdio import FrameWriter, StdinReader
     from dsh.recording import Recorder
-    from dsh.settings import Settings
+    from dsh.settings import SettingError, Settings
 
 __all__ = ["DaemonOptions", "run"]
 
@@ -175,28 +176,35 @@ def run(options: DaemonOptions) -> int:
     if os.isatty(0):
         sys.stderr.write("dsh acp: waiting for ACP messages on stdin (editors spawn this command; Ctrl-D quits)\n")
     from dsh._log import open_log
-    from dsh.settings import exit_on_error
+    from dsh.settings import SettingError, exit_on_error, fail
 
     with ExitStack() as stack:
         with exit_on_error():  # a log file that cannot be opened: one line, before stdout is claimed
             stack.enter_context(open_log(options.log_level, options.log_file))
         protocol_fd = claim_stdout()
-        plugins = [_import_plugin(path) for path in options.plugins]  # after the claim: imports may print
+        plugins: list[ExtraPlugin] = []
+        if options.plugins:  # the bare start-up imports nothing it does not use
+            from dsh.extra_plugins import import_plugins
+
+            with exit_on_error():  # a bad DSH_PLUGINS entry: one line, status 2
+                plugins = import_plugins(options.plugins)  # after the claim: imports may print
         try:
             return anyio.run(_serve, protocol_fd, options, plugins)
         except KeyboardInterrupt:
             return 0
+        except SettingError as error:
+            fail(error.message, error.exit_code)
+        except BaseExceptionGroup as group:  # a plugin's set-up failed while the application was built
+            matched, _ = group.split(SettingError)
+            if matched is None:
+                raise
+            first = _first_leaf(matched)
+            fail(first.message, first.exit_code)
 
 
-def _import_plugin(path: str) -> Any:
-    """Load ``module:attribute``; a bad path is an error that names it (the daemon must not start half-made)."""
-    import importlib
-
-    module_name, _, attribute = path.partition(":")
-    try:
-        return getattr(importlib.import_module(module_name), attribute or "plugin")
-    except (ImportError, AttributeError) as exc:
-        raise SystemExit(f"dsh: cannot load plugin {path!r}: {exc}") from None
+def _first_leaf(group: BaseExceptionGroup[SettingError]) -> SettingError:
+    inner = group.exceptions[0]
+    return _first_leaf(inner) if isinstance(inner, BaseExceptionGroup) else inner
 
 
 def _daemon_data_dir(value: str, source: str) -> str:
@@ -264,7 +272,7 @@ async def _first_frames(frames: _Frames, stop: anyio.Event) -> list[bytes | Over
     return batch
 
 
-async def _serve(protocol_fd: int, options: DaemonOptions, plugins: list[Any]) -> int:
+async def _serve(protocol_fd: int, options: DaemonOptions, plugins: list[ExtraPlugin]) -> int:
     """Answer the first ``initialize`` (:mod:`._boot`, standard library only), then build the application and
     serve everything else, in arrival order."""
     from dsh.frontends.acp._auth import auth_methods
@@ -386,7 +394,7 @@ async def _serve_app(
     boot: tuple[dict[str, Any] | None, bytes | None],
     stop: anyio.Event,
     options: DaemonOptions,
-    plugins: list[Any],
+    plugins: list[ExtraPlugin],
     recorder: Recorder | None = None,
 ) -> None:
     """Build the application, then serve *early* and every later frame until EOF or a signal; shut down."""
@@ -416,8 +424,10 @@ async def _serve_app(
         from dsh.mcp import McpOptions, mcp_plugin
 
         ctx.plugin(mcp_plugin, McpOptions(loaded.mcp_servers if loaded else {}, options.mcp_timeout))
-        for extra in plugins:
-            ctx.plugin(extra)
+        if plugins:
+            from dsh.extra_plugins import apply_plugins
+
+            apply_plugins(ctx, plugins)
         problem = ctx.llm.unserved(options.model)
         if problem is not None:  # reported now, answered at session/new; the daemon keeps serving
             sys.stderr.write(f"dsh: {options.model_origin}: {problem}; session/new will answer this error\n")

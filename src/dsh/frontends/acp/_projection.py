@@ -13,7 +13,8 @@ Mapping:
 | ``tool/call``                         | ``tool_call`` (pending, title, kind, rawInput)               |
 | ``tool/running`` (permission gate)    | ``tool_call_update`` (in_progress)                           |
 | ``tool/result``                       | ``tool_call_update`` (completed or failed, text content; the |
-|                                       | title and kind of ``display.card`` when the tool gives one)  |
+|                                       | title and kind of ``display.card`` when the tool gives one;  |
+|                                       | an editor terminal live only: replay embeds the output text) |
 | ``user/message`` (replay only)        | ``user_message_chunk`` per text block                        |
 | ``context/compaction``                | a completed ``think`` tool card "Compacted conversation" with |
 |                                       | the summary (or ``compaction_update`` + summary chunk when    |
@@ -130,13 +131,17 @@ def card_fields(card: ToolCard) -> dict[str, Any]:
     return fields
 
 
-def _display_content(display: Any) -> list[dict[str, Any]]:
-    """Tool call content from a result's ``display``: a diff, an editor terminal."""
+def _display_content(display: Any, replay: bool) -> list[dict[str, Any]]:
+    """Tool call content from a result's ``display``: a diff, an editor terminal.
+
+    A terminal only live: on replay its id names a terminal an earlier process created and released, which the
+    client no longer knows (it would show an empty or broken card); the command's output is in the result's text
+    content, which follows, so the replayed card embeds it instead."""
     if not isinstance(display, dict):
         return []
     content: list[dict[str, Any]] = []
     terminal = display.get("terminal_id")
-    if isinstance(terminal, str):
+    if isinstance(terminal, str) and not replay:
         content.append({"type": "terminal", "terminalId": terminal})
     diff = display.get("diff")
     if isinstance(diff, dict) and isinstance(diff.get("path"), str) and isinstance(diff.get("new_text"), str):
@@ -236,7 +241,7 @@ def project(
         if isinstance(card, dict) and isinstance(card.get("title"), str):  # the tool names its card itself
             update["title"] = card["title"]
             update["kind"] = card.get("kind") if card.get("kind") in _ACP_KINDS else "other"
-        content = _display_content(display) + _text_content(data.get("content", []))
+        content = _display_content(display, replay) + _text_content(data.get("content", []))
         if content:
             update["content"] = content
         if isinstance(display, dict) and isinstance(display.get("line"), int):

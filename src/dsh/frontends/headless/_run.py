@@ -182,6 +182,14 @@ async def _run(options: ExecOptions, settings: Settings, state: _State) -> int:
     async with App() as app:
         ctx = app.ctx
         _load(ctx, options, settings, policy)
+        from dsh.extra_plugins import apply_plugins, import_plugins
+        from dsh.settings import SettingError
+
+        try:  # DSH_PLUGINS, as dsh acp loads them (after the core, before the model is checked: one may add it)
+            apply_plugins(ctx, import_plugins(settings.plugins))
+        except SettingError as error:
+            sys.stderr.write(f"dsh: {error.message}\n")
+            return error.exit_code
         problem = ctx.llm.unserved(settings.model)
         if problem is not None:
             sys.stderr.write(f"dsh: {settings.origin('model')}: {problem}\n")

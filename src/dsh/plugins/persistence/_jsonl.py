@@ -569,7 +569,7 @@ class JsonlPersistence:
         self._require_root()
         return self.path_of(session_id).exists()
 
-    def _infos(self) -> list[SessionInfo]:
+    def _infos(self, include_empty: bool = False) -> list[SessionInfo]:
         if not self.root.is_dir():
             return []
         infos = []
@@ -577,7 +577,7 @@ class JsonlPersistence:
             if path.suffix != _SUFFIX or path.name.startswith("."):
                 continue
             try:
-                info = _read_info(path)
+                info = _read_info(path, include_empty)
             except Exception:  # one bad file must not hide the others
                 log.warning("skipping an unreadable session file", path=str(path))
                 continue
@@ -621,12 +621,13 @@ class JsonlPersistence:
             size = 0
         return size + self.blobs.size_of(session_id)
 
-    async def list(self) -> list[SessionInfo]:  # last: the name shadows the builtin in the class body
+    async def list(self, *, include_empty: bool = False) -> list[SessionInfo]:  # last: shadows the builtin
         """Every stored session that has events, newest first (header, modification time, title), without
         loading them. A session with no event yet (created, never prompted) is left out, though it can be
-        loaded, resumed and deleted."""
+        loaded, resumed and deleted; *include_empty* lists it too, marked ``empty`` (``dsh sessions list``
+        counts and, with ``--all``, shows them)."""
         self._require_root()
-        return await anyio.to_thread.run_sync(self._infos)
+        return await anyio.to_thread.run_sync(self._infos, include_empty)
 
 
 def _pieces(fd: int) -> Iterator[bytes]:
@@ -678,9 +679,9 @@ def _partial_title(line: bytes) -> str | None:
     return title_from_content([{"type": "text", "text": text}])
 
 
-def _read_info(path: Path) -> SessionInfo | None:
+def _read_info(path: Path, include_empty: bool = False) -> SessionInfo | None:
     """Header, mtime and title (the first user message's text) from the first lines of a file; None for a
-    session with no event yet."""
+    session with no event yet, unless *include_empty* (then it is marked ``empty``)."""
     import json
 
     updated = path.stat().st_mtime
@@ -692,8 +693,8 @@ def _read_info(path: Path) -> SessionInfo | None:
         for index in range(_TITLE_SCAN_LINES):
             line = file.readline(_LINE_LIMIT)  # a longer line is not read on: it ends the scan (below)
             if not line:
-                if index == 0:
-                    return None  # only the header: created, never used
+                if index == 0:  # only the header: created, never used
+                    return _info(header, updated, None, empty=True) if include_empty else None
                 break
             if not line.endswith(b"\n"):  # cut by _LINE_LIMIT (or the file's torn end): its start only
                 title = _partial_title(line) if b'"user/message"' in line else None
@@ -706,10 +707,15 @@ def _read_info(path: Path) -> SessionInfo | None:
                 break
             title = title_from_content(event.get("data", {}).get("content", []))
             break
+    return _info(header, updated, title)
+
+
+def _info(header: dict[str, Any], updated: float, title: str | None, *, empty: bool = False) -> SessionInfo:
     return SessionInfo(
         id=str(header["id"]),
         cwd=header.get("cwd"),
         created_at=float(header.get("created_at", 0.0)),
         updated_at=updated,
         title=title,
+        empty=empty,
     )

@@ -126,9 +126,11 @@ class LlmService:
             return None
         if ":" in model and self._adapters.get(model.split(":", 1)[0] + ":*") is not None:
             return None
+        from dsh._text import did_you_mean
+
         provider = model.split(":", 1)[0]
         return (
-            f"no provider serves model {model!r} (no provider {provider!r}); "
+            f"no provider serves model {model!r}: no provider {provider!r}{did_you_mean(provider, self.providers())}; "
             f"available providers: {', '.join(self.providers()) or 'none'} (name a model as provider:model)"
         )
 

@@ -58,9 +58,13 @@ class ReasoningBlock(TypedDict):
 class ToolCallBlock(TypedDict):
     type: Literal["tool-call"]
     id: str
+    """Unique within the session (what the editor, the tools and the log use)."""
     name: str
     arguments: str
     """The raw JSON text the model produced; parsed only when the tool runs."""
+    provider_id: NotRequired[str]
+    """In a logged ``assistant/message`` only: the provider's own id when the loop had to change it (the
+    provider reused an id); ``Session.derive_messages`` gives it back to the provider."""
 
 
 class ToolResultBlock(TypedDict):

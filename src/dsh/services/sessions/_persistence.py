@@ -32,6 +32,8 @@ class SessionInfo:
     created_at: float
     updated_at: float
     title: str | None = None
+    empty: bool = False
+    """Created but never used (no event yet): left out of ``list()`` unless asked for (``dsh sessions list --all``)."""
 
 
 class SessionPersistence(Protocol):

@@ -228,6 +228,7 @@ class Session:
         "_events",
         "_hook",
         "_next_seq",
+        "_provider_ids",
         "_release_from",
         "_summary",
         "_where",
@@ -253,6 +254,9 @@ class Session:
         self._hook: AppendHook | None = None
         self._derived: list[DerivedMessage] = []
         self._derived_upto = 0
+        self._provider_ids: dict[str, str] = {}
+        """Session tool-call id → the provider's own, for the calls the loop renamed (``dsh.loop._call_ids``),
+        read from the ``assistant/message`` blocks as they are derived: the tool results answer with it."""
         self._summary: tuple[str, DerivedMessage] | None = None
         """The last compaction's summary text and the message standing for it (first in ``_derived``)."""
         self._next_seq = len(events)
@@ -398,7 +402,7 @@ class Session:
             if kind == PRUNE_EVENT:
                 self._prune(event)
                 continue
-            message = _derive_one(event)
+            message = _derive_one(event, self._provider_ids)
             if message is not None:
                 derived.append(DerivedMessage(message, event.seq))
         self._derived_upto = len(events)
@@ -505,17 +509,30 @@ def _wrap(tag: str, source: Any, content: list[ContentBlock]) -> Message:
     return {"role": "user", "content": [opening, *content, closing]}
 
 
-def _derive_one(event: SessionEvent) -> Message | None:
+def _as_provider_sent(content: list[Any], provider_ids: dict[str, str]) -> list[ContentBlock]:
+    """An assistant message's blocks as the provider sent them: a tool call the loop gave a session-unique id
+    (``provider_id`` set, see ``dsh.loop._call_ids``) goes back with the provider's own id, and the mapping is
+    noted in *provider_ids* for the call's result (which follows it in the log)."""
+    blocks: list[ContentBlock] = list(content)
+    for index, block in enumerate(blocks):
+        if block["type"] == "tool-call" and isinstance(block.get("provider_id"), str):
+            provider: dict[str, Any] = dict(block)
+            provider["id"] = provider_ids[block["id"]] = provider.pop("provider_id")
+            blocks[index] = cast(ContentBlock, provider)
+    return blocks
+
+
+def _derive_one(event: SessionEvent, provider_ids: dict[str, str]) -> Message | None:
     data = event.data
     match event.type:
         case "user/message":
             return {"role": "user", "content": list(data["content"])}
         case "assistant/message":
-            return {"role": "assistant", "content": list(data["content"])}
+            return {"role": "assistant", "content": _as_provider_sent(data["content"], provider_ids)}
         case "tool/result":
             block: ContentBlock = {
                 "type": "tool-result",
-                "tool_call_id": data["call_id"],
+                "tool_call_id": provider_ids.get(data["call_id"], data["call_id"]),
                 "content": list(data["content"]),
                 "is_error": bool(data.get("is_error", False)),
             }
