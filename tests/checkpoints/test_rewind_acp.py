@@ -6,24 +6,15 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.support.editor import Editor, EditorClient, read_log, run_editor
-from tests.support.provider_server import FakeProvider, Reply, serve
+from tests.support.provider_server import FakeProvider, Reply
 from tests.support.provider_wire import DONE, oa_chunk, oa_finish, oa_text_reply, oa_tool_delta, oa_usage
 
 MODEL = "openai:test-model"
 C_TEXT = "#!/bin/sh\necho c\n"
-
-
-@pytest.fixture
-def server() -> Iterator[FakeProvider]:
-    with serve() as fake:
-        yield fake
 
 
 def env_of(server: FakeProvider) -> dict[str, str]:
