@@ -464,6 +464,30 @@ def sessions_rm(session_id: SessionIdArgument, data_dir: DataDirOption = None, c
         typer.echo(f"Deleted session {session_id}.")
 
 
+@sessions_app.command("fork")
+def sessions_fork(
+    session_id: SessionIdArgument,
+    at: Annotated[
+        int | None, typer.Option("--at", metavar="N", help="Keep turns 1 to N (as /rewind lists them); default: all.")
+    ] = None,
+    data_dir: DataDirOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Copy a session's history (up to turn N) into a new session of its own; print the new id. Files are not
+    touched."""
+    from dsh.frontends import sessions_cli
+    from dsh.frontends.sessions_fork import fork_session
+
+    with sessions_cli.reported_errors():
+        root = Path(settings_for(config, data_dir=data_dir).data_dir)
+        try:
+            new_id = fork_session(root, sessions_cli.valid_id(session_id), at)
+        except ValueError as error:
+            typer.echo(f"dsh: {error}", err=True)
+            raise typer.Exit(2) from None
+        typer.echo(new_id)
+
+
 @sessions_app.command("prune")
 def sessions_prune(
     older_than: Annotated[
