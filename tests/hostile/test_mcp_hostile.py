@@ -89,16 +89,24 @@ async def test_a_result_deeper_than_the_json_limit_is_an_error_result_at_once(tm
     model = write_script(tmp_path / "script.json", [call("mcp__bad__deep", "d1", depth=200), {"text": "after"}])
     async with run_editor(tmp_path, model, EditorClient(), env=env(tmp_path)) as editor:
         session = await bypass_session(editor, [server(tmp_path / "srv")])
-        started = time.monotonic()
-        with anyio.fail_after(DEADLINE):
-            response = await editor.prompt(session, "go deep")
-        assert response.stop_reason == "end_turn"
+        async with anyio.create_task_group() as group:
+            responses: list[Any] = []
+
+            async def prompt() -> None:
+                responses.append(await editor.prompt(session, "go deep"))
+
+            group.start_soon(prompt)
+            await editor.wait(lambda: bool(editor.tool_updates(session, "d1")))  # the call is out
+            started = time.monotonic()
+            await editor.wait(lambda: editor.ended(session, "d1"))
+            answered_in = time.monotonic() - started
+        assert responses[0].stop_reason == "end_turn"
         final = editor.final(session, "d1")
         assert final["status"] == "failed"
-        assert "deep" in text_of(final).lower() or "nest" in text_of(final).lower()
+        assert "nested deeper than" in text_of(final)
+    assert answered_in < 2.0, answered_in  # the issue: within a second (2 s: a shared machine's margin)
     (result,) = tool_results(read_log(tmp_path, session), "d1")
     assert result["is_error"] is True
-    assert time.monotonic() - started < DEADLINE
 
 
 async def test_a_duplicate_tool_name_is_skipped_visibly_and_the_rest_register(tmp_path: Path) -> None:
