@@ -321,3 +321,30 @@ def test_a_reader_that_stops_reading_does_not_break_the_run(tmp_path: Path) -> N
         err = process.stderr.read().decode()
         assert process.wait(timeout=30) == 0, err
     assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_a_command_cannot_read_the_key_from_the_runs_environ(tmp_path: Path) -> None:
+    """``dsh exec`` is the parent of the commands the model runs: its start-up environment block holds no key."""
+    import base64
+
+    key = "sk-exec-environ-0123456789abcdef"
+    model = write_script(
+        tmp_path / "script.json",
+        [
+            {
+                "tool_calls": [
+                    {"name": "run_command", "arguments": {"command": "base64 -w0 /proc/$PPID/environ"}, "id": "b"}
+                ]
+            },
+            {"text": "read"},
+        ],
+    )
+    run = exec_run(tmp_path, "--json", "--allow-all", "look", model=model, env={"OPENAI_API_KEY": key})
+    assert run.code == 0, run.stderr
+    result = next(e for e in run.lines if e["type"] == "agent/tool-result")
+    text = result["content"][0]["text"]
+    if "Permission denied" not in text:  # as root the block is readable: then the key must be gone from it
+        environ = base64.b64decode(text.strip().splitlines()[0])
+        assert b"DSH_MODEL=" in environ and b"OPENAI_API_KEY=" in environ  # the run's block, read whole
+        assert key.encode() not in environ
+    assert key not in run.stdout

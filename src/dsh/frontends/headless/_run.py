@@ -152,6 +152,23 @@ def _policy(options: ExecOptions, settings: Settings) -> PolicyConfig:
     )
 
 
+def _seal_secrets() -> None:
+    """As the daemon does once the policy is installed (RFC 0024): provider keys leave this process's start-up
+    environment block and it becomes non-dumpable, so a command the model runs cannot read them from
+    ``/proc/$PPID``; and the run becomes its descendants' subreaper. A platform that allows neither is a logged
+    warning, never a failed run."""
+    from dsh._log import get_logger
+    from dsh.reaper import become_subreaper
+    from dsh.secrets import current_policy, seal_process
+
+    log = get_logger("dsh.exec")
+    for problem in seal_process(current_policy()):
+        log.warning("cannot keep secrets from child processes", problem=problem)
+    refused = become_subreaper()
+    if refused is not None:
+        log.warning("descendants that leave their process group may outlive the run", problem=refused)
+
+
 def _load(ctx: Context, options: ExecOptions, settings: Settings, policy: PolicyConfig) -> None:
     from dsh.app import load_core
     from dsh.context import context_from_file
@@ -183,6 +200,7 @@ async def _run(options: ExecOptions, settings: Settings, state: _State) -> int:
     async with App() as app:
         ctx = app.ctx
         _load(ctx, options, settings, policy)
+        _seal_secrets()
         from dsh.extra_plugins import apply_plugins, import_plugins
         from dsh.settings import SettingError
 
