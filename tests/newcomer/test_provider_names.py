@@ -133,3 +133,13 @@ async def test_the_transport_never_falls_back_to_another_providers_address(
     assert caught.value.code == "BAD_BASE_URL" and "did you mean 'anthropic'?" in caught.value.message
     assert ANTHROPIC_KEY not in caught.value.message
     assert decoy.requests == []
+
+
+async def test_the_daemon_names_a_misspelt_model_provider_at_start_up(tmp_path: Path, decoy: FakeProvider) -> None:
+    """``dsh acp`` keeps serving (RFC 0011) but says at start-up, on stderr, what was probably meant."""
+    done = await dsh(tmp_path, "acp", "--model", "antropic:claude-sonnet-4-5", decoy=decoy)
+    err = one_line(done.stderr)
+    assert done.returncode == 0 and done.stdout == b""  # stdin EOF: a clean exit, nothing but frames on stdout
+    assert err.startswith("dsh: --model: no provider serves model 'antropic:claude-sonnet-4-5'"), err
+    assert "(did you mean 'anthropic'?)" in err and "session/new will answer this error" in err
+    assert decoy.requests == []

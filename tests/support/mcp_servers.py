@@ -113,18 +113,37 @@ def _run_stdio(directory: Path) -> None:
 
 
 @contextmanager
-def serve_http(transport: str = "streamable-http") -> Iterator[str]:
-    """Serve a FastMCP app with the tool ``ping`` on 127.0.0.1 (a free port) in a thread; yield its URL."""
+def serve_http(transport: str = "streamable-http", *, filesystem_tools: bool = False) -> Iterator[str]:
+    """Serve a FastMCP app with the tool ``ping`` on 127.0.0.1 (a free port) in a thread; yield its URL. With
+    *filesystem_tools*, also ``write_file``, ``move_file`` and ``read_text_file`` annotated as the reference
+    filesystem server annotates them (they only echo: nothing is written)."""
     import socket
 
     import uvicorn
     from mcp.server.fastmcp import FastMCP
+    from mcp.types import ToolAnnotations
 
     server = FastMCP(f"dsh-test-{transport}", host="127.0.0.1")
 
     @server.tool(description="Answer pong.")
     def ping(text: str = "") -> str:
         return f"pong over {transport}: {text}"
+
+    if filesystem_tools:
+        writes = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True)
+        moves = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False)
+
+        @server.tool(description="Create or overwrite a file.", annotations=writes)
+        def write_file(path: str, content: str) -> str:
+            return f"wrote {len(content)} characters to {path}"
+
+        @server.tool(description="Move or rename a file.", annotations=moves)
+        def move_file(source: str, destination: str) -> str:
+            return f"moved {source} to {destination}"
+
+        @server.tool(description="Read a file.", annotations=ToolAnnotations(readOnlyHint=True))
+        def read_text_file(path: str) -> str:
+            return f"contents of {path}"
 
     app = server.streamable_http_app() if transport == "streamable-http" else server.sse_app()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
