@@ -86,6 +86,7 @@ async def test_a_streamed_reply_and_an_edit_approved_with_y(tmp_path: Path) -> N
         )  # printed once, never redrawn into the scrollback
         assert "✻ Thought (5 words; /thoughts shows them)" in streamed  # collapsed to one line
         assert "stream it slowly" not in streamed
+        assert "\x1b[2;3m✻ Thought" in tmux.screen(escapes=True)  # dimmed (and italic)
         await submit(tmux, "/thoughts")
         await tmux.wait_for(lambda s: "Thoughts are shown." in s and "I should stream it slowly" in s)
         await submit(tmux, "edit the file")
