@@ -12,7 +12,7 @@ Advertised as ``sessionCapabilities.fork`` only when sessions are durable (nothi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 from pydantic import Field
@@ -22,10 +22,17 @@ from dsh.frontends.acp._rpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_
 from dsh.frontends.acp._wire import LoadSessionParams, Wire
 
 if TYPE_CHECKING:
-    from dsh.frontends.acp._frontend import AcpFrontend
     from dsh.kernel import Context
 
 __all__ = ["ForkSessionParams", "fork_session_method"]
+
+
+class _Frontend(Protocol):
+    """What a fork needs of the front end (a protocol: this module must not import the front end's module)."""
+
+    def session_record(self, session_id: str) -> Any: ...
+
+    async def resume_session(self, params: LoadSessionParams) -> dict[str, Any]: ...
 
 
 class ForkSessionParams(Wire):
@@ -46,7 +53,7 @@ def _turn_of(meta: dict[str, Any] | None) -> int | None:
     return at
 
 
-async def fork_session_method(frontend: AcpFrontend, ctx: Context, params: ForkSessionParams) -> dict[str, Any]:
+async def fork_session_method(frontend: _Frontend, ctx: Context, params: ForkSessionParams) -> dict[str, Any]:
     """``session/fork`` (see the module docstring)."""
     from dsh.frontends.sessions_fork import fork_session
     from dsh.plugins.persistence import SessionNotFoundError
