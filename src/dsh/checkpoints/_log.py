@@ -8,8 +8,10 @@ their place among the turns still in view, from 1, as ``/rewind`` lists them.
 from __future__ import annotations
 
 import operator
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any
 
 __all__ = [
@@ -33,6 +35,7 @@ REWIND_EVENT = "context/rewind"
 """``{to, turn}``: the events from seq *to* up to this one are out of view (turn *turn* and later)."""
 
 _TYPE = operator.attrgetter("type")
+_SEQ = operator.attrgetter("seq")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,22 +69,40 @@ class Turn:
 
 
 def rewound_ranges(events: Sequence[Any]) -> list[tuple[int, int]]:
-    """``[to, rewind seq)`` of every rewind, in log order (a C-speed count first: most logs have none)."""
-    if not operator.countOf(map(_TYPE, events), REWIND_EVENT):
+    """``[to, rewind seq)`` of every rewind, in log order (C-speed passes: most logs have none, and a big log
+    with one is not walked in Python)."""
+    types = list(map(_TYPE, events))
+    if not operator.countOf(types, REWIND_EVENT):
         return []
     return [
         (int(event.data["to"]), event.seq)
-        for event in events
-        if event.type == REWIND_EVENT and type(event.data.get("to")) is int
+        for event in compress(events, map(REWIND_EVENT.__eq__, types))
+        if type(event.data.get("to")) is int
     ]
 
 
 def in_view(events: Sequence[Any]) -> Sequence[Any]:
-    """*events* without those a rewind took out of view (the same sequence when nothing was rewound)."""
+    """*events* without those a rewind took out of view (the same sequence when nothing was rewound). Events are
+    in seq order, so each rewound range is one slice found by bisection."""
     ranges = rewound_ranges(events)
     if not ranges:
         return events
-    return [event for event in events if not any(low <= event.seq < high for low, high in ranges)]
+    merged: list[list[int]] = []
+    for low, high in sorted(ranges):
+        if merged and low <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], high)
+        else:
+            merged.append([low, high])
+    seqs = list(map(_SEQ, events))
+    kept: list[Any] = []
+    start = 0
+    for low, high in merged:
+        cut = bisect_left(seqs, low)
+        if cut > start:
+            kept.extend(events[start:cut])
+        start = max(start, bisect_left(seqs, high))
+    kept.extend(events[start:])
+    return kept
 
 
 def _prompt_text(data: dict[str, Any]) -> str:
