@@ -16,6 +16,7 @@ from typing import Any
 
 __all__ = [
     "CHECKPOINT_AFTER",
+    "CHECKPOINT_COMMAND",
     "CHECKPOINT_FILE",
     "REWIND_EVENT",
     "FileState",
@@ -31,6 +32,9 @@ CHECKPOINT_FILE = "checkpoint/file"
 ``turn/start`` has seq *turn* (``digest`` of its bytes in the blob store; ``existed`` false: no such file)."""
 CHECKPOINT_AFTER = "checkpoint/after"
 """``{path, existed, digest}``: what dsh left at *path* (after a tool changed it, or a rewind restored it)."""
+CHECKPOINT_COMMAND = "checkpoint/command"
+"""``{turn, path, call_id, existed, digest}``: a command (``run_command``) left *path*, a file dsh had changed,
+different from what dsh left there; noted, never restored."""
 REWIND_EVENT = "context/rewind"
 """``{to, turn}``: the events from seq *to* up to this one are out of view (turn *turn* and later)."""
 
@@ -66,6 +70,8 @@ class Turn:
     prompt: str = ""
     files: dict[str, FileState] = field(default_factory=dict)
     """Each file the turn changed, as it was before the turn (first change only)."""
+    by_commands: list[str] = field(default_factory=list)
+    """Tracked files a command of the turn changed (noted, not restored)."""
 
 
 def rewound_ranges(events: Sequence[Any]) -> list[tuple[int, int]]:
@@ -132,15 +138,21 @@ def turns(events: Sequence[Any]) -> list[Turn]:
             path = event.data.get("path")
             if owner is not None and isinstance(path, str) and path not in owner.files:
                 owner.files[path] = FileState.of(event.data)
+        elif kind == CHECKPOINT_COMMAND:
+            owner = by_seq.get(event.data.get("turn"))
+            path = event.data.get("path")
+            if owner is not None and isinstance(path, str) and path not in owner.by_commands:
+                owner.by_commands.append(path)
     return found
 
 
 def last_written(events: Sequence[Any]) -> dict[str, FileState]:
     """What dsh last left at each path it changed (the whole log: a rewind's restores are recorded too)."""
     written: dict[str, FileState] = {}
-    if not operator.countOf(map(_TYPE, events), CHECKPOINT_AFTER):
+    types = list(map(_TYPE, events))
+    if not operator.countOf(types, CHECKPOINT_AFTER):
         return written
     for event in events:
-        if event.type == CHECKPOINT_AFTER and isinstance(event.data.get("path"), str):
+        if event.type in (CHECKPOINT_AFTER, CHECKPOINT_COMMAND) and isinstance(event.data.get("path"), str):
             written[event.data["path"]] = FileState.of(event.data)
     return written
