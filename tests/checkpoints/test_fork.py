@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+from acp import RequestError
+
 from tests.checkpoints.test_rewind_acp import env_of, text, user_texts
 from tests.checkpoints.test_storage import sessions_cli
 from tests.support.editor import EditorClient, run_editor
@@ -48,3 +51,29 @@ async def test_fork_at_a_turn_and_whole_give_sessions_of_their_own(server: FakeP
     assert asked[1] == ["turn one", "turn two", "turn three", "turn next"]
     assert asked[2] == ["turn one", "turn two", "turn three", "turn next"]
     assert (data / f"{source}.jsonl").read_bytes().startswith(before)  # the source only grew by its own turn
+
+
+async def test_acp_session_fork_on_the_unstable_protocol(server: FakeProvider, tmp_path: Path) -> None:
+    server.script(text("one"), text("two"), text("three"), text("fork reply"), text("whole reply"), text("src reply"))
+    async with run_editor(tmp_path, MODEL, EditorClient(), env=env_of(server), unstable=True) as editor:
+        init = [f for f in editor.frames() if isinstance(f.get("result"), dict) and "agentCapabilities" in f["result"]]
+        assert init[0]["result"]["agentCapabilities"]["sessionCapabilities"]["fork"] == {}
+        source = (await editor.new_session()).session_id
+        for words in ("turn one", "turn two", "turn three"):
+            assert (await editor.prompt(source, words)).stop_reason == "end_turn"
+        cwd = str(editor.project)
+        at_two = await editor.conn.fork_session(session_id=source, cwd=cwd, mcp_servers=[], dsh={"at": 2})
+        whole = await editor.conn.fork_session(session_id=source, cwd=cwd, mcp_servers=[])
+        assert len({at_two.session_id, whole.session_id, source}) == 3
+        asked = []
+        for session in (at_two.session_id, whole.session_id, source):
+            assert (await editor.prompt(session, "turn next")).stop_reason == "end_turn"
+            asked.append(user_texts(server.requests[-1].body))
+        with pytest.raises(RequestError) as bad:
+            await editor.conn.fork_session(session_id=source, cwd=cwd, mcp_servers=[], dsh={"at": 9})
+        assert bad.value.code == -32602 and "no turn 9" in str(bad.value)
+    assert asked[0] == ["turn one", "turn two", "turn next"]
+    assert asked[1] == ["turn one", "turn two", "turn three", "turn next"]
+    assert asked[2] == ["turn one", "turn two", "turn three", "turn next"]
+    header = json.loads((tmp_path / "dsh-data" / f"{at_two.session_id}.jsonl").read_bytes().split(b"\n", 1)[0])
+    assert header["parent_session"] == source

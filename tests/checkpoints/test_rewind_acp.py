@@ -196,3 +196,37 @@ async def test_with_an_editor_that_serves_files_the_restore_goes_through_fs_writ
         restores = client.of_method("fs/write_text_file")[writes:]
         assert restores == [{"sessionId": session, "path": path, "content": "a = 'v0'\n"}]
         assert client.buffers[path] == "a = 'v0'\n"
+
+
+async def test_a_command_that_changes_a_tracked_file_is_noted_and_counts_as_dsh_s_change(
+    server: FakeProvider, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "a.py").write_text("a = 'v0'\n")
+    (project / "other.txt").write_text("untracked\n")
+    server.script(
+        tool("r1", "read_file", path="a.py"),
+        tool("e1", "edit_file", path="a.py", old_string="v0", new_string="v1"),
+        text("one done"),
+        tool("c2", "run_command", command="printf 'more\\n' >> a.py && printf 'x\\n' >> other.txt"),
+        text("two done"),
+    )
+    async with run_editor(tmp_path, MODEL, EditorClient(["allow_once"] * 2), env=env_of(server)) as editor:
+        session = (await editor.new_session()).session_id
+        assert (await editor.prompt(session, "turn one: edit a")).stop_reason == "end_turn"
+        assert (await editor.prompt(session, "turn two: run a command")).stop_reason == "end_turn"
+        assert (project / "a.py").read_text() == "a = 'v1'\nmore\n"
+
+        mark = len(editor.updates(session))
+        assert (await editor.prompt(session, "/rewind")).stop_reason == "end_turn"
+        listing = said(editor, session, mark)
+        a_py = str(project / "a.py")
+        assert f"2. turn two: run a command — no files changed; changed by commands (not restored): {a_py}" in listing
+        assert "other.txt" not in listing  # a file dsh never changed is not tracked
+
+        mark = len(editor.updates(session))
+        assert (await editor.prompt(session, "/rewind 1")).stop_reason == "end_turn"
+        assert "Rewound to before turn 1" in said(editor, session, mark)  # the agent's command is no hand edit
+        assert (project / "a.py").read_text() == "a = 'v0'\n"
+        assert (project / "other.txt").read_text() == "untracked\nx\n"

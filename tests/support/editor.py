@@ -438,12 +438,14 @@ async def run_editor(
     name: str = "dsh",
     env: Mapping[str, str] | None = None,
     command: Sequence[str] | None = None,
+    unstable: bool = False,
 ) -> AsyncIterator[Editor]:
     """Spawn ``python -m dsh acp`` (data directory ``tmp_path/dsh-data``: a second daemon on the same
     *tmp_path* sees the first one's sessions), connect *client*, ``initialize`` with fs / terminal
     capabilities as asked, and yield the :class:`Editor` (see the module docstring for the checks on exit).
     *env* overrides entries of the daemon's environment; *command* is the argv to spawn instead of
-    ``python -m dsh acp`` (an editor's configured command)."""
+    ``python -m dsh acp`` (an editor's configured command). *unstable*: the client speaks the unstable protocol
+    (``session/fork``; *elicitation* implies it)."""
     project = project or tmp_path / "project"
     project.mkdir(exist_ok=True)
     caps = capabilities(fs=fs, terminal=terminal, elicitation=elicitation)
@@ -454,7 +456,7 @@ async def run_editor(
         tmp_path,
         tmp_path / f"{name}.stderr.log",
         project=project,
-        unstable_protocol=elicitation,
+        unstable_protocol=elicitation or unstable,
         before_close=client.release_held,
         command=command,
     ) as dsh:

@@ -39,6 +39,7 @@ from acp.schema import (
     ClientCapabilities,
     CloseSessionResponse,
     DeleteSessionResponse,
+    ForkSessionResponse,
     Implementation,
     InitializeResponse,
     ListSessionsResponse,
@@ -74,6 +75,7 @@ RESULT_MODELS: dict[str, type[BaseModel]] = {
     "session/prompt": PromptResponse,
     "session/load": LoadSessionResponse,
     "session/resume": ResumeSessionResponse,
+    "session/fork": ForkSessionResponse,
     "session/list": ListSessionsResponse,
     "session/close": CloseSessionResponse,
     "session/delete": DeleteSessionResponse,
@@ -320,7 +322,7 @@ def _check_payload(model_type: type[BaseModel], payload: Any, where: str, proble
         problems.append(f"{where}: {model_type.__name__} does not round-trip: {payload!r} became {dumped!r}")
 
 
-LEGACY_MODELS_RESULTS = frozenset({"session/new", "session/load", "session/resume"})
+LEGACY_MODELS_RESULTS = frozenset({"session/new", "session/load", "session/resume", "session/fork"})
 """Results that also carry the legacy ``models`` state (removed from the SDK's schema, still read by older
 clients): it is checked against its old shape here, then the rest must round-trip through the SDK's model."""
 

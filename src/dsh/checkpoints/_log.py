@@ -8,12 +8,15 @@ their place among the turns still in view, from 1, as ``/rewind`` lists them.
 from __future__ import annotations
 
 import operator
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any
 
 __all__ = [
     "CHECKPOINT_AFTER",
+    "CHECKPOINT_COMMAND",
     "CHECKPOINT_FILE",
     "REWIND_EVENT",
     "FileState",
@@ -29,10 +32,14 @@ CHECKPOINT_FILE = "checkpoint/file"
 ``turn/start`` has seq *turn* (``digest`` of its bytes in the blob store; ``existed`` false: no such file)."""
 CHECKPOINT_AFTER = "checkpoint/after"
 """``{path, existed, digest}``: what dsh left at *path* (after a tool changed it, or a rewind restored it)."""
+CHECKPOINT_COMMAND = "checkpoint/command"
+"""``{turn, path, call_id, existed, digest}``: a command (``run_command``) left *path*, a file dsh had changed,
+different from what dsh left there; noted, never restored."""
 REWIND_EVENT = "context/rewind"
 """``{to, turn}``: the events from seq *to* up to this one are out of view (turn *turn* and later)."""
 
 _TYPE = operator.attrgetter("type")
+_SEQ = operator.attrgetter("seq")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,25 +70,45 @@ class Turn:
     prompt: str = ""
     files: dict[str, FileState] = field(default_factory=dict)
     """Each file the turn changed, as it was before the turn (first change only)."""
+    by_commands: list[str] = field(default_factory=list)
+    """Tracked files a command of the turn changed (noted, not restored)."""
 
 
 def rewound_ranges(events: Sequence[Any]) -> list[tuple[int, int]]:
-    """``[to, rewind seq)`` of every rewind, in log order (a C-speed count first: most logs have none)."""
-    if not operator.countOf(map(_TYPE, events), REWIND_EVENT):
+    """``[to, rewind seq)`` of every rewind, in log order (C-speed passes: most logs have none, and a big log
+    with one is not walked in Python)."""
+    types = list(map(_TYPE, events))
+    if not operator.countOf(types, REWIND_EVENT):
         return []
     return [
         (int(event.data["to"]), event.seq)
-        for event in events
-        if event.type == REWIND_EVENT and type(event.data.get("to")) is int
+        for event in compress(events, map(REWIND_EVENT.__eq__, types))
+        if type(event.data.get("to")) is int
     ]
 
 
 def in_view(events: Sequence[Any]) -> Sequence[Any]:
-    """*events* without those a rewind took out of view (the same sequence when nothing was rewound)."""
+    """*events* without those a rewind took out of view (the same sequence when nothing was rewound). Events are
+    in seq order, so each rewound range is one slice found by bisection."""
     ranges = rewound_ranges(events)
     if not ranges:
         return events
-    return [event for event in events if not any(low <= event.seq < high for low, high in ranges)]
+    merged: list[list[int]] = []
+    for low, high in sorted(ranges):
+        if merged and low <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], high)
+        else:
+            merged.append([low, high])
+    seqs = list(map(_SEQ, events))
+    kept: list[Any] = []
+    start = 0
+    for low, high in merged:
+        cut = bisect_left(seqs, low)
+        if cut > start:
+            kept.extend(events[start:cut])
+        start = max(start, bisect_left(seqs, high))
+    kept.extend(events[start:])
+    return kept
 
 
 def _prompt_text(data: dict[str, Any]) -> str:
@@ -111,15 +138,21 @@ def turns(events: Sequence[Any]) -> list[Turn]:
             path = event.data.get("path")
             if owner is not None and isinstance(path, str) and path not in owner.files:
                 owner.files[path] = FileState.of(event.data)
+        elif kind == CHECKPOINT_COMMAND:
+            owner = by_seq.get(event.data.get("turn"))
+            path = event.data.get("path")
+            if owner is not None and isinstance(path, str) and path not in owner.by_commands:
+                owner.by_commands.append(path)
     return found
 
 
 def last_written(events: Sequence[Any]) -> dict[str, FileState]:
     """What dsh last left at each path it changed (the whole log: a rewind's restores are recorded too)."""
     written: dict[str, FileState] = {}
-    if not operator.countOf(map(_TYPE, events), CHECKPOINT_AFTER):
+    types = list(map(_TYPE, events))
+    if not operator.countOf(types, CHECKPOINT_AFTER):
         return written
     for event in events:
-        if event.type == CHECKPOINT_AFTER and isinstance(event.data.get("path"), str):
+        if event.type in (CHECKPOINT_AFTER, CHECKPOINT_COMMAND) and isinstance(event.data.get("path"), str):
             written[event.data["path"]] = FileState.of(event.data)
     return written

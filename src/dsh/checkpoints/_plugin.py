@@ -10,7 +10,8 @@ Guarantees:
 * **Blobs are shared by content** (:class:`dsh.plugins.persistence.BlobStore`) under the owner
   ``<session id>.checkpoints``; deleting the session releases that owner, deleting the bytes nobody else holds.
 * **Not tracked**: what shell commands change (``run_command``), files an editor holds but that dsh never
-  changed. ``/rewind`` says so.
+  changed. ``/rewind`` says so. After a command, each file dsh had changed that the command left different is
+  noted (``checkpoint/command``; ``/rewind`` lists it under its turn) and counts as what dsh left there.
 * **/rewind N** is all or nothing about files changed by someone else: when a file is no longer what dsh left
   there it is named and nothing is rewound (neither files nor conversation) unless ``--force``; otherwise every
   file changed in turns N and later is put back as it was before turn N, then ``context/rewind`` takes those
@@ -28,6 +29,7 @@ from dsh._log import get_logger
 from dsh.checkpoints._files import MemoryBlobs, capture, capture_local, restore, state_of
 from dsh.checkpoints._log import (
     CHECKPOINT_AFTER,
+    CHECKPOINT_COMMAND,
     CHECKPOINT_FILE,
     REWIND_EVENT,
     FileState,
@@ -71,19 +73,53 @@ class Checkpoints:
         self._ctx = ctx
         self._blobs = blobs
         self._taken: dict[str, set[tuple[int, str]]] = {}
+        self._written: dict[str, dict[str, FileState]] = {}
+        """Per session: what dsh last left at each file it changed (built from the log on first use)."""
 
     def forget(self, session: Any) -> None:
         self._taken.pop(session.id, None)
+        self._written.pop(session.id, None)
+
+    def _written_of(self, session: Any) -> dict[str, FileState]:
+        written = self._written.get(session.id)
+        if written is None:
+            written = self._written[session.id] = last_written(session.events_without_chunks())
+        return written
+
+    def _left(self, session: Any, path: str, state: FileState) -> None:
+        """Record what dsh left at *path* (``checkpoint/after``)."""
+        session.append(CHECKPOINT_AFTER, {"path": path, **_state_data(state)})
+        self._written_of(session)[path] = state
+
+    async def _note_commands(self, execution: ToolExecution, session: Any) -> None:
+        """After a command: note each file dsh had changed that the command left different (never restored)."""
+        written = self._written_of(session)
+        if not written:
+            return
+        opened = session.last("turn/start")
+        turn = opened.seq if opened is not None else -1
+        for path, last in list(written.items()):
+            now, _ = await capture_local(path)
+            if now.same_content(last):
+                continue
+            session.append(
+                CHECKPOINT_COMMAND, {"turn": turn, "path": path, "call_id": execution.call_id, **_state_data(now)}
+            )
+            written[path] = now
 
     # -- taking checkpoints ----------------------------------------------------------------------------------
 
     async def execute(self, execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
         """``tools/execute``, appended (inside the pipeline): checkpoint, run, record what was left."""
         prepared, agent = execution.prepared, execution.agent
-        if prepared is None or agent is None or not prepared.paths:
+        if prepared is None or agent is None or not (prepared.paths or prepared.command):
             return await next_()
         session = agent.session
         tool = self._ctx.tools.get(execution.name, session.id)
+        if tool is not None and tool.meta.get("kind") == "execute" and prepared.command is not None:
+            result = await next_()
+            await self._note_commands(execution, session)
+            return result
         if tool is None or tool.meta.get("kind") not in EDIT_KINDS:
             return await next_()
         # An edit's prepare read the file's text (through the editor when it serves files) and computed the new
@@ -109,7 +145,7 @@ class Checkpoints:
                 state, _data = await capture_local(path)
                 if diff is not None and diff[0] == path:
                     state = state_of(diff[2].encode("utf-8"), state.mode)
-                session.append(CHECKPOINT_AFTER, {"path": path, **_state_data(state)})
+                self._left(session, path, state)
         return result
 
     # -- /rewind ---------------------------------------------------------------------------------------------
@@ -139,6 +175,8 @@ class Checkpoints:
         lines = ["Turns (rewind with /rewind N: files and conversation go back to before turn N):"]
         for turn in listed:
             files = ", ".join(sorted(turn.files)) if turn.files else "no files changed"
+            if turn.by_commands:
+                files += f"; changed by commands (not restored): {', '.join(turn.by_commands)}"
             lines.append(f"{turn.number}. {_first_words(turn.prompt) or '(no text)'} — {files}")
         lines.append(NOT_TRACKED)
         return "\n".join(lines)
@@ -153,7 +191,7 @@ class Checkpoints:
         for turn in listed[number - 1 :]:
             for path, state in turn.files.items():
                 before.setdefault(path, state)
-        written = last_written(session.events_without_chunks())
+        written = self._written_of(session)
         workspace = self._ctx.get("workspace")
         execution = ToolExecution(f"rewind-{session.seq}", "rewind", {}, agent=agent)
         todo: list[tuple[str, FileState]] = []
@@ -187,7 +225,7 @@ class Checkpoints:
                 failed.append(f"{path} ({exc})")
                 continue
             now, _ = await capture(workspace, execution, path)
-            session.append(CHECKPOINT_AFTER, {"path": path, **_state_data(now)})
+            self._left(session, path, now)
             restored.append(path)
         session.append(REWIND_EVENT, {"to": target.seq, "turn": number, "restored": restored, "forced": force})
         await self._ctx.parallel(ev.SESSION_FLUSH, session)

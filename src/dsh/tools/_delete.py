@@ -5,8 +5,9 @@ Guarantees:
 
 * prepare refuses, before anyone is asked and with nothing removed: a missing path (``NOT_FOUND``), a directory
   (``IS_DIRECTORY``), a symbolic link (``NOT_A_FILE``: the link or its target? the model says which with
-  run_command); it reads the file so the approval card shows what is removed (its text, or its size and type for
-  a binary file).
+  run_command); it reads the file so the approval card shows what is removed (its text as a diff to nothing; none
+  for a binary file, one over 64 KiB, or a path outside the session's roots, whose content must not reach the
+  editor before the user grants it).
 * apply removes exactly the file prepare saw: when its bytes changed since (while the user was asked) it fails
   ``CHANGED_SINCE`` and removes nothing. Paths outside the session's roots need the user's grant, as for edits.
 * The read ledger stays honest without a step of its own: a file that is gone has no stamp, so a later
@@ -116,7 +117,9 @@ def delete_file_spec(
             await anyio.to_thread.run_sync(remove)
             return f"Deleted {shown} ({plural(len(data), 'byte')})."
 
-        text = _text_of(data)
+        # Outside the roots the card shows no text: the file's content reaches the editor only once the user
+        # granted the path (as for read_file).
+        text = _text_of(data) if target.inside else None
         diff = (target.path, text, "") if text is not None else None
         return Prepared(apply, (target.path,), () if target.inside else (target.path,), diff)
 

@@ -50,7 +50,7 @@ def initialize_result(
         "loadSession": durable,
         "promptCapabilities": {"image": image, "audio": False, "embeddedContext": True},
         "mcpCapabilities": mcp if mcp is not None else {"http": False, "sse": False},
-        "sessionCapabilities": ({"list": {}, "resume": {}, "close": {}, "delete": {}} if durable else {})
+        "sessionCapabilities": ({"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {}} if durable else {})
         | {"additionalDirectories": {}},
         "auth": {"logout": {}},
     }

@@ -28,6 +28,7 @@ import os
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -46,6 +47,7 @@ from dsh.frontends.acp._commands import CommandDesk, commands_hooks
 from dsh.frontends.acp._content import prompt_content
 from dsh.frontends.acp._delegation import EditorDelegation
 from dsh.frontends.acp._dispatch import MethodTable, make_dispatch, public_error
+from dsh.frontends.acp._fork import ForkSessionParams, fork_session_method
 from dsh.frontends.acp._gate import ApprovalDesk
 from dsh.frontends.acp._mcp import close_mcp, mcp_capabilities, open_mcp
 from dsh.frontends.acp._pickers import Pickers
@@ -183,6 +185,7 @@ class AcpFrontend:
             "session/cancel": (CancelParams, self.cancel),
             "session/load": (LoadSessionParams, self.load_session),
             "session/resume": (LoadSessionParams, self.resume_session),
+            "session/fork": (ForkSessionParams, partial(fork_session_method, self, self._ctx)),
             "session/list": (ListSessionsParams, self.list_sessions),
             "session/close": (SessionIdParams, self.close_session),
             "session/delete": (SessionIdParams, self.delete_session),
