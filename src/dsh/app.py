@@ -14,13 +14,12 @@ if TYPE_CHECKING:
     from dsh.context import ContextConfig
     from dsh.kernel import Context
     from dsh.policy import PolicyConfig
-    from dsh.providers._settings import ProviderSettings
+    from dsh.providers import ProviderSettings
     from dsh.secrets import SecretsConfig
 
-__all__ = ["DEFAULT_MODEL", "load_core"]
+from dsh.settings import DEFAULT_MODEL
 
-DEFAULT_MODEL = "echo"
-"""The offline default: the model when neither a flag, ``DSH_MODEL`` nor the config file names one."""
+__all__ = ["DEFAULT_MODEL", "load_core"]
 
 
 def load_core(
@@ -88,6 +87,9 @@ def load_core(
         from dsh.policy import policy_plugin
 
         ctx.plugin(policy_plugin, policy)
+    from dsh.choices import choices_plugin
+
+    ctx.plugin(choices_plugin)
     ctx.plugin(commands_plugin)
     ctx.plugin(builtin_commands_plugin)
     if builtin_tools:

@@ -17,7 +17,7 @@ import typer
 
 from dsh.app import DEFAULT_MODEL
 from dsh.frontends.setup_cli import setup as _setup
-from dsh.mcp._cli import mcp_app
+from dsh.mcp import mcp_app
 
 if TYPE_CHECKING:
     from dsh.config import DshConfig

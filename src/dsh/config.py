@@ -29,14 +29,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from dsh.app import DEFAULT_MODEL
-from dsh.context._config import CompactionConfig, SectionOverrides
+from dsh.context import CompactionConfig, SectionOverrides
 from dsh.errors import DshError
 from dsh.images.config import ImagesConfig
-from dsh.mcp._config import McpServerConfig
+from dsh.mcp import McpServerConfig
 from dsh.policy import PermissionsConfig
-from dsh.providers._settings import ProviderSettings
+from dsh.providers import ProviderSettings
 from dsh.secrets import SecretsConfig
+from dsh.settings import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     import yaml
@@ -130,7 +130,7 @@ class DshConfig(BaseModel):
     @field_validator("providers")
     @classmethod
     def _over_builtins(cls, value: dict[str, ProviderSettings]) -> dict[str, ProviderSettings]:
-        from dsh.providers._settings import BUILTIN_PROVIDERS, address_problem
+        from dsh.providers import BUILTIN_PROVIDERS, address_problem
 
         for name, settings in value.items():
             if not name or ":" in name or name != name.strip():
@@ -412,7 +412,7 @@ def render_config(config: DshConfig | None, *, source: Path | None, env: Mapping
     """
     import yaml
 
-    from dsh.providers._settings import merge_providers
+    from dsh.providers import merge_providers
 
     config = config if config is not None else DshConfig()
     model = config.model or DEFAULT_MODEL

@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias, TypedDict
 
-from dsh.kernel._events import EmitEvent, EventSpec, Next, ParallelEvent, WaterfallEvent
+from dsh.kernel import EmitEvent, EventSpec, Next, ParallelEvent, WaterfallEvent
 
 if TYPE_CHECKING:
     from dsh.policy import Approval, Verdict

@@ -31,13 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from dsh.app import DEFAULT_MODEL
 from dsh.errors import DshError
 
 if TYPE_CHECKING:
     from dsh.config import DshConfig
 
 __all__ = [
+    "DEFAULT_MODEL",
     "LOG_LEVELS",
     "SPECS",
     "SettingError",
@@ -49,6 +49,10 @@ __all__ = [
     "fail",
     "resolve_settings",
 ]
+
+DEFAULT_MODEL = "echo"
+"""The offline default: the model when neither a flag, ``DSH_MODEL`` nor the config file names one (a setting's
+default, so it lives with the settings; :mod:`dsh.app` re-exports it)."""
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 

@@ -26,7 +26,6 @@ BEFORE_THE_ANSWER = {
     "dsh",
     "dsh._entry",
     "dsh._log",
-    "dsh.app",
     "dsh.errors",
     "dsh.frontends",
     "dsh.frontends.acp",

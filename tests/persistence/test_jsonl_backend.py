@@ -618,6 +618,20 @@ async def test_delete_removes_the_file_and_is_silent_for_an_unknown_id(tmp_path:
         await persistence.load("s1")
 
 
+async def test_delete_removes_the_sessions_spilled_tool_output_only(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    for session in ("s1", "s2"):
+        (data / f"{session}.jsonl").write_bytes(file_bytes(header(session), events_of(*closed_turn(1))))
+        spilled = data / "tool-output" / session
+        spilled.mkdir(parents=True)
+        (spilled / "call-1.txt").write_text("the whole output\n")
+    persistence = JsonlPersistence(data)
+    await persistence.delete("s1")
+    assert not (data / "tool-output" / "s1").exists()
+    assert (data / "tool-output" / "s2" / "call-1.txt").read_text() == "the whole output\n"
+
+
 async def test_delete_closes_a_live_writer_first(tmp_path: Path) -> None:
     data = tmp_path / "data"
     path = data / "s1.jsonl"

@@ -103,4 +103,6 @@ async def test_exit_plan_mode_is_offered_in_plan_mode_only(tmp_path: Path) -> No
     assert len(bodies) == 5
     offered = [("exit_plan_mode" in tool_names(body), "- exit_plan_mode:" in system_text(body)) for body in bodies]
     assert offered == [(False, False), (True, True), (False, False), (False, False), (True, True)]
+    said = [system_text(body).split("# Mode\nThe session is in ")[1].split(":")[0] for body in bodies]
+    assert said == ["Default", "Plan", "Accept edits", "Bypass permissions", "Plan"]  # the mode section follows
     assert all("read_file" in tool_names(body) for body in bodies)

@@ -76,6 +76,7 @@ def test_commands_split_into_every_simple_command(
         "git branch -a",
         "ls 2>/dev/null",
         "ls 2>&1",
+        "cd sub && git --no-pager log -3",
     ],
 )
 def test_read_only_commands(command: str) -> None:

@@ -5,15 +5,17 @@ See ``README.md`` in this package (and ``rfcs/0014-context.md``)."""
 from dsh.context._config import CompactionConfig, ContextConfig, SectionOverrides, context_from_file
 from dsh.context._plugin import INSTRUCTIONS_EVENT, ContextService, SessionContext, context_plugin
 from dsh.context._sections import ORDER
+from dsh.context._usage import usage_update
 
 __all__ = [
-    "INSTRUCTIONS_EVENT",
-    "ORDER",
     "CompactionConfig",
     "ContextConfig",
     "ContextService",
+    "INSTRUCTIONS_EVENT",
+    "ORDER",
     "SectionOverrides",
     "SessionContext",
     "context_from_file",
     "context_plugin",
+    "usage_update",
 ]

@@ -30,6 +30,7 @@ from dsh.context._instructions import Instructions, find_instruction_files, load
 from dsh.context._models import builtin_price, builtin_window
 from dsh.context._pruning import plan_prune
 from dsh.context._sections import IDENTITY, ORDER, mode_text, tools_text
+from dsh.context._usage import usage_update
 from dsh.errors import DshError, LlmError, error_code, error_message
 from dsh.kernel import AbortedError, Disposer, Next, current_scope, plugin
 from dsh.services.llm import estimate_request
@@ -248,18 +249,16 @@ class ContextService:
         state = self._sessions.get(session_id)
         size = self.window(model)
         used = state.accounting.tokens() if state is not None else None
-        if state is None or size is None or not used:
+        if state is None:
             return None
-        update: dict[str, Any] = {"sessionUpdate": "usage_update", "used": used, "size": size}
         accounting = state.accounting
-        if accounting.priced:
-            # 4 decimals: a hundredth of a cent, and never an exponent (encoders disagree on "1e-05")
-            update["cost"] = {"amount": round(accounting.cost, 4), "currency": "USD"}
-        if accounting.cache_read or accounting.cache_write:
-            update["_meta"] = {
-                "dsh": {"cacheReadTokens": accounting.cache_read, "cacheWriteTokens": accounting.cache_write}
-            }
-        return update
+        return usage_update(
+            used,
+            size,
+            cost=accounting.cost if accounting.priced else None,
+            cache_read=accounting.cache_read,
+            cache_write=accounting.cache_write,
+        )
 
     def on_agent_disposed(self, agent: Agent) -> None:
         self._sessions.pop(agent.session.id, None)

@@ -38,8 +38,8 @@ from dsh.plugins.persistence import (
     SessionLockedError,
     SessionNotFoundError,
     default_data_dir,
+    scan,
 )
-from dsh.plugins.persistence._format import scan
 from dsh.services.sessions import SessionEvent, SessionHeader, SessionInfo, check_session_id, parse_json
 
 __all__ = [
@@ -117,7 +117,7 @@ def complete_lines(content: bytes) -> bytes:
 
 def parse_session(content: bytes, where: str) -> StoredSession:
     """Parse a session file's bytes without repairing anything, with the persistence format's own rules
-    (:func:`dsh.plugins.persistence._format.scan`): a torn final line is left out and ``torn_tail`` is set,
+    (:func:`dsh.plugins.persistence.scan`): a torn final line is left out and ``torn_tail`` is set,
     any bad line before it raises :class:`CorruptSessionError` naming *where* and the line. The closers a
     load would append to an interrupted turn are not shown: the file does not have them (yet)."""
     result = scan(content, where)

@@ -152,7 +152,7 @@ def _check_address(provider: str, base_url: str | None, existing: dict[str, Any]
     """End setup (one line, status 2) before a key is asked for or sent when *provider* is neither built in
     nor given an address (``--base-url``, or a ``base_url`` already in the file): its key would otherwise go
     to another provider's address (``--provider antropic`` with an Anthropic key to OpenAI's)."""
-    from dsh.providers._settings import ProviderSettings, address_problem
+    from dsh.providers import ProviderSettings, address_problem
     from dsh.settings import fail
 
     configured = (existing.get("providers") or {}).get(provider)

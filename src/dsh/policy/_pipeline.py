@@ -230,8 +230,10 @@ class Pipeline:
 
 
 def _within(path: str, root: str) -> bool:
-    real, base = os.path.realpath(path), os.path.realpath(root)
-    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+    """*path* is *root* or below it, symlinks resolved (:func:`dsh.tools.resolve_path` decides, as for the tools)."""
+    from dsh.tools import resolve_path
+
+    return resolve_path(path, root, [root]).inside
 
 
 def _scope_label(tool: str, facts: CallFacts, scopes: tuple[str, ...]) -> str:

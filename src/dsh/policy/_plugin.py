@@ -8,6 +8,8 @@ Guarantees:
   dropped when its agent is disposed.
 * The pipeline (:mod:`._pipeline`) is prepended on ``tools/execute`` when the plugin applies, so it runs outside
   the listeners loaded before it.
+* The context plugin's mode section reads each session's mode from here (every front end: the ACP pickers,
+  ``dsh exec --mode``).
 * A tool whose ``meta["modes"]`` names modes is offered to the model only while its session is in one of them
   (``exit_plan_mode``: plan mode only): it is left out of the prompt assembly (the tools section and the
   request's tools) by a ``system-prompt/assemble`` listener, prepended so that the sections are made from what
@@ -139,3 +141,6 @@ def policy_plugin(ctx: Context, config: PolicyConfig | None) -> None:
 
     ctx.on(ev.AGENT_DISPOSED, disposed)
     ctx.on(ev.SYSTEM_PROMPT_ASSEMBLE, offered, prepend=True)
+    context = ctx.get("context")  # loaded before this plugin by load_core
+    if context is not None:  # the system prompt's mode section says the session's mode, whatever the front end
+        context.mode_provider(lambda session_id: policies.session(session_id).mode)

@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 from dsh.policy._modes import DEFAULT_MODE
 from dsh.policy._shell import SimpleCommand, command_prefix, is_read_only, split_command
+from dsh.tools import is_within
 
 __all__ = [
     "COMMAND_KINDS",
@@ -151,7 +152,7 @@ def _path_matches(scope: str, path: str, cwd: str) -> bool:
     base = os.path.normpath(os.path.join(cwd, os.path.expanduser(scope)))
     path = os.path.normpath(path)
     if not any(char in scope for char in "*?"):
-        return path == base or path.startswith(base.rstrip(os.sep) + os.sep)
+        return is_within(path, base)
     return bool(_glob(base).match(path))
 
 

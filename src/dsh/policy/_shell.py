@@ -197,6 +197,7 @@ _READ_ONLY = frozenset(
         "tail",
         "wc",
         "pwd",
+        "cd",
         "true",
         "false",
         "which",
@@ -255,6 +256,8 @@ def is_read_only(command: SimpleCommand) -> bool:
         return not any(arg == flag or arg.startswith(flag + "=") for arg in args for flag in _RG_RUNS)
     if name == "sort":
         return not any(arg == "-o" or arg.startswith(("-o", "--output")) for arg in args)
+    if name == "git" and args and args[0] == "--no-pager":
+        args = args[1:]
     if name == "git" and args:
         sub, rest = args[0], args[1:]
         if sub in _GIT_READS:

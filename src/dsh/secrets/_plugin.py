@@ -22,7 +22,7 @@ from dsh.secrets._policy import SecretPolicy, install_policy, redact_json
 
 if TYPE_CHECKING:
     from dsh.kernel import Context, Next
-    from dsh.providers._settings import ProviderSettings
+    from dsh.providers import ProviderSettings
     from dsh.secrets._config import SecretsConfig
     from dsh.services.tools import ToolExecution, ToolResult
 

@@ -34,7 +34,7 @@ from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dsh.providers._settings import ProviderSettings
+    from dsh.providers import ProviderSettings
 
 __all__ = [
     "DSH_SECRET_WORDS",
@@ -77,7 +77,7 @@ class SecretPolicy:
         pass_through: Iterable[str] = (),
     ) -> SecretPolicy:
         """The policy for *providers* (merged over the built-ins) and the ``secrets`` section's lists."""
-        from dsh.providers._settings import merge_providers
+        from dsh.providers import merge_providers
 
         merged = merge_providers(dict(providers) if providers is not None else None)
         variables = {settings.api_key_env for settings in merged.values() if settings.api_key_env}

@@ -22,7 +22,7 @@ import anyio
 from dsh import events as ev
 from dsh._log import get_logger
 from dsh.kernel import CancelToken, Disposer, current_scope, plugin
-from dsh.services.llm._types import ContentBlock, MessageSource
+from dsh.services.llm import ContentBlock, MessageSource
 
 if TYPE_CHECKING:
     from dsh.kernel import Context

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, cast
 
 from dsh import events as ev
 from dsh.kernel import Disposer, current_scope, plugin
-from dsh.services.llm._types import ToolSchema
-from dsh.services.sessions._json import copy_json
+from dsh.services.llm import ToolSchema
+from dsh.services.sessions import copy_json
 
 if TYPE_CHECKING:
     from dsh.kernel import Context

@@ -32,8 +32,8 @@ from pydantic import BaseModel, ValidationError
 from dsh import events as ev
 from dsh.errors import ToolArgsError, ToolNotFoundError, error_code, error_message
 from dsh.kernel import CancelToken, Disposer, current_scope, plugin
-from dsh.services.llm._types import ContentBlock, ToolSchema
-from dsh.services.sessions._json import copy_json
+from dsh.services.llm import ContentBlock, ToolSchema
+from dsh.services.sessions import copy_json
 
 if TYPE_CHECKING:
     from dsh.kernel import Context, Next

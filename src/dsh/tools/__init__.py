@@ -1,6 +1,6 @@
 """The built-in coding tools and the workspace seam they stand on.
 
-* ``builtin_tools_plugin`` (also ``tools_plugin``; loaded by :func:`dsh.app.load_core`) provides the
+* ``builtin_tools_plugin`` (loaded by :func:`dsh.app.load_core`; ``dsh.services.tools.tools_plugin`` is the registry) provides the
   ``workspace`` service and registers ``read_file``, ``write_file``, ``edit_file``, ``list_files``, ``grep`` and
   ``run_command``; see :mod:`dsh.tools._builtin` for what each guarantees.
 * The workspace seam: the tools read, write and run only through ``ctx.workspace``, whose three operations are
@@ -23,7 +23,7 @@ from dsh.tools._budget import BUDGETS, Budget, apply_budget, budget_for
 from dsh.tools._edits import Edit, EditPlan, plan_edits
 from dsh.tools._errors import OutsideRootsError, ToolError
 from dsh.tools._ledger import ReadLedger
-from dsh.tools._paths import ResolvedPath, grant_outside, is_granted, resolve_path, revoke_grants
+from dsh.tools._paths import ResolvedPath, grant_outside, is_granted, is_within, resolve_path, revoke_grants
 from dsh.tools._plugin import builtin_tools_plugin
 from dsh.tools._process import CommandResult, run_process
 from dsh.tools._workspace import (
@@ -35,9 +35,6 @@ from dsh.tools._workspace import (
     run_local,
     write_local,
 )
-
-tools_plugin = builtin_tools_plugin
-"""The same plugin under the name of the design notes (``dsh.services.tools.tools_plugin`` is the registry)."""
 
 __all__ = [
     "BUDGETS",
@@ -59,12 +56,12 @@ __all__ = [
     "builtin_tools_plugin",
     "grant_outside",
     "is_granted",
+    "is_within",
     "plan_edits",
     "read_local",
     "resolve_path",
     "revoke_grants",
     "run_local",
     "run_process",
-    "tools_plugin",
     "write_local",
 ]

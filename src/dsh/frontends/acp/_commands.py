@@ -25,7 +25,8 @@ from dsh.commands import Command, CommandResult, Invocation, match_command, run_
 from dsh.frontends.acp._rpc import RpcError
 
 if TYPE_CHECKING:
-    from dsh.frontends.acp._frontend import AcpFrontend, _AcpSession
+    from dsh.frontends.acp._ports import FrontendPort
+    from dsh.frontends.acp._session import AcpSession
     from dsh.kernel import Context
 
 __all__ = ["CommandDesk"]
@@ -41,7 +42,7 @@ class _Queue:
 class _Controls:
     """:class:`dsh.commands.SessionControls` for one ACP session."""
 
-    def __init__(self, ctx: Context, frontend: AcpFrontend, record: _AcpSession) -> None:
+    def __init__(self, ctx: Context, frontend: FrontendPort, record: AcpSession) -> None:
         self._ctx = ctx
         self._frontend = frontend
         self._record = record
@@ -107,7 +108,7 @@ class _Controls:
 
 
 class CommandDesk:
-    def __init__(self, ctx: Context, frontend: AcpFrontend) -> None:
+    def __init__(self, ctx: Context, frontend: FrontendPort) -> None:
         self._ctx = ctx
         self._frontend = frontend
         self._queues: dict[str, _Queue] = {}
@@ -115,19 +116,19 @@ class CommandDesk:
     def _registry(self) -> Any:
         return self._ctx.get("commands")
 
-    def _queue(self, record: _AcpSession) -> _Queue:
+    def _queue(self, record: AcpSession) -> _Queue:
         queue = self._queues.get(record.id)
         if queue is None:
             queue = self._queues[record.id] = _Queue()
         return queue
 
-    def _offer(self, record: _AcpSession) -> list[Command]:
+    def _offer(self, record: AcpSession) -> list[Command]:
         registry = self._registry()
         return registry.for_session(record.cwd) if registry is not None else []
 
     # -- announcing ---------------------------------------------------------------------------------------
 
-    def opened(self, record: _AcpSession) -> None:
+    def opened(self, record: AcpSession) -> None:
         """A session was created or reopened: announce its commands once the response is out."""
         queue = self._queue(record)
         queue.offered = self._offer(record)
@@ -143,7 +144,7 @@ class CommandDesk:
             if record is not None:
                 self._refresh(record)
 
-    def _refresh(self, record: _AcpSession) -> list[Command]:
+    def _refresh(self, record: AcpSession) -> list[Command]:
         queue = self._queue(record)
         offered = self._offer(record)
         if [(c.name, c.description, c.input_hint) for c in offered] != [
@@ -169,20 +170,20 @@ class CommandDesk:
 
     # -- running ------------------------------------------------------------------------------------------
 
-    def match(self, record: _AcpSession, prompt: list[Any]) -> tuple[Command, str] | None:
+    def match(self, record: AcpSession, prompt: list[Any]) -> tuple[Command, str] | None:
         """The command *prompt* invokes, if any (the offer is refreshed first: a new Markdown file counts)."""
         first = prompt[0] if prompt else None
         if not (isinstance(first, dict) and str(first.get("text", "")).lstrip().startswith("/")):
             return None
         return match_command(prompt, self._refresh(record))
 
-    async def wait_turn(self, record: _AcpSession) -> None:
+    async def wait_turn(self, record: AcpSession) -> None:
         """Wait until every command sent before now has finished (called by every prompt before it queues)."""
         tail = self._queue(record).tail
         if tail is not None:
             await tail.wait()
 
-    async def run(self, record: _AcpSession, command: Command, args: str, number: int) -> CommandResult | None:
+    async def run(self, record: AcpSession, command: Command, args: str, number: int) -> CommandResult | None:
         """Run *command* in its turn; None when a cancel overtook it (the prompt is answered ``cancelled``)."""
         queue = self._queue(record)
         previous, mine = queue.tail, anyio.Event()

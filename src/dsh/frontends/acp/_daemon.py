@@ -30,7 +30,7 @@ import anyio
 import anyio.abc
 
 from dsh._log import get_logger
-from dsh.app import DEFAULT_MODEL
+from dsh.settings import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     from dsh.config import DshConfig

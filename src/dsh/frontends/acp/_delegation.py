@@ -27,7 +27,7 @@ from dsh.frontends.acp._rpc import RpcError
 from dsh.kernel import abortable
 
 if TYPE_CHECKING:
-    from dsh.frontends.acp._frontend import AcpFrontend
+    from dsh.frontends.acp._ports import FrontendPort
     from dsh.kernel import Next
     from dsh.tools import CommandResult, ReadRequest, RunRequest, WriteRequest
 
@@ -37,7 +37,7 @@ log = get_logger("dsh.acp")
 
 
 class EditorDelegation:
-    def __init__(self, frontend: AcpFrontend) -> None:
+    def __init__(self, frontend: FrontendPort) -> None:
         self._frontend = frontend
 
     def _capability(self, *keys: str) -> bool:

@@ -27,7 +27,7 @@ import json
 import os
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -35,7 +35,7 @@ import anyio.lowlevel
 
 from dsh import events as ev
 from dsh._log import get_logger
-from dsh.app import DEFAULT_MODEL
+from dsh.choices import SessionChoices
 from dsh.errors import error_code, error_message
 from dsh.events import TurnEndReason
 from dsh.frontends.acp._auth import AGENT_METHOD_ID, AuthState, auth_methods
@@ -49,7 +49,6 @@ from dsh.frontends.acp._gate import ApprovalDesk
 from dsh.frontends.acp._mcp import close_mcp, mcp_capabilities, open_mcp
 from dsh.frontends.acp._pickers import Pickers
 from dsh.frontends.acp._projection import (
-    Presenter,
     encode_chunk_frame,
     encode_update,
     failed_update,
@@ -60,6 +59,7 @@ from dsh.frontends.acp._questions import QuestionDesk, exit_plan_mode_tool
 from dsh.frontends.acp._replay import replay_frames
 from dsh.frontends.acp._roots import add_session_roots
 from dsh.frontends.acp._rpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, Connection, RpcError, arrival
+from dsh.frontends.acp._session import AcpSession, PendingPrompt
 from dsh.frontends.acp._wire import (
     AuthenticateParams,
     CancelParams,
@@ -80,6 +80,7 @@ from dsh.policy import SessionPolicy
 from dsh.services.agents import Agent, AgentHandle, AgentOptions, AgentStatus
 from dsh.services.llm import GenerateRequest, MessageSource
 from dsh.services.sessions import ChunkEvent, check_session_id, title_from_content
+from dsh.settings import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
@@ -110,51 +111,6 @@ class AcpOptions:
     """The writer's back-pressure: with it, model streams wait while the client is not reading."""
     max_images: int = DEFAULT_MAX_PER_PROMPT
     """Images one prompt may carry (the config file's ``images.max_per_prompt``)."""
-
-
-@dataclass(eq=False)
-class _Prompt:
-    message_id: str
-    turn: int | None = None
-    cancelled: bool = False
-    settled: bool = False
-    done: anyio.Event = field(default_factory=anyio.Event)
-    outcome: dict[str, Any] | RpcError | None = None
-
-
-@dataclass(eq=False)
-class _AcpSession:
-    id: str
-    cwd: str
-    handle: AgentHandle
-    mcp_servers: list[dict[str, Any]]
-    model: str
-    """The model this session's next step uses (switched by the model picker)."""
-    thought_level: str | None = None
-    """The reasoning effort the user picked (None: the model's default), for models that take one."""
-    policy: SessionPolicy = field(default_factory=SessionPolicy)
-    """The session's mode and rules: the core's own object (``ctx.policy.session(id)``), set with the record."""
-    prompts: list[_Prompt] = field(default_factory=list)
-    by_message: dict[str, _Prompt] = field(default_factory=dict)
-    open_calls: dict[str, None] = field(default_factory=dict)
-    current_turn: int | None = None
-    turn_open: bool = False
-    titled: bool = False
-    present: Presenter | None = None
-    """How this session's tool calls show themselves (tool cards); set when the record is made."""
-    cancelled_at: int = -1
-    """Arrival number of the last ``session/cancel``: a prompt that arrived before it is cancelled too,
-    even if its handler runs after the cancel's."""
-    cancelling: int = 0
-    """Generation of the pending cancel (0: none); the watchdog only acts on its own generation."""
-    roots: list[str] = field(default_factory=list)
-    """The session's ``additionalDirectories`` (roots besides the cwd, :mod:`._roots`)."""
-    remove_roots: Callable[[], None] = lambda: None
-    frame_prefix: bytes = b""
-    """The constant start of this session's ``session/update`` frames (the chunk path's template)."""
-
-    def __post_init__(self) -> None:
-        self.frame_prefix = update_frame_prefix(self.id)
 
 
 def _stop_reason(reason: TurnEndReason) -> dict[str, Any] | RpcError:
@@ -201,7 +157,7 @@ class AcpFrontend:
         self._ctx = ctx
         self._options = options
         self._send = options.send_frame
-        self._sessions: dict[str, _AcpSession] = {}
+        self._sessions: dict[str, AcpSession] = {}
         self._generations = 0
         self._closing = False
         self._opening: set[str] = set()
@@ -314,7 +270,7 @@ class AcpFrontend:
             self.auth.check_prompt(record.model)
         if number < record.cancelled_at:
             return {"stopReason": "cancelled"}  # sent before a cancel that overtook this handler
-        pending = _Prompt(message_id=str(uuid.uuid4()))
+        pending = PendingPrompt(message_id=str(uuid.uuid4()))
         record.prompts.append(pending)
         record.by_message[pending.message_id] = pending
         source: MessageSource = {"kind": "user", "message_id": pending.message_id}
@@ -347,7 +303,7 @@ class AcpFrontend:
             return
         self._cancel_work(record, arrival())
 
-    async def _withdraw(self, record: _AcpSession, prompt: _Prompt) -> None:
+    async def _withdraw(self, record: AcpSession, prompt: PendingPrompt) -> None:
         """``$/cancel_request`` for a running prompt: cancel the session's work exactly as ``session/cancel``
         does, and wait (shielded, bounded by the cancel watchdog) until the prompt is settled, i.e. until the
         aborted turn's ``turn/end`` went out: the -32800 answer then follows every update of that turn, and the
@@ -357,7 +313,7 @@ class AcpFrontend:
             with anyio.move_on_after(CANCEL_WATCHDOG + 0.5):
                 await prompt.done.wait()
 
-    def _cancel_work(self, record: _AcpSession, at: int) -> None:
+    def _cancel_work(self, record: AcpSession, at: int) -> None:
         """Cancel the session's turn and queue; *at*: the arrival number the cancel counts from."""
         record.cancelled_at = max(record.cancelled_at, at)
         pending = [p for p in record.prompts if not p.settled]
@@ -374,11 +330,15 @@ class AcpFrontend:
         else:
             self._settle_cancelled(record)
 
-    def _record(self, session_id: str, cwd: str, handle: AgentHandle, mcp_servers: list[dict[str, Any]]) -> _AcpSession:
-        record = _AcpSession(session_id, cwd, handle, mcp_servers, self._options.model)
-        policies = self._ctx.get("policy")
-        if policies is not None:
-            record.policy = policies.session(session_id)
+    def _record(self, session_id: str, cwd: str, handle: AgentHandle, mcp_servers: list[dict[str, Any]]) -> AcpSession:
+        choices = self._ctx.get("choices")
+        if choices is not None:
+            state = choices.attach(session_id, self._options.model)
+        else:  # an application without the core's choices (a test's): the session keeps its own
+            policies = self._ctx.get("policy")
+            policy = policies.session(session_id) if policies is not None else SessionPolicy()
+            state = SessionChoices(self._options.model, policy=policy)
+        record = AcpSession(session_id, cwd, handle, mcp_servers, state)
         tools = self._ctx.tools
 
         def present(name: str, arguments: Any) -> Any:
@@ -470,7 +430,7 @@ class AcpFrontend:
         self.desk.opened(record)
         return self.pickers.session_state(record)
 
-    async def _open_stored(self, params: LoadSessionParams) -> _AcpSession:
+    async def _open_stored(self, params: LoadSessionParams) -> AcpSession:
         self._check_open()
         session_id = self._stored_id(params.session_id)
         if not os.path.isabs(params.cwd):
@@ -509,7 +469,7 @@ class AcpFrontend:
         recorded = session.events_without_chunks()  # a big session is nearly all chunks: walk the rest only
         policies = self._ctx.get("policy")
         if policies is not None:
-            record.policy = policies.restore(session_id, recorded)
+            policies.restore(session_id, recorded)  # the session's own "always" rules (record.policy is this object)
         self.pickers.restore(record, recorded)
         record.titled = any(event.type == "user/message" for event in recorded)
         last = next((event for event in reversed(recorded) if event.type == "turn/start"), None)
@@ -574,7 +534,7 @@ class AcpFrontend:
                 raise _resume_error(session_id, exc) from None
         return {}
 
-    async def _close(self, record: _AcpSession, reason: str = "session/close") -> None:
+    async def _close(self, record: AcpSession, reason: str = "session/close") -> None:
         """Cancel, then dispose while the session is still ours, so the aborted turn's real last updates
         (tool results, the end of the turn) reach the client live exactly as a later load will replay them.
         Disposal is bounded by the agent itself (a loop that does not stop in time is cancelled); whatever is
@@ -640,7 +600,7 @@ class AcpFrontend:
 
     # -- settlement -------------------------------------------------------------------------------------
 
-    def _turn_ended(self, record: _AcpSession, turn: int, reason: TurnEndReason) -> None:
+    def _turn_ended(self, record: AcpSession, turn: int, reason: TurnEndReason) -> None:
         if record.cancelling:
             self._settle_cancelled(record)
         outcome = _stop_reason(reason)
@@ -648,7 +608,7 @@ class AcpFrontend:
             if prompt.turn == turn:
                 self._settle(record, prompt, outcome)
 
-    def _settle_cancelled(self, record: _AcpSession) -> None:
+    def _settle_cancelled(self, record: AcpSession) -> None:
         record.cancelling = 0
         for call_id in list(record.open_calls):
             self._update(record.id, failed_update(call_id, "Cancelled by the user."))
@@ -657,7 +617,7 @@ class AcpFrontend:
             if prompt.cancelled:
                 self._settle(record, prompt, {"stopReason": "cancelled"})
 
-    def _settle(self, record: _AcpSession, prompt: _Prompt, outcome: dict[str, Any] | RpcError) -> None:
+    def _settle(self, record: AcpSession, prompt: PendingPrompt, outcome: dict[str, Any] | RpcError) -> None:
         if prompt.settled:
             return
         prompt.settled = True
@@ -665,12 +625,12 @@ class AcpFrontend:
         self._forget(record, prompt)
         prompt.done.set()
 
-    def _forget(self, record: _AcpSession, prompt: _Prompt) -> None:
+    def _forget(self, record: AcpSession, prompt: PendingPrompt) -> None:
         if prompt in record.prompts:
             record.prompts.remove(prompt)
         record.by_message.pop(prompt.message_id, None)
 
-    async def _watchdog(self, record: _AcpSession, generation: int) -> None:
+    async def _watchdog(self, record: AcpSession, generation: int) -> None:
         await anyio.sleep(CANCEL_WATCHDOG)
         if record.cancelling == generation:
             log.warning("cancelled turn did not end in time; answering its prompts", session_id=record.id)
@@ -678,7 +638,7 @@ class AcpFrontend:
 
     # -- lifecycle --------------------------------------------------------------------------------------
 
-    def _send_usage(self, record: _AcpSession, usage: dict[str, Any]) -> None:
+    def _send_usage(self, record: AcpSession, usage: dict[str, Any]) -> None:
         """``usage_update`` after a step: ``used`` = the tokens now in the context (the step's input and its
         output), ``size`` = the model's context window. Sent only when the window is known (``size`` is
         required, and a made-up window would be worse than none)."""
@@ -688,24 +648,21 @@ class AcpFrontend:
             if update is not None:
                 self._update(record.id, update)
             return
+        from dsh.context import usage_update
+
         size = self._ctx.llm.model_info(record.model).context_window
-        used = int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
-        if size is not None and used > 0:
-            self._update(record.id, {"sessionUpdate": "usage_update", "used": used, "size": size})
+        update = usage_update(int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0), size)
+        if update is not None:
+            self._update(record.id, update)
 
     @property
     def mcp(self) -> Any:
         """The MCP plugin's manager, when it is loaded."""
         return self._ctx.get("mcp")
 
-    def session_record(self, session_id: str) -> _AcpSession | None:
+    def session_record(self, session_id: str) -> AcpSession | None:
         """The live ACP session *session_id*, if it is one of this front end's."""
         return self._sessions.get(session_id)
-
-    def session_mode(self, session_id: str) -> str | None:
-        """The mode of the live session *session_id* (the context plugin's mode section reads it)."""
-        record = self._sessions.get(session_id)
-        return record.policy.mode if record is not None else None
 
     def owns(self, session_id: str) -> bool:
         """Whether *session_id* is one of this front end's live sessions."""
@@ -739,7 +696,7 @@ class AcpFrontend:
         if self._closing:
             raise RpcError(INTERNAL_ERROR, "dsh is shutting down")
 
-    def _session(self, session_id: str) -> _AcpSession:
+    def _session(self, session_id: str) -> AcpSession:
         self._check_open()
         record = self._sessions.get(session_id)
         if record is None:
@@ -772,5 +729,3 @@ def acp_plugin(ctx: Context, options: AcpOptions) -> None:
     ctx.on(ev.USER_ASK, QuestionDesk(frontend).ask)
     ctx.tools.register(exit_plan_mode_tool(ctx, frontend))
     ctx.provide("acp", frontend)
-    if (context := ctx.get("context")) is not None:  # the system prompt's mode section follows session/set_mode
-        context.mode_provider(frontend.session_mode)

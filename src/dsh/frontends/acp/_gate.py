@@ -20,7 +20,7 @@ from dsh.frontends.acp._rpc import RpcError
 from dsh.policy import Approval, Verdict
 
 if TYPE_CHECKING:
-    from dsh.frontends.acp._frontend import AcpFrontend
+    from dsh.frontends.acp._ports import FrontendPort
     from dsh.kernel import Next
 
 __all__ = ["ApprovalDesk", "permission_params"]
@@ -53,7 +53,7 @@ def permission_params(approval: Approval) -> dict[str, Any]:
 
 
 class ApprovalDesk:
-    def __init__(self, frontend: AcpFrontend) -> None:
+    def __init__(self, frontend: FrontendPort) -> None:
         self._frontend = frontend
         self._asking: dict[str, anyio.Lock] = {}
         """One question at a time per session: the loop runs concurrency-safe calls together (RFC 0018)."""

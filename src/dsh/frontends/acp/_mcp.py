@@ -11,19 +11,20 @@ import itertools
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dsh.frontends.acp._frontend import AcpFrontend, _AcpSession
+    from dsh.frontends.acp._ports import FrontendPort
+    from dsh.frontends.acp._session import AcpSession
 
 __all__ = ["close_mcp", "mcp_capabilities", "open_mcp"]
 
 _cards = itertools.count(1)
 
 
-def mcp_capabilities(frontend: AcpFrontend) -> dict[str, bool]:
+def mcp_capabilities(frontend: FrontendPort) -> dict[str, bool]:
     manager = frontend.mcp
     return dict(manager.transports) if manager is not None else {"http": False, "sse": False}
 
 
-def open_mcp(frontend: AcpFrontend, record: _AcpSession) -> None:
+def open_mcp(frontend: FrontendPort, record: AcpSession) -> None:
     """Start the session's servers in the background, once the answer to new/load/resume is out (so not even
     the SDK import of the first server competes with it)."""
     manager = frontend.mcp
@@ -51,7 +52,7 @@ def open_mcp(frontend: AcpFrontend, record: _AcpSession) -> None:
     )
 
 
-async def close_mcp(frontend: AcpFrontend, session_id: str, reason: str) -> None:
+async def close_mcp(frontend: FrontendPort, session_id: str, reason: str) -> None:
     """Close the session's servers; at daemon exit (*reason* ``shutdown``) without waiting for them to notice."""
     manager = frontend.mcp
     if manager is not None:

@@ -1,48 +1,31 @@
-"""The session's pickers: the model, the mode and the reasoning effort a user chooses, and where they go.
+"""The session's pickers: how the ACP client sees and switches a session's model, mode and reasoning effort.
 
-Guarantees:
-
-* One code path per switch, whoever asks (``session/set_config_option``, ``session/set_model``,
-  ``session/set_mode``, ``/model``, ``/mode``, leaving plan mode): validated against what is offered (-32602
-  naming the choices otherwise), recorded in the session log when the value changes (``config/choice``
-  ``{option, value}``), and, for modes, announced with ``current_mode_update``.
-* A loaded or resumed session takes, per option, the last recorded value that is still valid (a model no longer
-  offered falls back to the default).
-* The model and the reasoning effort apply from the session's next step (:meth:`Pickers.request_for`, on
-  ``agent/request``); the effort reaches the provider through ``GenerateRequest.extra``.
+The state and the switching are core (:mod:`dsh.choices`: validated, recorded as ``config/choice``, restored on
+load, applied to each step); this module renders them (``configOptions``, ``modes``, the legacy ``models``
+state), offers the models of the daemon's configuration, answers a refused value with -32602 naming the choices,
+and announces a mode switch with ``current_mode_update``. Every path (``session/set_config_option``,
+``session/set_model``, ``session/set_mode``, ``/model``, ``/mode``, leaving plan mode) goes through here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from dsh._log import get_logger
+from dsh.choices import ChoiceError, Choices, current_level
 from dsh.frontends.acp._rpc import INVALID_PARAMS, RpcError
-from dsh.policy import MODE_IDS, MODES
+from dsh.policy import MODES
 
 if TYPE_CHECKING:
-    from dsh.frontends.acp._frontend import _AcpSession
+    from dsh.frontends.acp._session import AcpSession
     from dsh.kernel import Context
     from dsh.services.llm import GenerateRequest
     from dsh.services.sessions import SessionEvent
 
-__all__ = ["CHOICE_EVENT", "Pickers", "choices_from_log", "current_level"]
+__all__ = ["Pickers", "mode_state"]
 
-CHOICE_EVENT = "config/choice"
 log = get_logger("dsh.acp")
-
-
-def choices_from_log(events: Iterable[SessionEvent]) -> dict[str, str]:
-    """The last recorded value of each option."""
-    choices: dict[str, str] = {}
-    for event in events:
-        if event.type == CHOICE_EVENT:
-            option, value = event.data.get("option"), event.data.get("value")
-            if isinstance(option, str) and isinstance(value, str):
-                choices[option] = value
-    return choices
 
 
 def mode_state(current: str) -> dict[str, Any]:
@@ -51,16 +34,6 @@ def mode_state(current: str) -> dict[str, Any]:
         "currentModeId": current,
         "availableModes": [{"id": mode.id, "name": mode.name, "description": mode.description} for mode in MODES],
     }
-
-
-def current_level(levels: Sequence[str], picked: str | None) -> str | None:
-    """The reasoning effort in force: the one picked when the model takes it, else ``medium`` when offered, else
-    the first level; None for a model that takes none."""
-    if not levels:
-        return None
-    if picked in levels:
-        return picked
-    return "medium" if "medium" in levels else levels[0]
 
 
 class Pickers:
@@ -86,7 +59,7 @@ class Pickers:
             choice["description"] = "sees images"
         return choice
 
-    def config_options(self, record: _AcpSession) -> list[dict[str, Any]]:
+    def config_options(self, record: AcpSession) -> list[dict[str, Any]]:
         """Every configuration option of the session, in priority order, each with its current value."""
         options: list[dict[str, Any]] = [
             {
@@ -121,7 +94,7 @@ class Pickers:
             )
         return options
 
-    def session_state(self, record: _AcpSession) -> dict[str, Any]:
+    def session_state(self, record: AcpSession) -> dict[str, Any]:
         """What new/load/resume answer besides the id: config options, and the legacy ``models`` state that
         older clients still read (newer ones ignore it)."""
         return {
@@ -135,7 +108,7 @@ class Pickers:
 
     # -- switching --------------------------------------------------------------------------------------------
 
-    def set(self, record: _AcpSession, option: str, value: Any) -> None:
+    def set(self, record: AcpSession, option: str, value: Any) -> None:
         """``session/set_config_option``."""
         if option not in ("model", "mode", "thought_level"):
             raise RpcError(INVALID_PARAMS, f"unknown config option {option!r}", {"field": "configId"})
@@ -148,65 +121,38 @@ class Pickers:
         else:
             self.switch_thought_level(record, value)
 
-    def switch_model(self, record: _AcpSession, model: str) -> None:
-        if model not in self._offered:
-            raise RpcError(
-                INVALID_PARAMS,
-                f"model {model!r} is not offered; choose one of {', '.join(self._offered)}",
-                {"field": "value"},
-            )
-        self._record(record, "model", record.model, model)
-        record.model = model
-        log.info("model switched", session_id=record.id, model=model)
+    def switch_model(self, record: AcpSession, model: str) -> None:
+        if self._switch(record, "model", model, "value"):
+            log.info("model switched", session_id=record.id, model=model)
 
-    def switch_mode(self, record: _AcpSession, mode: str) -> None:
-        if mode not in MODE_IDS:
-            raise RpcError(
-                INVALID_PARAMS,
-                f"unknown mode {mode!r}; choose one of {', '.join(sorted(MODE_IDS))}",
-                {"field": "modeId"},
-            )
-        self._record(record, "mode", record.policy.mode, mode)
-        record.policy.mode = mode
+    def switch_mode(self, record: AcpSession, mode: str) -> None:
+        self._switch(record, "mode", mode, "modeId")
         self._send(record.id, {"sessionUpdate": "current_mode_update", "currentModeId": mode})
 
-    def switch_thought_level(self, record: _AcpSession, level: str) -> None:
-        levels = self._ctx.llm.thought_levels(record.model)
-        if level not in levels:
-            raise RpcError(
-                INVALID_PARAMS,
-                f"reasoning effort {level!r} is not offered for {record.model}; choose one of "
-                f"{', '.join(levels) or 'none'}",
-                {"field": "value"},
-            )
-        self._record(record, "thought_level", record.thought_level, level)
-        record.thought_level = level
+    def switch_thought_level(self, record: AcpSession, level: str) -> None:
+        self._switch(record, "thought_level", level, "value")
 
-    def announce(self, record: _AcpSession) -> None:
+    def _switch(self, record: AcpSession, option: str, value: str, field: str) -> bool:
+        """The core's switch (validated, recorded in the session log), its refusal as ``invalid_params``."""
+        try:
+            return self._choices().switch(record.handle.agent.session, record.choices, option, value, self._offered)
+        except ChoiceError as exc:
+            raise RpcError(INVALID_PARAMS, exc.message, {"field": field}) from None
+
+    def _choices(self) -> Choices:
+        choices = self._ctx.get("choices")
+        return choices if choices is not None else Choices(self._ctx)
+
+    def announce(self, record: AcpSession) -> None:
         """Tell the client the configuration changed outside a picker (a command or a question switched it)."""
         self._send(record.id, {"sessionUpdate": "config_option_update", "configOptions": self.config_options(record)})
 
-    @staticmethod
-    def _record(record: _AcpSession, option: str, old: str | None, new: str) -> None:
-        if old != new:
-            record.handle.agent.session.append(CHOICE_EVENT, {"option": option, "value": new})
-
     # -- restoring and applying ---------------------------------------------------------------------------------
 
-    def restore(self, record: _AcpSession, events: Iterable[SessionEvent]) -> None:
+    def restore(self, record: AcpSession, events: Iterable[SessionEvent]) -> None:
         """Take the choices recorded in a loaded session's log."""
-        choices = choices_from_log(events)
-        if choices.get("model") in self._offered:
-            record.model = choices["model"]
-        if choices.get("mode") in MODE_IDS:
-            record.policy.mode = choices["mode"]
-        record.thought_level = choices.get("thought_level")
+        self._choices().restore(record.choices, events, self._offered)
 
-    def request_for(self, record: _AcpSession, request: GenerateRequest) -> GenerateRequest:
+    def request_for(self, record: AcpSession, request: GenerateRequest) -> GenerateRequest:
         """*request* with the session's model and reasoning effort."""
-        if request.model != record.model:
-            request = replace(request, model=record.model)
-        level = current_level(self._ctx.llm.thought_levels(record.model), record.thought_level)
-        if level is not None:
-            request = replace(request, extra={**request.extra, **self._ctx.llm.thought_options(record.model, level)})
-        return request
+        return self._choices().request_for(record.choices, request)

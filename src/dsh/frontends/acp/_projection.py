@@ -182,9 +182,11 @@ def _compaction(event: SessionEvent, native: bool) -> list[dict[str, Any]]:
                 "rawInput": raw,
             }
         ]
-    used, size = data.get("tokens_after"), data.get("window")
-    if isinstance(used, int) and isinstance(size, int) and used > 0:
-        updates.append({"sessionUpdate": "usage_update", "used": used, "size": size})
+    from dsh.context import usage_update  # a compaction is rare: not loaded with the projection
+
+    usage = usage_update(data.get("tokens_after"), data.get("window"))
+    if usage is not None:
+        updates.append(usage)
     return updates
 
 

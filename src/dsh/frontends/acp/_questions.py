@@ -22,7 +22,7 @@ from dsh.policy import MODES
 from dsh.questions import Answer, Choice, Question, ask
 
 if TYPE_CHECKING:
-    from dsh.frontends.acp._frontend import AcpFrontend
+    from dsh.frontends.acp._ports import FrontendPort
     from dsh.kernel import CancelToken, Context, Next
     from dsh.services.tools import ToolDefinition, ToolExecution
 
@@ -33,7 +33,7 @@ STAY = "stay"
 
 
 class QuestionDesk:
-    def __init__(self, frontend: AcpFrontend) -> None:
+    def __init__(self, frontend: FrontendPort) -> None:
         self._frontend = frontend
 
     def _elicitation(self) -> bool:
@@ -144,7 +144,7 @@ PLAN_EXIT_PARAMETERS: dict[str, Any] = {
 }
 
 
-def exit_plan_mode_tool(ctx: Context, frontend: AcpFrontend) -> ToolDefinition:
+def exit_plan_mode_tool(ctx: Context, frontend: FrontendPort) -> ToolDefinition:
     """``exit_plan_mode``: present the plan and ask the user which mode to switch to (plan mode only)."""
     from dsh.services.tools import ToolCard, ToolDefinition
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from dsh import events as ev
 from dsh.kernel import plugin
 from dsh.plugins.persistence._blobs import BlobStore
-from dsh.plugins.persistence._format import CorruptSessionError
+from dsh.plugins.persistence._format import CorruptSessionError, ScanResult, scan
 from dsh.plugins.persistence._jsonl import (
     JsonlPersistence,
     SessionLockedError,
@@ -30,12 +30,14 @@ __all__ = [
     "BlobStore",
     "CorruptSessionError",
     "JsonlPersistence",
+    "ScanResult",
     "SessionLockedError",
     "SessionNotFoundError",
     "SessionWriteError",
     "StorageUnavailableError",
     "default_data_dir",
     "jsonl_persistence_plugin",
+    "scan",
 ]
 
 

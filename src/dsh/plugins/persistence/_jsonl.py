@@ -594,6 +594,7 @@ class JsonlPersistence:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:
             self._release_blobs(session_id)  # images a crash left behind a file that is gone
+            self._drop_tool_output(session_id)
             return
         try:
             _lock(fd, path)
@@ -601,6 +602,15 @@ class JsonlPersistence:
         finally:
             os.close(fd)
         self._release_blobs(session_id)
+        self._drop_tool_output(session_id)
+
+    def _drop_tool_output(self, session_id: str) -> None:
+        """Remove the full outputs the tools spilled for the session (``<root>/tool-output/<id>/``, RFC 0018)."""
+        import shutil
+
+        directory = self.root / "tool-output" / session_id
+        if directory.parent == self.root / "tool-output" and directory.is_dir():
+            shutil.rmtree(directory, ignore_errors=True)
 
     def _release_blobs(self, session_id: str) -> None:
         """Drop the session's references to stored images; images no other owner holds are deleted."""

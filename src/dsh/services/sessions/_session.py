@@ -41,7 +41,7 @@ from typing import Any, cast
 
 import orjson
 
-from dsh.services.llm._types import ContentBlock, Message
+from dsh.services.llm import ContentBlock, Message
 from dsh.services.sessions._json import FrozenDict, copy_json, freeze_json, json_string, parse_json
 
 __all__ = [

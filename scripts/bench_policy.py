@@ -1,0 +1,84 @@
+"""What the tool call pipeline (RFC 0017) costs per call: ``ctx.tools.execute`` of ``read_file`` and of a prepared
+``run_command`` refused in plan mode (prepare + decide, nothing runs), with the policy loaded and without it, and
+the shell split of a command line (first parse, then cached). Prints medians in microseconds; never fails.
+
+    .venv/bin/python scripts/bench_policy.py [N]
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from dsh.app import load_core
+from dsh.kernel import App
+from dsh.policy import PolicyConfig
+from dsh.services.tools import ToolExecution
+
+
+@dataclass
+class _Header:
+    cwd: str
+
+
+@dataclass
+class _Session:
+    header: _Header
+    id: str = "bench"
+    log: list[Any] = field(default_factory=list)
+
+    def append(self, kind: str, data: Any) -> None:
+        self.log.append((kind, data))
+
+
+@dataclass
+class _Agent:
+    session: _Session
+
+
+async def _calls(policy: PolicyConfig | bool, name: str, arguments: dict[str, Any], n: int, cwd: str) -> float:
+    async with App() as app:
+        load_core(app.ctx, context=False, policy=policy if isinstance(policy, PolicyConfig) else False)
+        agent = _Agent(_Session(_Header(cwd)))
+        times = []
+        for index in range(n):
+            execution = ToolExecution(f"c{index}", name, arguments, agent)  # type: ignore[arg-type]
+            start = time.perf_counter()
+            await app.ctx.tools.execute(execution)
+            times.append(time.perf_counter() - start)
+        return statistics.median(times[n // 10 :]) * 1e6
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
+    with tempfile.TemporaryDirectory() as cwd:
+        Path(cwd, "a.txt").write_text("hello\n" * 50, encoding="utf-8")
+        read = {"path": "a.txt"}
+        plan = PolicyConfig(mode="plan")
+        print(f"read_file, no policy:      {anyio.run(_calls, False, 'read_file', read, n, cwd):8.1f} µs")
+        print(f"read_file, policy default: {anyio.run(_calls, PolicyConfig(), 'read_file', read, n, cwd):8.1f} µs")
+        command = {"command": "git status && npm test -- -k x | tee out.txt"}
+        print(f"run_command refused (plan): {anyio.run(_calls, plan, 'run_command', command, n, cwd):7.1f} µs")
+    from dsh.policy import split_command
+
+    start = time.perf_counter()
+    split_command("ls -la && git diff HEAD~1 | grep x; echo $(date) > f")
+    first = (time.perf_counter() - start) * 1e6
+    lines = [f"cmd {i} && git status | wc -l" for i in range(n)]
+    start = time.perf_counter()
+    for line in lines:
+        split_command(line)
+    print(
+        f"split_command: first {first:.0f} µs (grammar load), then {(time.perf_counter() - start) / n * 1e6:.1f} µs each"
+    )
+
+
+if __name__ == "__main__":
+    main()
