@@ -66,6 +66,17 @@ async def test_three_tasks_run_concurrently_report_progress_and_return_in_call_o
             assert "barrier" in text_of(progress[0])
             assert updates.index(progress[0]) < updates.index(final)
             assert progress[0]["_meta"]["dsh"]["parentToolCallId"] == call_id
+            # the child's own tool call, as a card of its own tagged with the parent call
+            own = [
+                u
+                for u in editor.updates(session)
+                if u.get("sessionUpdate") in ("tool_call", "tool_call_update")
+                and u.get("_meta", {}).get("dsh", {}).get("parentToolCallId") == call_id
+                and u["toolCallId"].startswith("task-")
+            ]
+            assert own[0]["sessionUpdate"] == "tool_call" and own[0]["title"] == "barrier", own
+            assert own[-1]["status"] == "completed" and text_of(own[-1]) == "met 3", own
+            assert {u["toolCallId"] for u in own} == {own[0]["toolCallId"]}
     events = read_log(tmp_path, session)
     results = [e["data"] for e in events if e["type"] == "tool/result"]
     assert [r["call_id"] for r in results] == ["t1", "t2", "t3"]  # call order
