@@ -388,7 +388,10 @@ def sessions_list(
     config: ConfigOption = None,
     cwd: Annotated[str | None, typer.Option(metavar="DIR", help="Only sessions started in DIR.")] = None,
     all_: Annotated[
-        bool, typer.Option("--all", help="Also sessions created but never used (hidden by default).")
+        bool,
+        typer.Option(
+            "--all", help="Also sessions created but never used, and sub-agents' sessions (hidden by default)."
+        ),
     ] = False,
 ) -> None:
     """One line per stored session, newest first: id, last update, working directory, title."""
@@ -399,8 +402,9 @@ def sessions_list(
     with sessions_cli.reported_errors():
         root = Path(settings_for(config, data_dir=data_dir).data_dir)
         every = anyio.run(partial(sessions_cli.list_sessions, root, cwd, include_empty=True))
-        infos = every if all_ else [info for info in every if not info.empty]
-        hidden = sessions_cli.hidden_note(len(every) - len(infos))
+        infos = every if all_ else [info for info in every if not info.empty and info.parent_call is None]
+        empty = 0 if all_ else sum(1 for info in every if info.empty)
+        hidden = sessions_cli.hidden_note(empty, len(every) - len(infos) - empty)
         if not infos:
             where = f"for {cwd} " if cwd is not None else ""
             typer.echo(f"No sessions {where}in {root}{f' ({hidden})' if hidden else ''}.")

@@ -3,12 +3,14 @@ come from the same script, in the order the model is called), the official SDK c
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 
 from tests.support.editor import EditorClient, call, read_log, run_editor, text_of, tool_results, write_script
+from tests.support.env import sandbox_env
 from tests.support.subagent_tools import PLUGIN
 
 ENV = {"DSH_PLUGINS": PLUGIN}
@@ -64,6 +66,17 @@ async def test_three_tasks_run_concurrently_report_progress_and_return_in_call_o
             assert "barrier" in text_of(progress[0])
             assert updates.index(progress[0]) < updates.index(final)
             assert progress[0]["_meta"]["dsh"]["parentToolCallId"] == call_id
+            # the child's own tool call, as a card of its own tagged with the parent call
+            own = [
+                u
+                for u in editor.updates(session)
+                if u.get("sessionUpdate") in ("tool_call", "tool_call_update")
+                and u.get("_meta", {}).get("dsh", {}).get("parentToolCallId") == call_id
+                and u["toolCallId"].startswith("task-")
+            ]
+            assert own[0]["sessionUpdate"] == "tool_call" and own[0]["title"] == "barrier", own
+            assert own[-1]["status"] == "completed" and text_of(own[-1]) == "met 3", own
+            assert {u["toolCallId"] for u in own} == {own[0]["toolCallId"]}
     events = read_log(tmp_path, session)
     results = [e["data"] for e in events if e["type"] == "tool/result"]
     assert [r["call_id"] for r in results] == ["t1", "t2", "t3"]  # call order
@@ -214,6 +227,20 @@ async def test_after_a_restart_load_replays_the_task_card_and_children_stay_hidd
         final = editor.final(session, "t1")
         assert final["status"] == "completed" and text_of(final) == "Nothing found."
         assert [u.get("content") for u in replayed] == [u.get("content") for u in live]
+    (child,) = _children(tmp_path).values()
+    shown = {}
+    for flags in ((), ("--all",)):
+        with anyio.fail_after(30):
+            done = await anyio.run_process(
+                [sys.executable, "-m", "dsh", "sessions", "list", *flags],
+                env=sandbox_env(tmp_path, model),
+                check=False,
+            )
+        assert done.returncode == 0, done.stderr.decode()
+        shown[flags] = done.stdout.decode()
+    assert session in shown[()] and child["id"] not in shown[()]
+    assert "1 sub-agent session hidden; --all shows it" in shown[()]
+    assert session in shown[("--all",)] and child["id"] in shown[("--all",)]
 
 
 async def test_closing_the_parent_disposes_its_running_child(tmp_path: Path) -> None:

@@ -137,11 +137,8 @@ def _normal(path: str) -> str:
 async def list_sessions(root: Path, cwd: str | None = None, *, include_empty: bool = False) -> list[SessionInfo]:
     """Stored sessions, most recently updated first; with *cwd*, only those whose directory is *cwd*
     (compared as normalised absolute paths, a relative *cwd* taken from the current directory). Sessions never
-    used (``empty``) and sub-agents' sessions (they name a parent) are included only with *include_empty*
-    (``--all``)."""
+    used (``empty``) are included only with *include_empty*."""
     infos = await JsonlPersistence(root).list(include_empty=include_empty)
-    if not include_empty:
-        infos = [info for info in infos if info.parent_session is None]
     if cwd is None:
         return infos
     wanted = _normal(cwd)
@@ -530,14 +527,18 @@ def render_markdown(session: StoredSession) -> str:
     return _clean("\n".join(out) + "\n")
 
 
-def hidden_note(count: int) -> str:
+def hidden_note(count: int, subagents: int = 0) -> str:
     """What ``dsh sessions list`` says about the sessions it left out (``""`` when none): a session an editor
-    created and never prompted (``make demo`` makes one) would otherwise look like a lost one."""
-    if not count:
-        return ""
+    created and never prompted (``make demo`` makes one) would otherwise look like a lost one; *subagents*:
+    sessions of sub-agents (``task``), reached through their parent."""
     from dsh._text import plural
 
-    return f"{plural(count, 'empty session')} hidden; --all shows {'it' if count == 1 else 'them'}"
+    parts = [plural(count, "empty session")] if count else []
+    if subagents:
+        parts.append(plural(subagents, "sub-agent session"))
+    if not parts:
+        return ""
+    return f"{' and '.join(parts)} hidden; --all shows {'it' if count + subagents == 1 else 'them'}"
 
 
 def render_list(infos: Sequence[SessionInfo]) -> str:

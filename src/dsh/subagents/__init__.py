@@ -2,6 +2,7 @@
 
 from dsh.subagents._files import agent_types, parse_agent_file
 from dsh.subagents._plugin import (
+    MIRROR_EVENT,
     PROGRESS_EVENT,
     TASK_TOOL,
     Child,
@@ -12,6 +13,7 @@ from dsh.subagents._plugin import (
 from dsh.subagents._types import BUILTIN_TYPES, DEFAULT_TYPE, READ_ONLY_TOOLS, AgentType
 
 __all__ = [
+    "MIRROR_EVENT",
     "BUILTIN_TYPES",
     "DEFAULT_TYPE",
     "PROGRESS_EVENT",

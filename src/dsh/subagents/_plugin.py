@@ -14,6 +14,9 @@ Guarantees:
   before the call returns, whatever happened (shielded from cancellation), so no child outlives its call.
 * ``task`` is concurrency-safe (RFC 0018): several calls of one step run side by side, at most
   ``max_concurrent`` children at a time; the loop logs their results in call order.
+* The child's tool call events (call, running, result with its text cut to 2,000 characters) are copied to the
+  parent's log as ``subagent/event``; the ACP projection shows them as cards of their own whose ``_meta`` names the
+  parent call (``<child session>/<call id>`` as their id, so they never collide with the parent's).
 * Progress: each tool call and each message of a child appends a ``tool/progress`` event to the parent's session
   for the ``task`` call (running count, the latest tool titles, the tail of its text); front ends show it on
   the call's card (ACP: ``tool_call_update`` content).
@@ -41,12 +44,15 @@ if TYPE_CHECKING:
     from dsh.services.system_prompt import PromptAssembly
     from dsh.services.tools import ToolExecution, ToolResult
 
-__all__ = ["PROGRESS_EVENT", "TASK_TOOL", "Child", "Subagents", "SubagentsConfig", "subagents_plugin"]
+__all__ = ["MIRROR_EVENT", "PROGRESS_EVENT", "TASK_TOOL", "Child", "Subagents", "SubagentsConfig", "subagents_plugin"]
 
 log = get_logger("dsh.subagents")
 
 TASK_TOOL = "task"
 PROGRESS_EVENT = "tool/progress"
+MIRROR_EVENT = "subagent/event"
+_MIRRORED = ("tool/call", "tool/running", "tool/result")
+_MIRRORED_TEXT = 2000
 _TAIL = 300
 _TITLES = 3
 
@@ -218,6 +224,8 @@ class Subagents:
         child = self.children.get(session.id)
         if child is None or child.state != "running":
             return
+        if event.type in _MIRRORED:
+            self._mirror(child, event)
         if event.type == "tool/call":
             child.calls += 1
             child.titles = [*child.titles, str(event.data.get("name", "tool"))][-_TITLES:]
@@ -246,6 +254,23 @@ class Subagents:
                 "content": [{"type": "text", "text": "\n".join(lines)}],
                 "meta": {"dsh": {"subagentSessionId": child.session_id, "parentToolCallId": child.parent_call}},
             },
+        )
+
+    def _mirror(self, child: Child, event: SessionEvent) -> None:
+        """The child's tool call events, copied to the parent's log as ``subagent/event`` (a result's text cut to
+        :data:`_MIRRORED_TEXT`): front ends show them as the child's own cards, tagged with the parent call."""
+        parent = self._parent_session(child)
+        if parent is None:
+            return
+        data = dict(event.data)
+        if event.type == "tool/result":
+            text = "".join(b.get("text", "") for b in data.get("content", []) if isinstance(b, dict))
+            cut = text if len(text) <= _MIRRORED_TEXT else text[:_MIRRORED_TEXT] + " […]"
+            data = {key: data[key] for key in ("call_id", "is_error", "error") if key in data}
+            data["content"] = [{"type": "text", "text": cut}]
+        parent.append(
+            MIRROR_EVENT,
+            {"parent_call": child.parent_call, "session_id": child.session_id, "type": event.type, "data": data},
         )
 
     def _parent_session(self, child: Child) -> Session | None:

@@ -17,6 +17,8 @@ Mapping:
 |                                       | an editor terminal live only: replay embeds the output text) |
 | ``tool/progress`` (a running tool,    | ``tool_call_update`` (in_progress, its text as the card's    |
 | a sub-agent)                          | content so far)                                              |
+| ``subagent/event`` (a sub-agent's     | what the inner event projects to, its ``toolCallId`` made    |
+| ``tool/call``/``running``/``result``) | ``<child session>/<call id>``, ``_meta.dsh.parentToolCallId`` |
 | ``user/message`` (replay only)        | ``user_message_chunk`` per text block                        |
 | ``context/compaction``                | a completed ``think`` tool card "Compacted conversation" with |
 |                                       | the summary (or ``compaction_update`` + summary chunk when    |
@@ -244,6 +246,8 @@ def project(
         if isinstance(data.get("meta"), dict):
             progress["_meta"] = data["meta"]
         return [progress]
+    if kind == "subagent/event":  # a sub-agent's tool call, shown as a card tagged with the parent's call
+        return _subagent(data, replay, present)
     if kind == "tool/result":
         update: dict[str, Any] = {
             "sessionUpdate": "tool_call_update",
@@ -289,6 +293,22 @@ def project(
             updates.append(chunk_update)
         return updates
     return []
+
+
+_SUBAGENT_KINDS = ("tool/call", "tool/running", "tool/result")
+
+
+def _subagent(data: dict[str, Any], replay: bool, present: Presenter | None) -> list[dict[str, Any]]:
+    inner = data.get("data")
+    inner_type = data.get("type")
+    if inner_type not in _SUBAGENT_KINDS or not isinstance(inner, dict) or "call_id" not in inner:
+        return []
+    scoped = {**inner, "call_id": f"{data.get('session_id', '')}/{inner['call_id']}"}
+    if inner_type == "tool/call" and ("name" not in scoped or "arguments" not in scoped):
+        return []
+    updates = project(SessionEvent(str(inner_type), 0, 0.0, scoped), replay=replay, present=present)
+    meta = {"dsh": {"parentToolCallId": data.get("parent_call"), "subagentSessionId": data.get("session_id")}}
+    return [{**update, "_meta": meta} for update in updates]
 
 
 class _TextChunk(dict[str, Any]):

@@ -729,4 +729,5 @@ def _info(header: dict[str, Any], updated: float, title: str | None, *, empty: b
         title=title,
         empty=empty,
         parent_session=parent if isinstance(parent := header.get("parent_session"), str) else None,
+        parent_call=call if isinstance(call := header.get("parent_call"), str) else None,
     )

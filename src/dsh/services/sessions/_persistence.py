@@ -35,7 +35,9 @@ class SessionInfo:
     empty: bool = False
     """Created but never used (no event yet): left out of ``list()`` unless asked for (``dsh sessions list --all``)."""
     parent_session: str | None = None
-    """A sub-agent's session names its parent: front ends leave it out of their listings unless asked."""
+    parent_call: str | None = None
+    """A sub-agent's session names the tool call that started it: front ends leave it out of their listings
+    unless asked (a session with only ``parent_session``, a fork, is listed)."""
 
 
 class SessionPersistence(Protocol):
