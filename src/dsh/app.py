@@ -34,6 +34,7 @@ def load_core(
     secrets: SecretsConfig | None = None,
     tools: ToolsConfig | None = None,
     policy: PolicyConfig | Literal[False] | None = None,
+    subagent_model: str | None = None,
 ) -> None:
     """Load the interface services, the ``commands`` service with the built-in commands, the ``echo`` and ``scripted`` models, the remote providers (the built-ins,
     with *providers* merged over them) and the agent loop into *ctx*; with *data_dir*, also the JSONL session
@@ -44,7 +45,8 @@ def load_core(
     what the processes started for tools do not see and redacts tool results. *policy* configures the tool call
     pipeline and the permission policy (:mod:`dsh.policy`; default: ``default`` mode, no rules, nobody to ask, so
     a call that would ask is refused); ``policy=False`` leaves it out (tests of the tools and the loop alone:
-    calls run unattended, as a direct ``ctx.tools.execute`` would).
+    calls run unattended, as a direct ``ctx.tools.execute`` would). *subagent_model* is the sub-agents' default
+    model (:mod:`dsh.subagents`; None: the parent's).
 
     Application order does not matter: each plugin applies once the services it injects exist. Disposal is
     the reverse of this call order, so persistence is loaded first and goes last.
@@ -103,6 +105,9 @@ def load_core(
         )
         ctx.plugin(plans_plugin)
         ctx.plugin(questions_plugin)
+        from dsh.subagents import SubagentsConfig, subagents_plugin
+
+        ctx.plugin(subagents_plugin, SubagentsConfig(model=subagent_model))
         from dsh.checkpoints import checkpoints_plugin
 
         ctx.plugin(checkpoints_plugin)

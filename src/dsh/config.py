@@ -119,6 +119,8 @@ class DshConfig(BaseModel):
     """The built-in tools' settings (:mod:`dsh.tools`)."""
     permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
     """New sessions' mode and the allow / ask / deny patterns of tool calls (see :mod:`dsh.policy`)."""
+    subagent_model: NonEmpty | None = None
+    """The model of sub-agents (``task``) whose type names none (default: the parent's; :mod:`dsh.subagents`)."""
 
     @field_validator("data_dir")
     @classmethod

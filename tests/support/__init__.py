@@ -14,6 +14,8 @@
   ``dsh replay`` run as a subprocess.
 * :mod:`tests.support.provider_server` / :mod:`tests.support.provider_wire` — a real HTTP server on 127.0.0.1
   speaking the providers' streaming formats, and the chunks it sends.
+* :mod:`tests.support.subagent_tools` — daemon-side tools for sub-agent tests: a barrier that proves overlap, a
+  call that blocks until cancelled.
 * :mod:`tests.support.counting_model` / :mod:`tests.support.bulk_tool` — a model at that server that counts
   what it is sent and refuses what passes its window, and a daemon-side tool of known output size (long turns).
 

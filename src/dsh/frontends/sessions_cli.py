@@ -137,8 +137,11 @@ def _normal(path: str) -> str:
 async def list_sessions(root: Path, cwd: str | None = None, *, include_empty: bool = False) -> list[SessionInfo]:
     """Stored sessions, most recently updated first; with *cwd*, only those whose directory is *cwd*
     (compared as normalised absolute paths, a relative *cwd* taken from the current directory). Sessions never
-    used (``empty``) are included only with *include_empty*."""
+    used (``empty``) and sub-agents' sessions (they name a parent) are included only with *include_empty*
+    (``--all``)."""
     infos = await JsonlPersistence(root).list(include_empty=include_empty)
+    if not include_empty:
+        infos = [info for info in infos if info.parent_session is None]
     if cwd is None:
         return infos
     wanted = _normal(cwd)

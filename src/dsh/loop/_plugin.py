@@ -92,6 +92,8 @@ class AgentLoop:
                 meta["cwd"] = header.cwd
             if header.parent_session is not None:
                 meta["parent_session"] = header.parent_session
+            if header.parent_call is not None:
+                meta["parent_call"] = header.parent_call
             session = self._ctx.sessions.prepare(
                 resume_session_id, seed=loaded.events, meta=meta, seed_owned=loaded.owned
             )

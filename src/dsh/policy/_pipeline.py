@@ -196,8 +196,8 @@ class Pipeline:
         options.append(ApprovalOption(REJECT_ONCE, "Reject"))
         if decision.always:
             options.append(ApprovalOption(REJECT_ALWAYS, f"Always reject {label}"))
-        approval = Approval(
-            session_id=agent.session.id,
+        approval = Approval(  # a sub-agent asks through its parent's session (``Policies.link``)
+            session_id=self._policies.owner(agent.session.id),
             call_id=execution.call_id,
             tool=execution.name,
             kind=facts.kind,

@@ -18,7 +18,7 @@ Guarantees:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -72,8 +72,28 @@ class Policies:
     def __init__(self, config: PolicyConfig) -> None:
         self.config = config
         self._sessions: dict[str, SessionPolicy] = {}
+        self._owners: dict[str, str] = {}
+
+    def link(self, child: str, parent: str) -> Callable[[], None]:
+        """Make *child* (a sub-agent's session) use *parent*'s policy until the returned unlink is called: the
+        same :class:`SessionPolicy` object (the parent's mode and rules, live: a mode switch or an "always"
+        answer holds for both), and :meth:`owner` names the parent, so the pipeline asks the user through the
+        parent's session. A child can therefore never be allowed more than its parent; there is no second gate."""
+        owner = self.owner(parent)
+        self._owners[child] = owner
+
+        def unlink() -> None:
+            if self._owners.get(child) == owner:
+                del self._owners[child]
+
+        return unlink
+
+    def owner(self, session_id: str) -> str:
+        """The session whose policy *session_id* uses and through which its calls ask: itself, or its parent."""
+        return self._owners.get(session_id, session_id)
 
     def session(self, session_id: str) -> SessionPolicy:
+        session_id = self.owner(session_id)
         state = self._sessions.get(session_id)
         if state is None:
             state = self._sessions[session_id] = SessionPolicy(
@@ -88,7 +108,9 @@ class Policies:
         return state
 
     def forget(self, session_id: str) -> None:
-        self._sessions.pop(session_id, None)
+        """Drop *session_id*'s state; a linked child only loses its link, never its parent's policy."""
+        if self._owners.pop(session_id, None) is None:
+            self._sessions.pop(session_id, None)
 
 
 @plugin("policy", inject=("tools",))

@@ -419,6 +419,7 @@ async def _serve_app(
             secrets=loaded.secrets if loaded is not None else None,
             tools=loaded.tools if loaded is not None else None,
             policy=policy_config(loaded.permissions if loaded is not None else None),
+            subagent_model=loaded.subagent_model if loaded is not None else None,
         )
         _report_storage(ctx.get("session_persistence"))
         from dsh.mcp import McpOptions, mcp_plugin

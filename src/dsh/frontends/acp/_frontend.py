@@ -497,7 +497,9 @@ class AcpFrontend:
         infos = [
             info
             for info in await persistence.list()
-            if info.cwd is not None and (wanted is None or _normal(info.cwd) == wanted)
+            if info.cwd is not None
+            and info.parent_session is None  # a sub-agent's session is reached through its parent
+            and (wanted is None or _normal(info.cwd) == wanted)
         ]
         page = infos[offset : offset + LIST_PAGE]
         result: dict[str, Any] = {

@@ -15,6 +15,8 @@ Mapping:
 | ``tool/result``                       | ``tool_call_update`` (completed or failed, text content; the |
 |                                       | title and kind of ``display.card`` when the tool gives one;  |
 |                                       | an editor terminal live only: replay embeds the output text) |
+| ``tool/progress`` (a running tool,    | ``tool_call_update`` (in_progress, its text as the card's    |
+| a sub-agent)                          | content so far)                                              |
 | ``user/message`` (replay only)        | ``user_message_chunk`` per text block                        |
 | ``context/compaction``                | a completed ``think`` tool card "Compacted conversation" with |
 |                                       | the summary (or ``compaction_update`` + summary chunk when    |
@@ -232,6 +234,16 @@ def project(
         return [call]
     if kind == "tool/running":  # the permission gate let the call run
         return [{"sessionUpdate": "tool_call_update", "toolCallId": data["call_id"], "status": "in_progress"}]
+    if kind == "tool/progress":  # a running tool's report so far (a sub-agent's work): the card's content
+        progress: dict[str, Any] = {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": data["call_id"],
+            "status": "in_progress",
+            "content": _text_content(data.get("content", [])),
+        }
+        if isinstance(data.get("meta"), dict):
+            progress["_meta"] = data["meta"]
+        return [progress]
     if kind == "tool/result":
         update: dict[str, Any] = {
             "sessionUpdate": "tool_call_update",

@@ -166,6 +166,7 @@ def _load(ctx: Context, options: ExecOptions, settings: Settings, policy: Policy
         context=context_from_file(loaded),
         tools=loaded.tools if loaded is not None else None,
         policy=policy,
+        subagent_model=loaded.subagent_model if loaded is not None else None,
     )
     ctx.plugin(mcp_plugin, McpOptions(loaded.mcp_servers if loaded is not None else {}, settings.get("mcp_timeout")))
 

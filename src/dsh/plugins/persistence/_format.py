@@ -134,7 +134,10 @@ def _parse_header(line: bytes, where: str) -> SessionHeader:
         stamp = float(created_at)
     except OverflowError:
         raise CorruptSessionError(f"{where}:1: created_at is out of range") from None
-    return SessionHeader(id=raw["id"], created_at=stamp, cwd=cwd, parent_session=parent)
+    call = raw.get("parent_call")
+    if not isinstance(call, str | None):
+        raise CorruptSessionError(f"{where}:1: the header's parent_call has the wrong type")
+    return SessionHeader(id=raw["id"], created_at=stamp, cwd=cwd, parent_session=parent, parent_call=call)
 
 
 def _event(raw: Any, expected_seq: int) -> SessionEvent:

@@ -728,4 +728,5 @@ def _info(header: dict[str, Any], updated: float, title: str | None, *, empty: b
         updated_at=updated,
         title=title,
         empty=empty,
+        parent_session=parent if isinstance(parent := header.get("parent_session"), str) else None,
     )

@@ -34,6 +34,8 @@ class SessionInfo:
     title: str | None = None
     empty: bool = False
     """Created but never used (no event yet): left out of ``list()`` unless asked for (``dsh sessions list --all``)."""
+    parent_session: str | None = None
+    """A sub-agent's session names its parent: front ends leave it out of their listings unless asked."""
 
 
 class SessionPersistence(Protocol):

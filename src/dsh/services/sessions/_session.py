@@ -186,12 +186,16 @@ _CHUNK_TYPE = "assistant/chunk"
 
 @dataclass(frozen=True, slots=True)
 class SessionHeader:
-    """Kept outside the log: ``{version, id, created_at, cwd?, parent_session?}``."""
+    """Kept outside the log: ``{version, id, created_at, cwd?, parent_session?, parent_call?}``.
+
+    ``parent_session`` and ``parent_call``: a sub-agent's session names the session and the tool call (``task``)
+    that started it; listings hide such sessions unless asked."""
 
     id: str
     created_at: float
     cwd: str | None = None
     parent_session: str | None = None
+    parent_call: str | None = None
     version: int = SESSION_FORMAT_VERSION
 
     def to_json(self) -> dict[str, Any]:
@@ -200,6 +204,8 @@ class SessionHeader:
             out["cwd"] = self.cwd
         if self.parent_session is not None:
             out["parent_session"] = self.parent_session
+        if self.parent_call is not None:
+            out["parent_call"] = self.parent_call
         return out
 
 

@@ -74,7 +74,7 @@ class SessionStore:
         meta: dict[str, Any] | None = None,
         seed_owned: bool = False,
     ) -> Session:
-        """Build a session (not yet live). ``meta`` may hold ``cwd``, ``parent_session``, ``created_at``;
+        """Build a session (not yet live). ``meta`` may hold ``cwd``, ``parent_session``, ``parent_call``, ``created_at``;
         ``seed_owned`` as for :class:`Session`."""
         meta = meta or {}
         if id is None:
@@ -91,6 +91,7 @@ class SessionStore:
             created_at=float(meta["created_at"]) if meta.get("created_at") is not None else time.time(),
             cwd=cwd,
             parent_session=meta.get("parent_session"),
+            parent_call=meta.get("parent_call"),
         )
         return Session(header, seed, seed_owned=seed_owned)
 
