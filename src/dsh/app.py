@@ -108,3 +108,6 @@ def load_core(
         from dsh.subagents import SubagentsConfig, subagents_plugin
 
         ctx.plugin(subagents_plugin, SubagentsConfig(model=subagent_model))
+        from dsh.checkpoints import checkpoints_plugin
+
+        ctx.plugin(checkpoints_plugin)

@@ -468,6 +468,61 @@ def sessions_rm(session_id: SessionIdArgument, data_dir: DataDirOption = None, c
         typer.echo(f"Deleted session {session_id}.")
 
 
+@sessions_app.command("fork")
+def sessions_fork(
+    session_id: SessionIdArgument,
+    at: Annotated[
+        int | None, typer.Option("--at", metavar="N", help="Keep turns 1 to N (as /rewind lists them); default: all.")
+    ] = None,
+    data_dir: DataDirOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Copy a session's history (up to turn N) into a new session of its own; print the new id. Files are not
+    touched."""
+    from dsh.frontends import sessions_cli
+    from dsh.frontends.sessions_fork import fork_session
+
+    with sessions_cli.reported_errors():
+        root = Path(settings_for(config, data_dir=data_dir).data_dir)
+        try:
+            new_id = fork_session(root, sessions_cli.valid_id(session_id), at)
+        except ValueError as error:
+            typer.echo(f"dsh: {error}", err=True)
+            raise typer.Exit(2) from None
+        typer.echo(new_id)
+
+
+@sessions_app.command("prune")
+def sessions_prune(
+    older_than: Annotated[
+        str, typer.Option("--older-than", metavar="AGE", help="Remove sessions not updated for AGE (30d, 12h, 2w).")
+    ] = "30d",
+    data_dir: DataDirOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Remove sessions older than AGE and sessions never prompted, with the images and checkpoints only they hold
+    (a session another dsh process has open is kept)."""
+    import anyio
+
+    from dsh.frontends import sessions_cli
+    from dsh.frontends.sessions_prune import parse_age, prune_sessions
+
+    try:
+        bound = parse_age(older_than)
+    except ValueError as error:
+        typer.echo(f"dsh: --older-than: {error}", err=True)
+        raise typer.Exit(2) from None
+    with sessions_cli.reported_errors():
+        root = Path(settings_for(config, data_dir=data_dir).data_dir)
+        report = anyio.run(prune_sessions, root, bound)
+        typer.echo(
+            f"Removed {len(report.removed_old)} session(s) older than {older_than} and "
+            f"{len(report.removed_empty)} never prompted"
+            + (f"; kept {len(report.kept_in_use)} in use by another dsh process" if report.kept_in_use else "")
+            + "."
+        )
+
+
 config_app = typer.Typer(
     help="The configuration file (--config, else DSH_CONFIG, else ~/.config/dsh/config.yaml): check it, show it.",
     no_args_is_help=True,

@@ -64,6 +64,7 @@ from dsh.services.tools import (
 from dsh.tools._background import BackgroundCommands
 from dsh.tools._budget import spill, spill_roots
 from dsh.tools._catalogue import ASKS, CONCURRENT
+from dsh.tools._delete import delete_file_spec
 from dsh.tools._edits import Edit, plan_edits
 from dsh.tools._errors import OutsideRootsError, ToolError
 from dsh.tools._extra_tools import extra_tools, start_background
@@ -941,6 +942,7 @@ def build_tools(
             _paths_of(RunCommandArgs, "cwd"),
         ),
     ]
+    specs.append(delete_file_spec(tools, lambda execution: tools.ws.cwd(execution), _resolve))
     specs += extra_tools(background, fetch_private=fetch_private)
     return [
         dataclasses.replace(

@@ -302,6 +302,25 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         },
     ),
     ToolSpec(
+        "delete_file",
+        "delete",
+        (
+            "Delete one file (not a directory, not a symbolic link). The user sees what is removed and can "
+            "undo it with /rewind; use this rather than rm in run_command, whose changes cannot be undone."
+        ),
+        {
+            "additionalProperties": False,
+            "properties": {
+                "path": {
+                    "description": "The file to delete: relative to the working directory, or absolute.",
+                    "type": "string",
+                }
+            },
+            "required": ["path"],
+            "type": "object",
+        },
+    ),
+    ToolSpec(
         "command_output",
         "read",
         (

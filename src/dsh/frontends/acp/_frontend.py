@@ -35,6 +35,7 @@ import anyio.lowlevel
 
 from dsh import events as ev
 from dsh._log import get_logger
+from dsh.checkpoints import in_view
 from dsh.choices import SessionChoices
 from dsh.errors import error_code, error_message
 from dsh.events import TurnEndReason
@@ -409,7 +410,8 @@ class AcpFrontend:
             updates = project(event, replay=True, present=record.present, compaction_updates=self._native_compaction)
             return [prefix + encode_update(update) + b"}}" for update in updates]
 
-        for frames in replay_frames(record.handle.agent.session.events, prefix, frames_of, _REPLAY_BATCH):
+        shown = in_view(record.handle.agent.session.events)  # a /rewind's turns are not replayed
+        for frames in replay_frames(shown, prefix, frames_of, _REPLAY_BATCH):
             for frame in frames:
                 send(frame)
             # Let the writer take what is queued (frames go out as they are made); a client that does not read

@@ -76,6 +76,9 @@ __all__ = [
 log = get_logger("dsh.persistence")
 _SUFFIX = ".jsonl"
 BLOBS_DIR = "blobs"
+CHECKPOINTS_OWNER_SUFFIX = ".checkpoints"
+"""A session's checkpoint bytes are owned by ``<session id>.checkpoints`` (:mod:`dsh.checkpoints`): released with
+the session, kept apart from its images (a session holding images pays a walk on load, checkpoints need none)."""
 """The data directory's blob store (:class:`~._blobs.BlobStore`): image bytes, stored once, owned by sessions."""
 
 
@@ -615,7 +618,8 @@ class JsonlPersistence:
     def _release_blobs(self, session_id: str) -> None:
         """Drop the session's references to stored images; images no other owner holds are deleted."""
         try:
-            self.blobs.release(session_id)
+            for owner in (session_id, session_id + CHECKPOINTS_OWNER_SUFFIX):
+                self.blobs.release(owner)
         except OSError as exc:
             log.warning("cannot delete the session's images", session_id=session_id, error=_reason(exc))
 

@@ -399,6 +399,9 @@ class Session:
                 derived.clear()  # handed-out lists are copies: they keep what they had
                 self._summary = None
                 continue
+            if kind == "context/rewind":  # /rewind N: the turns from seq ``to`` on leave the model's view
+                self._rewind(event)
+                continue
             if kind == COMPACTION_EVENT:
                 self._compact(event)
                 continue
@@ -436,6 +439,15 @@ class Session:
             summary[0] if summary is not None else None,
             [cast(Message, m) for m in self._derived if m is not standing and m.seq < upto and m.seq not in kept],
         )
+
+    def _rewind(self, event: SessionEvent) -> None:
+        """Drop the derived messages of events from seq ``to`` on (and a summary made there): the log keeps them."""
+        to = event.data.get("to")
+        if type(to) is not int:
+            return  # not a rewind this version understands: the view stays as it was
+        if self._summary is not None and self._summary[1].seq >= to:
+            self._summary = None
+        self._derived[:] = [m for m in self._derived if m.seq < to]
 
     def _compact(self, event: SessionEvent) -> None:
         """Apply a compaction to the cache (rare: linear in the view)."""
