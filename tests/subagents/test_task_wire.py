@@ -241,6 +241,12 @@ async def test_after_a_restart_load_replays_the_task_card_and_children_stay_hidd
     assert session in shown[()] and child["id"] not in shown[()]
     assert "1 sub-agent session hidden; --all shows it" in shown[()]
     assert session in shown[("--all",)] and child["id"] in shown[("--all",)]
+    with anyio.fail_after(30):
+        done = await anyio.run_process(
+            [sys.executable, "-m", "dsh", "sessions", "show", session], env=sandbox_env(tmp_path, model), check=False
+        )
+    assert done.returncode == 0, done.stderr.decode()
+    assert f"Sub-agents:\n  {child['id']}  (call t1)  look\n" in done.stdout.decode(), done.stdout.decode()
 
 
 async def test_closing_the_parent_disposes_its_running_child(tmp_path: Path) -> None:
