@@ -37,6 +37,7 @@ from dsh import events as ev
 from dsh._log import get_logger
 from dsh.errors import DshError, ToolArgsError
 from dsh.kernel import AbortedError, plugin
+from dsh.services.sessions import ignores_text_chunks
 from dsh.subagents._types import BUILTIN_TYPES, DEFAULT_TYPE, AgentType
 
 if TYPE_CHECKING:
@@ -225,6 +226,7 @@ class Subagents:
 
     # -- progress --------------------------------------------------------------------------------------
 
+    @ignores_text_chunks  # nothing to do for a streamed chunk: keep the chunk path free (RFC 0007)
     def progress(self, session: Session, event: SessionEvent) -> None:
         child = self.children.get(session.id)
         if child is None or child.state != "running":
