@@ -416,13 +416,18 @@ def sessions_list(
 
 @sessions_app.command("show")
 def sessions_show(session_id: SessionIdArgument, data_dir: DataDirOption = None, config: ConfigOption = None) -> None:
-    """Print a session as a readable transcript (works while a daemon is using the session)."""
+    """Print a session as a readable transcript (works while a daemon is using the session), then its
+    sub-agents' sessions."""
     from dsh.frontends import sessions_cli
 
     with sessions_cli.reported_errors():
         root = Path(settings_for(config, data_dir=data_dir).data_dir)
         stored = sessions_cli.read_session(root, sessions_cli.valid_id(session_id))
         typer.echo(sessions_cli.render_transcript(stored), nl=False)
+        import anyio
+
+        every = anyio.run(partial(sessions_cli.list_sessions, root, None, include_empty=True))
+        typer.echo(sessions_cli.render_children(every, stored.header.id), nl=False)
 
 
 @sessions_app.command("export")

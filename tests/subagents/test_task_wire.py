@@ -241,6 +241,12 @@ async def test_after_a_restart_load_replays_the_task_card_and_children_stay_hidd
     assert session in shown[()] and child["id"] not in shown[()]
     assert "1 sub-agent session hidden; --all shows it" in shown[()]
     assert session in shown[("--all",)] and child["id"] in shown[("--all",)]
+    with anyio.fail_after(30):
+        done = await anyio.run_process(
+            [sys.executable, "-m", "dsh", "sessions", "show", session], env=sandbox_env(tmp_path, model), check=False
+        )
+    assert done.returncode == 0, done.stderr.decode()
+    assert f"Sub-agents:\n  {child['id']}  (call t1)  look\n" in done.stdout.decode(), done.stdout.decode()
 
 
 async def test_closing_the_parent_disposes_its_running_child(tmp_path: Path) -> None:
@@ -351,3 +357,32 @@ async def test_subagent_model_from_the_config_file_runs_the_children(tmp_path: P
     assert request.body["model"] == "cheap-model"
     (result,) = tool_results(read_log(tmp_path, session), "t1")
     assert _text(result) == "Found it."
+
+
+async def test_a_childs_cost_is_added_to_the_parents(tmp_path: Path) -> None:
+    from tests.support.provider_server import Reply, serve
+    from tests.support.provider_wire import DONE, oa_finish, oa_text_reply, oa_tool_delta
+
+    config = tmp_path / "home" / ".config" / "dsh"
+    config.mkdir(parents=True)
+    (config / "config.yaml").write_text(
+        "subagent_model: openai:cheap\n"
+        "providers:\n  openai:\n    context_windows: {main: 100000}\n"
+        "    prices: {cheap: {input: 1000000, output: 2000000}}\n"
+    )
+    arguments = '{"description": "look", "prompt": "look around"}'
+    task_call = [oa_tool_delta(0, arguments, call_id="t1", name="task"), oa_finish("tool_calls"), DONE]
+    with serve() as server:
+        server.script(
+            Reply(events=task_call),
+            Reply(events=oa_text_reply("Found it.", prompt=7, completion=3)),  # the child: 7 in, 3 out = $13
+            Reply(events=oa_text_reply("done")),
+        )
+        env = ENV | {"OPENAI_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": "test"}
+        async with run_editor(tmp_path, "openai:main", EditorClient([]), env=env) as editor:
+            session = (await editor.new_session()).session_id
+            assert (await editor.prompt(session, "go")).stop_reason == "end_turn"
+            usages = [u for u in editor.updates(session) if u.get("sessionUpdate") == "usage_update"]
+        assert [request.body["model"] for request in server.requests] == ["main", "cheap", "main"]
+    # main is not priced: without the child's usage the parent would have no cost at all
+    assert usages[-1]["cost"] == {"amount": 13.0, "currency": "USD"}, usages

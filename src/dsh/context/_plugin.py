@@ -218,6 +218,12 @@ class ContextService:
             return
         if kind == "usage":
             state.accounting.on_usage(cast("Usage", event.data.get("usage") or {}), price)
+        elif kind == "subagent/usage":  # a sub-agent's step: its cost is the session's, its tokens are not
+            model = event.data.get("model") or state.model
+            child_price = self.price(model) if isinstance(model, str) and model else None
+            if child_price is not None:
+                state.accounting.cost += child_price.cost(cast("Usage", event.data.get("usage") or {}))
+                state.accounting.priced = True
         else:
             state.accounting.on_event(event)
 

@@ -52,6 +52,7 @@ __all__ = [
     "delete_session",
     "describe_end",
     "hidden_note",
+    "render_children",
     "list_sessions",
     "parse_session",
     "read_raw",
@@ -525,6 +526,19 @@ def render_markdown(session: StoredSession) -> str:
         if turn.number is not None:
             out += ["", f"*{_turn_title(turn)} ended: {describe_end(turn.end)}*"]
     return _clean("\n".join(out) + "\n")
+
+
+def render_children(infos: Sequence[SessionInfo], session_id: str) -> str:
+    """The sub-agents' sessions of *session_id* (``""`` when none): what ``dsh sessions show`` adds after the
+    transcript, so a parent leads to its children (hidden from ``dsh sessions list`` without ``--all``)."""
+    children = [info for info in infos if info.parent_session == session_id and info.parent_call is not None]
+    if not children:
+        return ""
+    lines = ["", "Sub-agents:"]
+    for info in sorted(children, key=lambda info: info.created_at):
+        title = f"  {info.title}" if info.title else ""
+        lines.append(f"  {info.id}  (call {info.parent_call}){title}")
+    return "\n".join(lines) + "\n"
 
 
 def hidden_note(count: int, subagents: int = 0) -> str:

@@ -17,6 +17,8 @@ Guarantees:
 * The child's tool call events (call, running, result with its text cut to 2,000 characters) are copied to the
   parent's log as ``subagent/event``; the ACP projection shows them as cards of their own whose ``_meta`` names the
   parent call (``<child session>/<call id>`` as their id, so they never collide with the parent's).
+* Each of the child's ``usage`` events is copied to the parent's log as ``subagent/usage`` (with the child's model):
+  the context plugin adds its cost to the parent's (never its tokens: they are not in the parent's context).
 * Progress: each tool call and each message of a child appends a ``tool/progress`` event to the parent's session
   for the ``task`` call (running count, the latest tool titles, the tail of its text); front ends show it on
   the call's card (ACP: ``tool_call_update`` content).
@@ -35,6 +37,7 @@ from dsh import events as ev
 from dsh._log import get_logger
 from dsh.errors import DshError, ToolArgsError
 from dsh.kernel import AbortedError, plugin
+from dsh.services.sessions import ignores_text_chunks
 from dsh.subagents._types import BUILTIN_TYPES, DEFAULT_TYPE, AgentType
 
 if TYPE_CHECKING:
@@ -51,6 +54,7 @@ log = get_logger("dsh.subagents")
 TASK_TOOL = "task"
 PROGRESS_EVENT = "tool/progress"
 MIRROR_EVENT = "subagent/event"
+USAGE_EVENT = "subagent/usage"
 _MIRRORED = ("tool/call", "tool/running", "tool/result")
 _MIRRORED_TEXT = 2000
 _TAIL = 300
@@ -82,6 +86,7 @@ class Child:
     parent_call: str
     type: AgentType
     description: str
+    model: str | None = None
     state: str = "running"
     calls: int = 0
     titles: list[str] = field(default_factory=list)
@@ -146,6 +151,7 @@ class Subagents:
         unlink = policies.link(session_id, parent.session.id) if policies is not None else None
         self.children[session_id] = child
         model = kind.model or self._config.model or parent.options.model
+        child.model = model
         signal = execution.signal
         handle = None
         try:
@@ -220,12 +226,26 @@ class Subagents:
 
     # -- progress --------------------------------------------------------------------------------------
 
+    @ignores_text_chunks  # nothing to do for a streamed chunk: keep the chunk path free (RFC 0007)
     def progress(self, session: Session, event: SessionEvent) -> None:
         child = self.children.get(session.id)
         if child is None or child.state != "running":
             return
         if event.type in _MIRRORED:
             self._mirror(child, event)
+        if event.type == "usage":  # the child's cost is the parent's (the context plugin adds it up)
+            parent = self._parent_session(child)
+            if parent is not None:
+                parent.append(
+                    USAGE_EVENT,
+                    {
+                        "parent_call": child.parent_call,
+                        "session_id": child.session_id,
+                        "model": child.model,
+                        "usage": event.data.get("usage"),
+                    },
+                )
+            return
         if event.type == "tool/call":
             child.calls += 1
             child.titles = [*child.titles, str(event.data.get("name", "tool"))][-_TITLES:]
