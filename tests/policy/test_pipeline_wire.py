@@ -11,10 +11,12 @@ scripted model, in default mode.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 
 from tests.support.editor import (
     DEADLINE,
@@ -184,10 +186,14 @@ async def test_always_allow_records_the_command_prefix_not_the_tool(tmp_path: Pa
     assert rules == [{"tool": "run_command", "decision": "allow", "scope": "npm test"}]
 
 
-async def test_a_cancelled_answer_after_session_cancel_is_the_protocol_working(tmp_path: Path) -> None:
+async def test_a_cancelled_answer_after_session_cancel_is_the_protocol_working(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """Issue #29 item 6: after ``session/cancel`` the client answers its pending permission request ``cancelled``
-    (as ACP requires): no warning in the log, no ``$/cancel_request`` for the answered request, the tool does not
-    run, the prompt ends ``cancelled`` and the session takes the next prompt."""
+    (as ACP requires): no warning in the log, no ``$/cancel_request`` for the answered request, the official SDK
+    client (in this process) logs no error, the tool does not run, the prompt ends ``cancelled`` and the session
+    takes the next prompt."""
+    caplog.set_level(logging.WARNING)
     model = write_script(
         tmp_path / "script.json",
         [call("write_file", "w1", path="hello.txt", content="hello\n"), {"text": "still here"}],
@@ -217,3 +223,5 @@ async def test_a_cancelled_answer_after_session_cancel_is_the_protocol_working(t
     assert "unknown request" not in log
     assert "warning" not in log.lower(), log
     assert not (editor.project / "hello.txt").exists()
+    client_errors = [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.levelno >= logging.ERROR]
+    assert client_errors == []
