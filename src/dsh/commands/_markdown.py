@@ -20,11 +20,11 @@ Guarantees:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dsh._log import get_logger
+from dsh.ownfiles import markdown_files, project_dirs
 
 if TYPE_CHECKING:
     from dsh.commands._registry import Command, CommandResult, Invocation
@@ -52,32 +52,10 @@ class ExpansionTooLarge(ValueError):
     """The expanded prompt would be longer than :data:`MAX_EXPANDED_CHARS`."""
 
 
-def project_dirs(cwd: str) -> list[Path]:
-    """The directories searched for ``.dsh/commands``: *cwd* and its ancestors up to the repository root, nearest
-    first (only *cwd* when it is not inside a repository)."""
-    start = Path(cwd)
-    chain = [start, *start.parents]
-    for index, directory in enumerate(chain):
-        if (directory / ".git").exists():
-            return chain[: index + 1]
-    return [start]
-
-
 def _user_dir() -> Path:
     from dsh.config import default_config_path
 
     return default_config_path().parent / "commands"
-
-
-def _files(directory: Path) -> Iterator[tuple[str, Path]]:
-    try:
-        entries = sorted(directory.iterdir())
-    except OSError:
-        return
-    for path in entries:
-        match = _FILE_NAME.fullmatch(path.name)
-        if match is not None and not path.is_dir():  # read_inside refuses what is not a regular file, loudly
-            yield match.group(1), path
 
 
 def parse_command_file(text: str) -> tuple[dict[str, str], str]:
@@ -161,7 +139,7 @@ def markdown_commands(cwd: str | None) -> list[Command]:
     user = _user_dir()
     sources.append((user, "user", user.parent))
     for directory, origin, root in sources:
-        for name, path in _files(directory):
+        for name, path in markdown_files(directory, _FILE_NAME):
             if name in found:
                 continue
             command = _load(name, path, origin, root)

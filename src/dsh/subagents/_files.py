@@ -17,10 +17,10 @@ Guarantees (the same as Markdown commands'):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 from dsh._log import get_logger
+from dsh.ownfiles import markdown_files, project_dirs
 from dsh.subagents._types import BUILTIN_TYPES, REPORT_GUIDANCE, AgentType
 
 __all__ = ["MAX_FILE_BYTES", "agent_types", "parse_agent_file"]
@@ -31,30 +31,10 @@ MAX_FILE_BYTES = 256 * 1024
 _NAME = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 
 
-def _project_dirs(cwd: str) -> list[Path]:
-    start = Path(cwd)
-    chain = [start, *start.parents]
-    for index, directory in enumerate(chain):
-        if (directory / ".git").exists():
-            return chain[: index + 1]
-    return [start]
-
-
 def _user_dir() -> Path:
     from dsh.config import default_config_path
 
     return default_config_path().parent / "agents"
-
-
-def _files(directory: Path) -> Iterator[tuple[str, Path]]:
-    try:
-        entries = sorted(directory.iterdir())
-    except OSError:
-        return
-    for path in entries:
-        match = _FILE_NAME.fullmatch(path.name)
-        if match is not None and not path.is_dir():
-            yield match.group(1), path
 
 
 def parse_agent_file(name: str, text: str) -> AgentType:
@@ -99,12 +79,12 @@ def agent_types(cwd: str | None) -> dict[str, AgentType]:
     found: dict[str, AgentType] = {}
     sources: list[tuple[Path, Path]] = []
     if cwd is not None:
-        dirs = _project_dirs(cwd)
+        dirs = project_dirs(cwd)
         sources += [(directory / ".dsh" / "agents", dirs[-1]) for directory in dirs]
     user = _user_dir()
     sources.append((user, user.parent))
     for directory, root in sources:
-        for name, path in _files(directory):
+        for name, path in markdown_files(directory, _FILE_NAME):
             if name in found:
                 continue
             loaded = _load(name, path, root)
