@@ -16,13 +16,12 @@ Guarantees:
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from pathlib import Path
 
 from dsh.checkpoints import OWNER_SUFFIX, turns
-from dsh.plugins.persistence import BlobStore, JsonlPersistence
+from dsh.plugins.persistence import BlobStore, JsonlPersistence, write_durably
 from dsh.services.sessions import SessionHeader, dumps_json
 
 __all__ = ["fork_session"]
@@ -60,14 +59,5 @@ def fork_session(root: Path, source_id: str, at: int | None = None) -> str:
             except FileNotFoundError:
                 continue  # gone already: the source cannot give it back either
     target = persistence.path_of(new_id)
-    temporary = target.with_name(f".{new_id}.fork.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        view = memoryview(body)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temporary, target)
+    write_durably(target, body, target.with_name(f".{new_id}.fork.tmp"))
     return new_id

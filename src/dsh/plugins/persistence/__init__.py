@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from dsh import events as ev
 from dsh.kernel import plugin
 from dsh.plugins.persistence._blobs import BlobStore
+from dsh.plugins.persistence._durable import write_durably
 from dsh.plugins.persistence._format import CorruptSessionError, ScanResult, scan
 from dsh.plugins.persistence._jsonl import (
     JsonlPersistence,
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from dsh.kernel import Context
 
 __all__ = [
+    "write_durably",
     "BlobStore",
     "CorruptSessionError",
     "JsonlPersistence",

@@ -32,23 +32,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from dsh.plugins.persistence._durable import sync_directory, write_durably
+
 __all__ = ["BlobStore"]
 
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 _OWNER = re.compile(r"[A-Za-z0-9._-]{1,200}")
-
-
-def _sync_directory(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some file systems refuse fsync on a directory
-    finally:
-        os.close(fd)
 
 
 class BlobStore:
@@ -99,21 +88,13 @@ class BlobStore:
             if not path.exists():
                 path.parent.mkdir(parents=True, exist_ok=True)
                 temporary = path.with_name(f".{digest}.{os.getpid()}.tmp")
-                fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                try:
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(fd, view) :]
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                os.replace(temporary, path)
-                _sync_directory(path.parent)
+                temporary.unlink(missing_ok=True)  # left by a crashed writer of this pid: we hold the lock
+                write_durably(path, data, temporary)
             reference = owner_dir / digest
             if not reference.exists():
                 owner_dir.mkdir(parents=True, exist_ok=True)
                 os.close(os.open(reference, os.O_WRONLY | os.O_CREAT, 0o600))
-                _sync_directory(owner_dir)
+                sync_directory(owner_dir)
         return digest
 
     def get(self, digest: str) -> bytes:

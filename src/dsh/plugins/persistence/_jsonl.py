@@ -47,6 +47,7 @@ import anyio.to_thread
 from dsh._log import get_logger
 from dsh.errors import DshError
 from dsh.plugins.persistence._blobs import BlobStore
+from dsh.plugins.persistence._durable import sync_directory
 from dsh.plugins.persistence._format import CorruptSessionError, encode_event, encode_header, join_lines, scan_stream
 from dsh.plugins.persistence._images import externalize, internalize, mentions_images
 from dsh.services.sessions import (
@@ -181,20 +182,6 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def _fsync(fd: int) -> None:
     os.fsync(fd)
-
-
-def _sync_directory(directory: Path) -> None:
-    """Make a new entry of *directory* durable (best effort: some file systems refuse ``fsync`` on a directory)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _reason(error: OSError) -> str:
@@ -444,7 +431,7 @@ class JsonlPersistence:
             except OSError:
                 pass
             raise
-        _sync_directory(self.root)
+        sync_directory(self.root)
         writer.fd = fd
         writer.size = writer.synced_size = len(content)
 
