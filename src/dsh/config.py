@@ -35,6 +35,7 @@ from dsh.images.config import ImagesConfig
 from dsh.mcp import McpServerConfig
 from dsh.policy import PermissionsConfig
 from dsh.providers import ProviderSettings
+from dsh.sandbox import SandboxConfig
 from dsh.secrets import SecretsConfig
 from dsh.settings import DEFAULT_MODEL
 
@@ -115,6 +116,8 @@ class DshConfig(BaseModel):
     """MCP servers of every session, by name (:mod:`dsh.mcp`); an editor-given server of the same name wins."""
     secrets: SecretsConfig = Field(default_factory=SecretsConfig)
     """What the processes dsh starts for tools do not see (see :mod:`dsh.secrets`)."""
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    """At which level approved commands run and whether they reach the network (see :mod:`dsh.sandbox`)."""
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     """The built-in tools' settings (:mod:`dsh.tools`)."""
     permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
@@ -426,6 +429,7 @@ def render_config(config: DshConfig | None, *, source: Path | None, env: Mapping
         "system_prompt_sections": dict(config.system_prompt_sections),
         "compaction": config.compaction.model_dump(mode="json"),
         "secrets": config.secrets.model_dump(mode="json"),
+        "sandbox": config.sandbox.model_dump(mode="json"),
         "images": config.images.model_dump(mode="json"),
         "mcp_servers": {name: _masked_server(server) for name, server in config.mcp_servers.items()},
     }
@@ -442,6 +446,9 @@ def render_config(config: DshConfig | None, *, source: Path | None, env: Mapping
     from dsh.secrets import describe_withheld
 
     lines += describe_withheld(config.providers, config.secrets, env)
+    from dsh.sandbox import Sandbox
+
+    lines.append(f"# {Sandbox(config.sandbox).describe()}")
     body = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000)
     return "\n".join(lines) + "\n" + body
 

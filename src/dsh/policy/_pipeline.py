@@ -37,9 +37,11 @@ from dsh.policy._approval import (
 )
 from dsh.policy._budget import budget, limit_of
 from dsh.policy._rules import RULE_EVENT, RUNNING_EVENT, CallFacts, Decision, SessionPolicy
+from dsh.policy._shell import is_read_only, split_command
 
 if TYPE_CHECKING:
     from dsh.kernel import Context, Next
+    from dsh.sandbox import Level
     from dsh.services.tools import Prepared, ToolDefinition, ToolExecution, ToolResult
 
 __all__ = ["REFUSED_CODE", "Pipeline", "refusal_of", "refused"]
@@ -95,6 +97,7 @@ class Pipeline:
         policy: SessionPolicy = self._policies.session(session_id)
         facts = self._facts(execution, tool, prepared)
         decision = policy.decide(facts)
+        decision, level = self._contain_stage(session_id, facts, decision, policy.mode)
         if decision.verdict == "refuse":
             return refused(execution, decision.why)
         if decision.verdict == "ask":
@@ -109,7 +112,37 @@ class Pipeline:
         agent.session.append(RUNNING_EVENT, {"call_id": execution.call_id})
         if prepared is not None:
             execution = dataclasses.replace(execution, prepared=prepared)
+        sandbox = self._ctx.get("sandbox")
+        if level is not None and facts.command is not None and sandbox is not None:
+            workspace = self._ctx.get("workspace")
+            roots = tuple(workspace.roots(execution)) if workspace is not None else (facts.cwd,)
+            with sandbox.contain(execution, level, facts.command, roots):
+                result = await next_(execution)
+            return await self._budget(result, execution, tool)
         return await self._budget(await next_(execution), execution, tool)
+
+    def _contain_stage(
+        self, session_id: str, facts: CallFacts, decision: Decision, mode: str
+    ) -> tuple[Decision, Level | None]:
+        """The sandbox's say on a command call (:meth:`dsh.sandbox.Sandbox.judge`): the decision, possibly turned
+        into a question, and the level the command runs at once allowed (None: not a command, no sandbox
+        service). A seam until the pipeline's named ``contain`` stage takes it."""
+        sandbox = self._ctx.get("sandbox")
+        if sandbox is None or facts.command is None or decision.verdict == "refuse":
+            return decision, None
+        split = split_command(facts.command)
+        read_only = not split.opaque and all(is_read_only(part) for part in split.commands)
+        judgement = sandbox.judge(
+            session_id, facts.command, asks=decision.verdict == "ask", read_only=read_only, bypass=mode == "bypass"
+        )
+        if judgement.ask and judgement.why:
+            why = f"{decision.why}; {judgement.why}" if decision.verdict == "ask" and decision.why else judgement.why
+            decision = Decision("ask", why, decision.scopes, always=False)
+        elif (
+            not judgement.ask and decision.verdict == "ask"
+        ):  # the test hook forcing the parser's verdict (FORCE_NO_ASK_ENV)
+            decision = Decision("allow")
+        return decision, judgement.approved if decision.verdict == "ask" else judgement.quiet
 
     async def _budget(self, result: ToolResult, execution: ToolExecution, tool: ToolDefinition | None) -> ToolResult:
         """The budget stage: the tools' output budget (``tool_budget``, :mod:`dsh.tools._budget`: head and tail

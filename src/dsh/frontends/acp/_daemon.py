@@ -417,6 +417,7 @@ async def _serve_app(
             providers=loaded.providers if loaded is not None else None,
             context=context_from_file(loaded),
             secrets=loaded.secrets if loaded is not None else None,
+            sandbox=loaded.sandbox if loaded is not None else None,
             tools=loaded.tools if loaded is not None else None,
             policy=policy_config(loaded.permissions if loaded is not None else None),
             subagent_model=loaded.subagent_model if loaded is not None else None,

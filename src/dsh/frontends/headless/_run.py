@@ -180,6 +180,7 @@ def _load(ctx: Context, options: ExecOptions, settings: Settings, policy: Policy
         data_dir=None if options.ephemeral else settings.data_dir,
         providers=loaded.providers if loaded is not None else None,
         secrets=loaded.secrets if loaded is not None else None,
+        sandbox=loaded.sandbox if loaded is not None else None,
         context=context_from_file(loaded),
         tools=loaded.tools if loaded is not None else None,
         policy=policy,

@@ -1,0 +1,46 @@
+"""The ``sandbox`` plugin: provides the ``sandbox`` service, says once at start-up what confines commands here,
+and forgets each session's containment state when the session is disposed."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from dsh import events as ev
+from dsh.kernel import plugin
+from dsh.sandbox._sandbox import FORCE_NO_ASK_ENV, Sandbox, log
+from dsh.sandbox._support import support
+
+if TYPE_CHECKING:
+    from dsh.kernel import Context
+    from dsh.sandbox._config import SandboxConfig
+
+__all__ = ["sandbox_plugin"]
+
+
+@plugin("sandbox")
+def sandbox_plugin(ctx: Context, config: SandboxConfig | None) -> None:
+    """*config*: the file's ``sandbox`` section (None: the defaults)."""
+    sandbox = Sandbox(config)
+    ctx.provide("sandbox", sandbox)
+    ctx.effect(sandbox.close)
+
+    async def announce() -> None:
+        await anyio.to_thread.run_sync(support)  # the namespace probe starts a process: not on the event loop
+        line = sandbox.describe()
+        if sandbox.support.available:
+            log.info(line)
+        else:
+            log.warning(line)
+        if sandbox.force_no_ask:
+            log.warning(
+                f"{FORCE_NO_ASK_ENV}=1: TEST HOOK, commands the policy would ask about run without asking (read-only)"
+            )
+
+    ctx.spawn(announce, name="sandbox-announce")
+
+    def session_disposed(session: Any) -> None:
+        sandbox.dispose_session(session.id)
+
+    ctx.on(ev.SESSION_DISPOSED, session_disposed)
