@@ -97,11 +97,11 @@ class Pipeline:
         policy: SessionPolicy = self._policies.session(session_id)
         facts = self._facts(execution, tool, prepared)
         decision = policy.decide(facts)
-        decision, level = self._contain_stage(session_id, facts, decision, policy.mode)
+        decision, level, allow_label = self._contain_stage(session_id, facts, decision, policy.mode)
         if decision.verdict == "refuse":
             return refused(execution, decision.why)
         if decision.verdict == "ask":
-            message = await self._ask(execution, tool, prepared, facts, decision, policy)
+            message = await self._ask(execution, tool, prepared, facts, decision, policy, allow_label)
             if message is not None:
                 return refused(execution, message)
         if facts.outside:
@@ -123,13 +123,14 @@ class Pipeline:
 
     def _contain_stage(
         self, session_id: str, facts: CallFacts, decision: Decision, mode: str
-    ) -> tuple[Decision, Level | None]:
+    ) -> tuple[Decision, Level | None, str]:
         """The sandbox's say on a command call (:meth:`dsh.sandbox.Sandbox.judge`): the decision, possibly turned
         into a question, and the level the command runs at once allowed (None: not a command, no sandbox
-        service). A seam until the pipeline's named ``contain`` stage takes it."""
+        service), and the name of the "Allow" option (what allowing does when the sandbox asked). A seam until the
+        pipeline's named ``contain`` stage takes it."""
         sandbox = self._ctx.get("sandbox")
         if sandbox is None or facts.command is None or decision.verdict == "refuse":
-            return decision, None
+            return decision, None, "Allow"
         split = split_command(facts.command)
         read_only = not split.opaque and all(is_read_only(part) for part in split.commands)
         judgement = sandbox.judge(
@@ -142,7 +143,8 @@ class Pipeline:
             not judgement.ask and decision.verdict == "ask"
         ):  # the test hook forcing the parser's verdict (FORCE_NO_ASK_ENV)
             decision = Decision("allow")
-        return decision, judgement.approved if decision.verdict == "ask" else judgement.quiet
+        level = judgement.approved if decision.verdict == "ask" else judgement.quiet
+        return decision, level, judgement.label or "Allow"
 
     async def _budget(self, result: ToolResult, execution: ToolExecution, tool: ToolDefinition | None) -> ToolResult:
         """The budget stage: the tools' output budget (``tool_budget``, :mod:`dsh.tools._budget`: head and tail
@@ -211,6 +213,7 @@ class Pipeline:
         facts: CallFacts,
         decision: Decision,
         policy: SessionPolicy,
+        allow_label: str = "Allow",
     ) -> str | None:
         """Ask the user; None when the call may run, else the message the model gets."""
         agent = execution.agent
@@ -223,7 +226,7 @@ class Pipeline:
             except Exception:
                 log.warning("tool presenter failed", tool=execution.name)
         label = _scope_label(execution.name, facts, decision.scopes)
-        options = [ApprovalOption(ALLOW_ONCE, "Allow")]
+        options = [ApprovalOption(ALLOW_ONCE, allow_label)]
         if decision.always:
             options.append(ApprovalOption(ALLOW_ALWAYS, f"Always allow {label}"))
         options.append(ApprovalOption(REJECT_ONCE, "Reject"))

@@ -3,9 +3,8 @@ and forgets each session's containment state when the session is disposed."""
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any
-
-import anyio
 
 from dsh import events as ev
 from dsh.kernel import plugin
@@ -26,19 +25,19 @@ def sandbox_plugin(ctx: Context, config: SandboxConfig | None) -> None:
     ctx.provide("sandbox", sandbox)
     ctx.effect(sandbox.close)
 
-    async def announce() -> None:
-        await anyio.to_thread.run_sync(support)  # the namespace probe starts a process: not on the event loop
+    def announce() -> None:
+        support()
         line = sandbox.describe()
         if sandbox.support.available:
             log.info(line)
         else:
             log.warning(line)
         if sandbox.force_no_ask:
-            log.warning(
-                f"{FORCE_NO_ASK_ENV}=1: TEST HOOK, commands the policy would ask about run without asking (read-only)"
-            )
+            log.warning(f"{FORCE_NO_ASK_ENV}=1: TEST HOOK, commands the policy would ask about run without asking")
 
-    ctx.spawn(announce, name="sandbox-announce")
+    # The namespace probe starts a process: not on the event loop, and in a daemon thread that never holds up the
+    # daemon's exit (a worker thread would be joined at exit).
+    threading.Thread(target=announce, name="dsh-sandbox-probe", daemon=True).start()
 
     def session_disposed(session: Any) -> None:
         sandbox.dispose_session(session.id)

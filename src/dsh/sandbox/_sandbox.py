@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Literal
 import anyio
 
 from dsh._log import get_logger
-from dsh.sandbox._config import SandboxConfig
+from dsh.sandbox._config import ApprovedLevel, SandboxConfig
 from dsh.sandbox._support import Support, support
 
 if TYPE_CHECKING:
@@ -102,6 +102,8 @@ class Judgement:
     why: str
     quiet: Level
     approved: Level
+    label: str = ""
+    """The "Allow" option's name when the sandbox asks (what allowing does); empty: the usual one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +156,7 @@ class Sandbox:
         self._machine = machine
         self._sessions: dict[str, _Session] = {}
         self._blocked: dict[str, dict[str, Level]] = {}
+        self._chosen: dict[str, ApprovedLevel] = {}
         self.force_no_ask = os.environ.get(FORCE_NO_ASK_ENV) == "1"
 
     @property
@@ -167,17 +170,27 @@ class Sandbox:
         """Approved commands at ``workspace-write`` reach the network (a domain list is not supported yet)."""
         return self.config.network is True
 
-    def describe(self) -> str:
-        """One line: what confines commands here (``dsh config show``, ``/status``, the start-up log)."""
+    def describe(self, session: str | None = None) -> str:
+        """One line: what confines commands here (``dsh config show``, ``/status`` with *session*, the start-up
+        log)."""
         machine = self.support
         if not machine.available:
             return f"sandbox {machine.describe()}"
         network = self.config.network
         net = "on" if network is True else "off" if network is False else "off (domain lists are not supported yet)"
+        approved = self.approved_level(session)
         return (
             f"sandbox {machine.describe()}; commands run without asking: read-only; approved commands: "
-            f"{self.config.approved} (network {net})"
+            f"{approved}" + (f" (network {net})" if approved == "workspace-write" else "")
         )
+
+    def approved_level(self, session: str | None) -> ApprovedLevel:
+        """Where *session*'s approved commands run: its own choice (:meth:`choose`), else the configuration's."""
+        return self._chosen.get(session or "", self.config.approved)
+
+    def choose(self, session: str, level: ApprovedLevel) -> None:
+        """*session*'s approved commands run at *level* from now on (``/sandbox``)."""
+        self._chosen[session] = level
 
     # -- deciding ---------------------------------------------------------------------------------------------
 
@@ -185,14 +198,12 @@ class Sandbox:
         """The sandbox's say on a command call the policy would run without a question (``asks`` False) or
         ask about; *read_only*: the parser found every part read-only; *bypass*: the session never asks."""
         machine = self.support
-        approved: Level = self.config.approved if machine.available else "off"
+        approved: Level = self.approved_level(session) if machine.available else "off"
         quiet: Level = "read-only" if read_only else approved
-        if self.force_no_ask and machine.available:
-            return Judgement(False, "", "read-only", approved)
         if not machine.available:
             if not asks and read_only and not bypass:
                 why = f"no OS sandbox here ({machine.why}), so every command asks first; it would run unconfined"
-                return Judgement(True, why, "off", "off")
+                return Judgement(True, why, "off", "off", "Allow (no sandbox here: it runs unconfined)")
             return Judgement(asks, "", "off", "off")
         before = self._blocked.get(session, {}).get(command)
         if before is not None:
@@ -201,7 +212,9 @@ class Sandbox:
                 wider = "off"
             where = "with writes in the project" if wider == "workspace-write" else "outside the sandbox"
             why = f"it failed in the sandbox ({before}); allowing runs it {where}"
-            return Judgement(True, why, quiet, wider)
+            return Judgement(True, why, quiet, wider, f"Allow {where}")
+        if self.force_no_ask:
+            return Judgement(False, "", "read-only", approved)
         return Judgement(asks, "", quiet, approved)
 
     @contextlib.contextmanager
@@ -220,6 +233,7 @@ class Sandbox:
     def dispose_session(self, session: str) -> None:
         """Close the session's rulesets and remove its private temporary directory."""
         self._blocked.pop(session, None)
+        self._chosen.pop(session, None)
         state = self._sessions.pop(session, None)
         if state is None:
             return

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 from dataclasses import dataclass
 
 __all__ = ["SIMULATE_ENV", "Support", "support"]
@@ -78,9 +79,17 @@ def _probe_namespaces() -> bool:
     return done.returncode == 0
 
 
-@functools.cache
+_LOCK = threading.Lock()
+
+
 def support() -> Support:
-    """This machine's confinement (see the module docstring)."""
+    """This machine's confinement (see the module docstring); probed once, a second caller waits for the first."""
+    with _LOCK:
+        return _support()
+
+
+@functools.cache
+def _support() -> Support:
     simulate = os.environ.get(SIMULATE_ENV, "")
     if simulate == "unavailable":
         return Support(False, 0, False, f"simulated by {SIMULATE_ENV}=unavailable")
