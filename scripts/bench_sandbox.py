@@ -74,7 +74,8 @@ async def measure(runs: int) -> list[tuple[str, float, float, float]]:
             rows.append(("first ruleset of a session", elapsed, elapsed, 0.0))
         for label, command in (("true", ["true"]), ("bash -c 'cat README.md'", "cat README.md")):
             for level in ("off", "read-only", "workspace-write"):
-                rows.append((f"{label} at {level}", *await _run(sandbox, level, command, root, runs)))
+                median, p99, cpu = await _run(sandbox, level, command, root, runs)
+                rows.append((f"{label} at {level}", median, p99, cpu))
         sandbox.close()
     return rows
 

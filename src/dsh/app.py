@@ -117,3 +117,6 @@ def load_core(
         from dsh.checkpoints import checkpoints_plugin
 
         ctx.plugin(checkpoints_plugin)
+    from dsh.sandbox import sandbox_command_plugin
+
+    ctx.plugin(sandbox_command_plugin)

@@ -103,3 +103,20 @@ async def test_a_command_the_sandbox_stopped_asks_when_run_again_and_says_so(tmp
     assert asked[0]["options"][0]["name"] == "Allow with writes in the project"
     assert (tmp_path / "project" / "kept.txt").read_text(encoding="utf-8") == "x\n"
     assert "blocked" not in second
+
+
+@machine
+async def test_the_sandbox_command_switches_where_this_sessions_approved_commands_run(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    command = f"echo outside > {outside / 'x.txt'}"
+    model = write_script(tmp_path / "script.json", [call("run_command", "c0", command=command), {"text": "done"}])
+    client = EditorClient(["allow_once"])
+    async with run_editor(tmp_path, model, client) as editor:
+        session = (await editor.new_session()).session_id
+        await editor.prompt(session, "/sandbox off")
+        shown = editor.client.text(session)
+        await editor.prompt(session, "go")
+    assert "- off (current)" in shown
+    assert "approved commands: off" in shown
+    assert (outside / "x.txt").read_text(encoding="utf-8") == "outside\n"

@@ -13,7 +13,7 @@ Importing this package is cheap: nothing is probed and no ruleset is built until
 
 from dsh.sandbox._config import ApprovedLevel, SandboxConfig
 from dsh.sandbox._gitenv import git_environment
-from dsh.sandbox._plugin import sandbox_plugin
+from dsh.sandbox._plugin import sandbox_command_plugin, sandbox_plugin
 from dsh.sandbox._sandbox import (
     BLOCKED_READ_ONLY,
     BLOCKED_WORKSPACE,
@@ -44,6 +44,7 @@ __all__ = [
     "Support",
     "active",
     "git_environment",
+    "sandbox_command_plugin",
     "sandbox_plugin",
     "support",
 ]

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from dsh.kernel import Context
     from dsh.sandbox._config import SandboxConfig
 
-__all__ = ["sandbox_plugin"]
+__all__ = ["sandbox_command_plugin", "sandbox_plugin"]
 
 
 @plugin("sandbox")
@@ -43,3 +43,29 @@ def sandbox_plugin(ctx: Context, config: SandboxConfig | None) -> None:
         sandbox.dispose_session(session.id)
 
     ctx.on(ev.SESSION_DISPOSED, session_disposed)
+
+
+@plugin("sandbox_command", inject=("commands",))
+def sandbox_command_plugin(ctx: Context, config: object) -> None:
+    """``/sandbox``: show where this session's commands run, or choose where its approved commands run
+    (``workspace-write`` or ``off``); commands that run without a question stay at ``read-only`` either way."""
+    from dsh.commands import CommandResult, Invocation
+
+    async def handler(invocation: Invocation) -> CommandResult:
+        sandbox: Sandbox | None = ctx.get("sandbox")
+        if sandbox is None:
+            return CommandResult(text="No sandbox service in this daemon.")
+        session = invocation.agent.session.id
+        wanted = invocation.args.strip()
+        if wanted:
+            if wanted not in ("workspace-write", "off"):
+                return CommandResult(text=f"Unknown level {wanted!r}: choose workspace-write or off.")
+            sandbox.choose(session, "workspace-write" if wanted == "workspace-write" else "off")
+        current = sandbox.approved_level(session)
+        marks = [f"- {level}{' (current)' if level == current else ''}" for level in ("workspace-write", "off")]
+        lines = [sandbox.describe(session), "Approved commands run at (switch with /sandbox <level>):", *marks]
+        return CommandResult(text="\n".join(lines))
+
+    ctx.commands.register(
+        "sandbox", "Show the sandbox, or choose where approved commands run", handler, "[workspace-write|off]"
+    )
