@@ -18,11 +18,12 @@ if TYPE_CHECKING:
 __all__ = ["sandbox_command_plugin", "sandbox_plugin"]
 
 
-@plugin("sandbox")
+@plugin("sandbox", inject=("tools",))
 def sandbox_plugin(ctx: Context, config: SandboxConfig | None) -> None:
     """*config*: the file's ``sandbox`` section (None: the defaults)."""
-    sandbox = Sandbox(config)
+    sandbox = Sandbox(config, ctx=ctx)
     ctx.provide("sandbox", sandbox)
+    ctx.tools.stage("contain", sandbox.contain_step)
     ctx.effect(sandbox.close)
 
     def announce() -> None:

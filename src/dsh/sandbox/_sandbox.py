@@ -41,7 +41,8 @@ from dsh.sandbox._support import Support, support
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from dsh.services.tools import ToolExecution
+    from dsh.kernel import Context, Next
+    from dsh.services.tools import ToolExecution, ToolResult
 
 __all__ = [
     "BLOCKED_READ_ONLY",
@@ -88,6 +89,11 @@ log = get_logger("dsh.sandbox")
 _CURRENT: contextvars.ContextVar[Containment | None] = contextvars.ContextVar("dsh_sandbox", default=None)
 
 
+def _session_of(execution: ToolExecution) -> str:
+    agent = execution.agent
+    return agent.session.id if agent is not None else ""
+
+
 def active() -> Containment | None:
     """The containment of the tool call running in this task (None outside the pipeline: run as before)."""
     return _CURRENT.get()
@@ -104,6 +110,12 @@ class Judgement:
     approved: Level
     label: str = ""
     """The "Allow" option's name when the sandbox asks (what allowing does); empty: the usual one."""
+
+
+_JUDGED: contextvars.ContextVar[tuple[str, Judgement] | None] = contextvars.ContextVar(
+    "dsh_sandbox_judged", default=None
+)
+"""The judgement of the call being decided, for its ``contain`` stage (this task only)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,8 +163,11 @@ class _Session:
 class Sandbox:
     """The ``sandbox`` service (see the module docstring)."""
 
-    def __init__(self, config: SandboxConfig | None = None, machine: Support | None = None) -> None:
+    def __init__(
+        self, config: SandboxConfig | None = None, machine: Support | None = None, ctx: Context | None = None
+    ) -> None:
         self.config = config or SandboxConfig()
+        self._ctx = ctx
         self._machine = machine
         self._sessions: dict[str, _Session] = {}
         self._blocked: dict[str, dict[str, Level]] = {}
@@ -194,9 +209,31 @@ class Sandbox:
 
     # -- deciding ---------------------------------------------------------------------------------------------
 
-    def judge(self, session: str, command: str, *, asks: bool, read_only: bool, bypass: bool) -> Judgement:
+    def judge(self, execution: ToolExecution, command: str, *, asks: bool, read_only: bool, bypass: bool) -> Judgement:
         """The sandbox's say on a command call the policy would run without a question (``asks`` False) or
-        ask about; *read_only*: the parser found every part read-only; *bypass*: the session never asks."""
+        ask about; *read_only*: the parser found every part read-only; *bypass*: the session never asks. The
+        judgement is kept for this call's ``contain`` stage (:meth:`contain_step`)."""
+        judgement = self._judge(_session_of(execution), command, asks=asks, read_only=read_only, bypass=bypass)
+        _JUDGED.set((execution.call_id, judgement))
+        return judgement
+
+    async def contain_step(self, execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
+        """The ``contain`` stage: a command call the policy judged runs the rest of the chain at its level (the
+        approved level when the user was asked, ``ToolExecution.decision``; else the no-question level)."""
+        judged = _JUDGED.get()
+        prepared = execution.prepared
+        if judged is None or judged[0] != execution.call_id or prepared is None or prepared.command is None:
+            return await next_()
+        _JUDGED.set(None)  # a call the stages below start (a sub-agent's) is judged for itself
+        judgement = judged[1]
+        asked = execution.decision is not None and execution.decision.asked
+        level = judgement.approved if asked else judgement.quiet
+        workspace = self._ctx.get("workspace") if self._ctx is not None else None
+        roots = tuple(workspace.roots(execution)) if workspace is not None else (prepared.cwd or os.getcwd(),)
+        with self.contain(execution, level, prepared.command, roots):
+            return await next_()
+
+    def _judge(self, session: str, command: str, *, asks: bool, read_only: bool, bypass: bool) -> Judgement:
         machine = self.support
         approved: Level = self.approved_level(session) if machine.available else "off"
         quiet: Level = "read-only" if read_only else approved
@@ -220,9 +257,7 @@ class Sandbox:
     @contextlib.contextmanager
     def contain(self, execution: ToolExecution, level: Level, command: str, roots: tuple[str, ...]) -> Iterator[None]:
         """Run the rest of the call (in this task and the tasks it starts) at *level*."""
-        agent = execution.agent
-        session = agent.session.id if agent is not None else ""
-        token = _CURRENT.set(Containment(level, session, command, roots, self))
+        token = _CURRENT.set(Containment(level, _session_of(execution), command, roots, self))
         try:
             yield
         finally:
