@@ -37,6 +37,7 @@ from dsh.policy._approval import (
 )
 from dsh.policy._budget import budget, limit_of
 from dsh.policy._rules import RULE_EVENT, RUNNING_EVENT, CallFacts, Decision, SessionPolicy
+from dsh.policy._shell import command_paths, split_command_async
 
 if TYPE_CHECKING:
     from dsh.kernel import Context, Next
@@ -47,6 +48,8 @@ __all__ = ["REFUSED_CODE", "Pipeline", "refusal_of", "refused"]
 REFUSED_CODE = "PERMISSION_DENIED"
 
 log = get_logger("dsh.policy")
+_INLINE_PATHS = 16
+"""A command reading more paths than this has them resolved in a worker thread (each is a few ``lstat`` calls)."""
 
 
 def refused(execution: ToolExecution, message: str) -> ToolResult:
@@ -94,6 +97,8 @@ class Pipeline:
                 return error_result(execution.call_id, exc)
         policy: SessionPolicy = self._policies.session(session_id)
         facts = self._facts(execution, tool, prepared)
+        if facts.command is not None:
+            facts = await self._command_facts(execution, facts, prepared)
         decision = policy.decide(facts)
         if decision.verdict == "refuse":
             return refused(execution, decision.why)
@@ -149,6 +154,31 @@ class Pipeline:
             if not inside:
                 outside.append(path)
         return CallFacts(execution.name, kind, cwd, asks, tuple(paths), tuple(outside), domain=domain)
+
+    async def _command_facts(self, execution: ToolExecution, facts: CallFacts, prepared: Prepared | None) -> CallFacts:
+        """The command split off the event loop (:func:`._shell.split_command_async`), and the paths its read-only
+        parts read that lie outside the roots added to ``outside`` (so they ask, as ``read_file`` does)."""
+        assert facts.command is not None
+        split = await split_command_async(facts.command)
+        where = (prepared.cwd if prepared is not None else None) or facts.cwd
+        paths = command_paths(split, where)
+        if not paths:
+            return dataclasses.replace(facts, split=split)
+        workspace = self._ctx.get("workspace")
+
+        def outside_of() -> list[str]:
+            if workspace is None:
+                return [path for path in paths if not _within(path, facts.cwd)]
+            return [path for path in paths if not workspace.resolve(execution, path).inside]
+
+        if len(paths) <= _INLINE_PATHS:
+            outside = outside_of()
+        else:
+            import anyio.to_thread
+
+            outside = await anyio.to_thread.run_sync(outside_of)
+        merged = tuple(dict.fromkeys((*facts.outside, *outside)))
+        return dataclasses.replace(facts, split=split, outside=merged)
 
     @staticmethod
     def _paths(execution: ToolExecution, tool: ToolDefinition, cwd: str) -> list[str]:
