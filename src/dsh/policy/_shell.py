@@ -276,6 +276,8 @@ class _Walker:
         if depth > MAX_DEPTH:
             raise _TooDeep
         kind = node.type
+        if kind not in KNOWN_KINDS:
+            self.opaque(f"the parser does not know {kind!r}")
         if kind == "heredoc_redirect":
             writes = False
             reads: list[str] = []
@@ -293,8 +295,6 @@ class _Walker:
             self.substitutions(node, depth + 1)
             return False, True, (), ()
         if kind != "file_redirect":
-            if kind not in KNOWN_KINDS:
-                self.opaque(f"the parser does not know {kind!r}")
             self.substitutions(node, depth + 1)
             return True, False, (), (None,)
         operator = ""
