@@ -37,7 +37,7 @@ from dsh.policy._approval import (
 )
 from dsh.policy._budget import budget, limit_of
 from dsh.policy._rules import RULE_EVENT, RUNNING_EVENT, CallFacts, Decision, SessionPolicy
-from dsh.policy._shell import command_paths, split_command_async
+from dsh.policy._shell import command_dirs, command_paths, is_read_only, split_command_async
 
 if TYPE_CHECKING:
     from dsh.kernel import Context, Next
@@ -161,9 +161,12 @@ class Pipeline:
         assert facts.command is not None
         split = await split_command_async(facts.command)
         where = (prepared.cwd if prepared is not None else None) or facts.cwd
+        hazard = ""
+        if any(part.words[:1] == ("git",) and is_read_only(part) for part in split.commands):
+            hazard = _git_lookalike(command_dirs(split, where), facts.cwd)
         paths = command_paths(split, where)
         if not paths:
-            return dataclasses.replace(facts, split=split)
+            return dataclasses.replace(facts, split=split, hazard=hazard)
         workspace = self._ctx.get("workspace")
 
         def outside_of() -> list[str]:
@@ -178,7 +181,7 @@ class Pipeline:
 
             outside = await anyio.to_thread.run_sync(outside_of)
         merged = tuple(dict.fromkeys((*facts.outside, *outside)))
-        return dataclasses.replace(facts, split=split, outside=merged)
+        return dataclasses.replace(facts, split=split, outside=merged, hazard=hazard)
 
     @staticmethod
     def _paths(execution: ToolExecution, tool: ToolDefinition, cwd: str) -> list[str]:
@@ -257,6 +260,28 @@ class Pipeline:
         if verdict.reason == "unattended":
             return self._unattended.format(tool=execution.name, why=decision.why)
         return "The permission request was cancelled, so the tool did not run."
+
+
+def _git_lookalike(dirs: tuple[str, ...], cwd: str) -> str:
+    """Why git run in one of *dirs* might read a configuration the model wrote, or "": a directory on the way up
+    from where it runs (to the session's directory, or to the file system's root from outside it) that git would
+    take for a git directory (it holds a ``HEAD`` file: a bare repository whose ``config`` can name
+    ``core.fsmonitor``) or a ``.git`` *file* (it points git at another directory). A real repository's ``.git``
+    directory is neither. Edits under ``.git/`` ask (:mod:`._rules`), but these files need no ``.git`` in their
+    path."""
+    top = os.path.normpath(cwd)
+    for start in dirs:
+        current = os.path.normpath(start)
+        for _ in range(64):
+            if os.path.isfile(os.path.join(current, "HEAD")):
+                return "git would read a git directory there that is not the repository's own .git (it holds HEAD)"
+            if os.path.isfile(os.path.join(current, ".git")):
+                return "a .git file there points git at another directory, whose configuration can run programs"
+            parent = os.path.dirname(current)
+            if current == top or parent == current:
+                break
+            current = parent
+    return ""
 
 
 def _within(path: str, root: str) -> bool:

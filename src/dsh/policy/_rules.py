@@ -126,6 +126,9 @@ class CallFacts:
     """The host a network tool (``fetch_url``) would reach: its "always" answers are per domain (RFC 0018)."""
     split: ShellSplit | None = None
     """The command already split (the pipeline splits it off the event loop); None: split here."""
+    hazard: str = ""
+    """Why the pipeline found that this command must ask whatever the parts are (a directory git would take
+    for its own, say); empty: nothing found."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,6 +281,8 @@ class SessionPolicy:
                     always=False,
                 )
         if split is not None:
+            if facts.hazard:
+                return Decision("ask", facts.hazard, always=False)
             return self._command(facts, split)
         if self._matching(facts, ("ask",), ()) is not None:
             return Decision("ask", "a permissions rule says to ask", self._path_scopes(facts))

@@ -59,6 +59,7 @@ __all__ = [
     "MAX_DEPTH",
     "ShellSplit",
     "SimpleCommand",
+    "command_dirs",
     "command_paths",
     "command_prefix",
     "escape_control",
@@ -591,6 +592,21 @@ def command_paths(split: ShellSplit, cwd: str, home: str | None = None) -> tuple
                 found.append(os.sep)  # too many places to follow: the root stands for "somewhere outside"
                 cwds = cwds[:_MAX_CWDS]
     return tuple(dict.fromkeys(found))
+
+
+def command_dirs(split: ShellSplit, cwd: str, home: str | None = None) -> tuple[str, ...]:
+    """Every directory the parts of *split* may run in: *cwd* and each static ``cd`` target, relative to each
+    directory before it (as in :func:`command_paths`)."""
+    home = home if home is not None else os.path.expanduser("~")
+    cwds = [os.path.normpath(cwd)]
+    for part in split.commands:
+        if part.words[:1] != ("cd",) or not is_read_only(part):
+            continue
+        parsed = operands_and_paths(part.words) or ["~"]
+        cwds.extend(_absolute(parsed[0], base, home) for base in list(cwds))
+        if len(cwds) > _MAX_CWDS:
+            break
+    return tuple(dict.fromkeys(cwds))
 
 
 def _absolute(path: str, base: str, home: str) -> str:
