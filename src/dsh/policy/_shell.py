@@ -192,6 +192,8 @@ def has_control_characters(text: str) -> bool:
     (bidirectional overrides, zero-width characters): what could make a person read another command than runs."""
     if _CONTROL.search(text):
         return True
+    if text.isascii():
+        return False
     return any(unicodedata.category(char) == "Cf" for char in text if ord(char) > 0x7F)
 
 
@@ -427,11 +429,14 @@ def _static(node: Node, depth: int) -> str | None:
 
 
 _GLOB = frozenset("*?[")
+_PLAIN_WORD = re.compile(r"[^\\{}$`*?\[~]*")
 
 
 def _unquoted(text: str) -> str | None:
     """A bare word's text with backslashes removed; None when it expands: an unquoted ``{``/``}``, ``~user``,
     ``$``, a backtick, or a glob that could become an option or ``..`` (see :func:`_safe_glob`)."""
+    if _PLAIN_WORD.fullmatch(text):
+        return text
     out: list[str] = []
     globbed = False
     index = 0
