@@ -62,6 +62,7 @@ def result_written() -> bool:
     covers start-up and shut-down, then writes none)."""
     return _written
 
+
 SECOND_SIGNAL_GRACE = 5.0
 """After the first interrupt, how long the turn gets to close before the run ends anyway."""
 
