@@ -426,6 +426,9 @@ async def _serve_app(
         from dsh.mcp import McpOptions, mcp_plugin
 
         ctx.plugin(mcp_plugin, McpOptions(loaded.mcp_servers if loaded else {}, options.mcp_timeout))
+        from dsh.plugins.memory import memory_plugin
+
+        ctx.plugin(memory_plugin)  # closed sessions' cyclic garbage is collected (RFC 0031)
         if plugins:
             from dsh.extra_plugins import apply_plugins
 
