@@ -335,15 +335,42 @@ def acp(
     raise typer.Exit(run(options))
 
 
-@app.command(
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
-    add_help_option=False,
-)
-def chat(ctx: typer.Context) -> None:
-    """Chat with dsh (or any ACP agent) in the terminal; piped input runs one prompt per line (`dsh chat --help`)."""
+@app.command()
+def chat(
+    agent: Annotated[
+        str | None, typer.Option("--agent", metavar="COMMAND", help="Talk to this ACP agent instead of `dsh acp`.")
+    ] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Pick a stored session and load it.")] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Without a terminal: allow every permission request once.")
+    ] = False,
+    trace: Annotated[
+        str | None, typer.Option("--trace", metavar="FILE", help="Append every ACP frame, both ways, to FILE.")
+    ] = None,
+    model: ModelOption = None,
+    data_dir: DataDirOption = None,
+    config: ConfigOption = None,
+    cwd: Annotated[
+        str | None, typer.Option(metavar="DIR", help="The session's working directory (default: this one).")
+    ] = None,
+) -> None:
+    """Chat with dsh (or any ACP agent) in the terminal: Enter sends, Esc stops a turn, Ctrl+D exits (the keys are in the README); piped input runs one prompt per line and prints the replies."""
     from dsh.chat import main as chat_main
 
-    raise typer.Exit(chat_main(list(ctx.args)))
+    # `dsh chat` normally never reaches typer (dsh._entry sends it to the chat's own quick parser, which shows
+    # this command's help): this forwards what typer parsed to that same parser
+    argv = [flag for flag, on in (("--resume", resume), ("--yes", yes)) if on]
+    for flag, value in (
+        ("--agent", agent),
+        ("--trace", trace),
+        ("--model", model),
+        ("--data-dir", data_dir),
+        ("--config", config),
+        ("--cwd", cwd),
+    ):
+        if value is not None:
+            argv += [flag, value]
+    raise typer.Exit(chat_main(argv))
 
 
 @app.command()
