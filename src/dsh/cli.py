@@ -270,6 +270,10 @@ def _exec(
     settings = settings_for(
         config, model=model, system_prompt=system, data_dir=data_dir, log_level=log_level, log_file=log_file
     )
+    if not ephemeral:
+        from dsh.settings import create_data_dir
+
+        create_data_dir(settings, "dsh exec")
     options = ExecOptions(
         task=task,
         cwd=workdir,
@@ -327,6 +331,9 @@ def acp(
             agent_events=agent_events,
             record=record,
         )
+    from dsh._entry import note_if_terminal
+
+    note_if_terminal()
     if replay_models is not None:
         import json
         from dataclasses import replace
@@ -421,13 +428,18 @@ def sessions_list(
         ),
     ] = False,
 ) -> None:
-    """One line per stored session, newest first: id, last update, working directory, title."""
+    """One line per stored session, newest first: id, last update, working directory, title; stderr names the store read."""
     import anyio
 
     from dsh.frontends import sessions_cli
 
     with sessions_cli.reported_errors():
-        root = Path(settings_for(config, data_dir=data_dir).data_dir)
+        settings = settings_for(config, data_dir=data_dir)
+        root = Path(settings.data_dir)
+        if not root.exists():  # a typo in --data-dir is not an empty store
+            typer.echo(f"No sessions: {root} ({settings.origin('data_dir')}) does not exist.")
+            return
+        typer.echo(f"dsh: sessions in {root} ({settings.origin('data_dir')})", err=True)  # which store this is
         every = anyio.run(partial(sessions_cli.list_sessions, root, cwd, include_empty=True))
         infos = every if all_ else [info for info in every if not info.empty and info.parent_call is None]
         empty = 0 if all_ else sum(1 for info in every if info.empty)
@@ -568,10 +580,10 @@ def _load_config_or_exit(config: str | None) -> tuple[Path | None, DshConfig | N
     on stderr and ends the command with status 1."""
     from dsh.config import ConfigError, find_config_file, load_config
 
-    path = find_config_file(config or os.environ.get("DSH_CONFIG") or None)
-    if path is None:
-        return None, None
     try:
+        path = find_config_file(config or os.environ.get("DSH_CONFIG") or None)
+        if path is None:
+            return None, None
         return path, load_config(path)
     except ConfigError as error:
         typer.echo(f"dsh: {error.message}", err=True)

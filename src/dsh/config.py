@@ -189,11 +189,19 @@ def default_config_path() -> Path:
 def find_config_file(explicit: str | Path | None) -> Path | None:
     """The file to load: *explicit* (``--config``, else ``DSH_CONFIG``, chosen by the caller; returned even when
     missing, so that loading it reports it), else :func:`default_config_path` only if it is a file, else None.
-    Reads nothing but the default path's existence."""
+    Reads nothing but the default path's existence; a default path that is a dangling symlink raises
+    :class:`ConfigError` naming it (the user meant a file to be there: ignoring it would drop its settings
+    without a word)."""
     if explicit is not None and str(explicit) != "":
         return Path(explicit).expanduser()
     default = default_config_path()
+    if default.is_symlink() and not default.exists():
+        raise ConfigError(default, [_dangling(default)], heading="cannot read configuration file")
     return default if default.is_file() else None
+
+
+def _dangling(path: Path) -> str:
+    return f"it is a symlink to {os.readlink(path)}, which does not exist; fix or remove the link"
 
 
 def load_config(path: str | Path) -> DshConfig:
