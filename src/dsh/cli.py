@@ -617,7 +617,7 @@ def config_show(
     ] = False,
     cwd: Annotated[str | None, typer.Option(metavar="DIR", help="With --system-prompt: a session in DIR.")] = None,
 ) -> None:
-    """Print the effective configuration as YAML, secrets masked as *** (keys from the environment by name)."""
+    """Print the effective configuration as YAML: every section and key of the configuration model with its value, where it came from (default, file, environment) and, for keys the file sets, their defaults; secrets masked as *** (keys from the environment by name)."""
     from dsh.config import render_config
 
     path, loaded = _load_config_or_exit(config)
@@ -626,7 +626,8 @@ def config_show(
         from dsh.frontends.acp import show_system_prompt
 
         raise typer.Exit(show_system_prompt(settings, cwd))
-    typer.echo(render_config(loaded, source=path, env=os.environ), nl=False)
+    origin = "--config" if config else "DSH_CONFIG" if os.environ.get("DSH_CONFIG") else None
+    typer.echo(render_config(loaded, source=path, env=os.environ, config_origin=origin), nl=False)
 
 
 def main(argv: list[str] | None = None) -> int:
