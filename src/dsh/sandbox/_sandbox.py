@@ -1,8 +1,10 @@
 """Levels, the per-call containment and the ``sandbox`` service.
 
-The tool pipeline decides, per command call, at which level it runs (:meth:`Sandbox.judge`) and runs the rest of
-the chain inside :meth:`Sandbox.contain`; the process spawn (:mod:`dsh.tools._process`) reads the current
-:class:`Containment` (:func:`active`) and confines the child. Guarantees:
+The policy's ``decide`` stage asks the sandbox about each command call (:meth:`Sandbox.judge`: may it run without a
+question, at which level with and without one); the ``contain`` stage (:meth:`Sandbox.contain_step`) runs the rest
+of the chain inside :meth:`Sandbox.contain` at the level that follows ``ToolExecution.decision`` (asked or not); the
+process spawn (:mod:`dsh.tools._process`) reads the current :class:`Containment` (:func:`active`) and confines the
+child. Guarantees:
 
 * A command that runs without a question because the parser found it read-only runs at ``read-only``.
   Commands the user approved (a question, an "always" rule, ``bypass`` mode) run at the configured
