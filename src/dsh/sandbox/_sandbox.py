@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from dsh.kernel import Context, Next
+    from dsh.sandbox._child import ChildPlan
     from dsh.services.tools import ToolExecution, ToolResult
 
 __all__ = [
@@ -293,7 +294,7 @@ class Sandbox:
     # -- spawning (worker thread) -----------------------------------------------------------------------------
 
     def _plan(self, containment: Containment) -> SpawnPlan:
-        from dsh.sandbox._child import CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWUSER, ChildPlan, confine_step, locked_flags
+        from dsh.sandbox._child import confine_step
 
         machine = self.support
         if not machine.available:
@@ -304,9 +305,23 @@ class Sandbox:
         roots = tuple(os.path.realpath(root) for root in containment.roots)
         key = (level, roots)
         network = level == "workspace-write" and self.network_on
+        ruleset = state.rulesets.get(key)
+        if ruleset is None:
+            ruleset = self._ruleset(level, roots, tmp, network=network, namespaces=machine.namespaces)
+            state.rulesets[key] = ruleset
+        plan = self.child_plan(level, roots, ruleset, network=network, parent=os.getpid())
+        env = {"TMPDIR": tmp, "TMP": tmp, "TEMP": tmp}
+        return SpawnPlan(env, confine_step(plan))
+
+    def child_plan(
+        self, level: Level, roots: tuple[str, ...], ruleset: int, *, network: bool, parent: int
+    ) -> ChildPlan:
+        """What the confined process does before exec (namespaces, the read-only binds, the ruleset)."""
+        from dsh.sandbox._child import CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWUSER, ChildPlan, locked_flags
+
         binds: list[tuple[bytes, int]] = []
         flags = 0
-        if machine.namespaces:
+        if self.support.namespaces:
             flags = CLONE_NEWUSER | (0 if network else CLONE_NEWNET)
             if level == "workspace-write":
                 for root in roots:
@@ -316,13 +331,25 @@ class Sandbox:
                             binds.append((os.fsencode(path), locked_flags(path)))
                 if binds:
                     flags |= CLONE_NEWNS
-        ruleset = state.rulesets.get(key)
-        if ruleset is None:
-            ruleset = self._ruleset(level, roots, tmp, network=network, namespaces=machine.namespaces)
-            state.rulesets[key] = ruleset
-        plan = ChildPlan(flags, tuple(binds), ruleset, os.getpid(), os.getuid(), os.getgid())
-        env = {"TMPDIR": tmp, "TMP": tmp, "TEMP": tmp}
-        return SpawnPlan(env, confine_step(plan))
+        return ChildPlan(flags, tuple(binds), ruleset, parent, os.getuid(), os.getgid())
+
+    def terminal_command(self, containment: Containment) -> tuple[str, list[str]]:
+        """The program and arguments an editor's terminal runs for *containment*'s command: this Python running
+        :mod:`dsh.sandbox` (``python -m dsh.sandbox``), which confines itself as a forked child would and then
+        execs ``bash -c COMMAND`` (see :mod:`dsh.sandbox._exec`)."""
+        import sys
+
+        machine = self.support
+        if not machine.available:
+            raise OSError(f"no sandbox on this machine: {machine.why}")
+        level = containment.level
+        network = level == "workspace-write" and self.network_on
+        args = ["-m", "dsh.sandbox", "--level", level, "--tmp", self.temporary_directory(containment.session)]
+        args += ["--abi", str(machine.abi), "--namespaces" if machine.namespaces else "--no-namespaces"]
+        args += ["--network" if network else "--no-network"]
+        for root in containment.roots:
+            args += ["--root", os.path.realpath(root)]
+        return sys.executable, [*args, "--", "bash", "-c", containment.command]
 
     def _ruleset(self, level: Level, roots: tuple[str, ...], tmp: str, *, network: bool, namespaces: bool) -> int:
         from dsh.sandbox._landlock import Rule, build_ruleset, read_rights, write_rights
