@@ -19,8 +19,9 @@ child. Guarantees:
   available, and TCP denied by Landlock from ABI 4). ``workspace-write``: writes in the roots too, except their
   ``.git`` and ``.dsh`` (read-only bind mounts; without namespaces, only the roots' other top-level entries are
   writable); network per ``sandbox.network``.
-* The private temporary directory (mode 0700) is made on the session's first confined command, is the
-  command's ``TMPDIR``, and is removed when the session is disposed.
+* The private temporary directory (mode 0700; ``DATA_DIR/sandbox-tmp/SESSION_ID`` with a data directory, else a
+  fresh one under the system's) is made on the session's first confined command, is the command's ``TMPDIR``,
+  and is removed when the session is disposed.
 """
 
 from __future__ import annotations
@@ -167,10 +168,15 @@ class Sandbox:
     """The ``sandbox`` service (see the module docstring)."""
 
     def __init__(
-        self, config: SandboxConfig | None = None, machine: Support | None = None, ctx: Context | None = None
+        self,
+        config: SandboxConfig | None = None,
+        machine: Support | None = None,
+        ctx: Context | None = None,
+        data_dir: str | None = None,
     ) -> None:
         self.config = config or SandboxConfig()
         self._ctx = ctx
+        self._data_dir = data_dir
         self._machine = machine
         self._sessions: dict[str, _Session] = {}
         self._blocked: dict[str, dict[str, Level]] = {}
@@ -287,7 +293,15 @@ class Sandbox:
     def temporary_directory(self, session: str) -> str:
         state = self._sessions.get(session)
         if state is None:
-            state = _Session(tempfile.mkdtemp(prefix="dsh-sandbox-"))
+            if self._data_dir is not None and session and session.replace("-", "").isalnum():
+                parent = os.path.join(self._data_dir, "sandbox-tmp")
+                os.makedirs(parent, mode=0o700, exist_ok=True)
+                path = os.path.join(parent, session)
+                shutil.rmtree(path, ignore_errors=True)  # a leftover of a daemon that was killed
+                os.mkdir(path, 0o700)
+            else:
+                path = tempfile.mkdtemp(prefix="dsh-sandbox-")
+            state = _Session(path)
             self._sessions[session] = state
         return state.tmp
 
