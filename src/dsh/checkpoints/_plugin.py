@@ -2,7 +2,7 @@
 
 Guarantees:
 
-* **Taken in the pipeline, before apply.** A ``tools/execute`` listener appended after the policy pipeline sees
+* **Taken in the pipeline, before apply.** The ``checkpoint`` stage (inside the policy's ``ask``) sees
   only calls that were prepared and allowed (``execution.prepared``); for a tool of an editing kind (edit,
   delete, move) it stores each path's state before the call runs, at most once per path and turn
   (``checkpoint/file``, bytes in the blob store, read and hashed in chunks), and after a call that succeeded what
@@ -164,7 +164,7 @@ class Checkpoints:
     # -- taking checkpoints ----------------------------------------------------------------------------------
 
     async def execute(self, execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
-        """``tools/execute``, appended (inside the pipeline): checkpoint, run, record what was left."""
+        """The ``checkpoint`` stage (inside ``ask``: allowed calls only): checkpoint, run, record what was left."""
         prepared, agent = execution.prepared, execution.agent
         if prepared is None or agent is None or not (prepared.paths or prepared.command):
             return await next_()
@@ -232,7 +232,7 @@ class Checkpoints:
         return result
 
     async def shrink(self, execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
-        """``tools/execute``, prepended (outside the tools' own listener that attaches ``display``): a large edit's
+        """The ``checkpoint`` stage, after :meth:`execute` (so outside ``apply``, which attaches ``display``): a large edit's
         diff is logged and shown as its changed region (:func:`._excerpt.shrink_diff`)."""
         result = await next_()
         display = result.display
@@ -448,14 +448,14 @@ def _blob_store(ctx: Context) -> Blobs:
 
 @plugin("checkpoints", inject=("tools", "commands"))
 def checkpoints_plugin(ctx: Context, config: object) -> None:
-    """Checkpoint file changes on ``tools/execute`` and register ``/rewind`` (see the module docstring).
-    *config*: ``{"max_file_size": bytes}`` (default :data:`DEFAULT_MAX_FILE_SIZE`), or None."""
+    """Checkpoint file changes in the tool pipeline's ``checkpoint`` stage and register ``/rewind`` (see the
+    module docstring). *config*: ``{"max_file_size": bytes}`` (default :data:`DEFAULT_MAX_FILE_SIZE`), or None."""
     limit = DEFAULT_MAX_FILE_SIZE
     if isinstance(config, dict) and isinstance(config.get("max_file_size"), int):
         limit = config["max_file_size"]
     checkpoints = Checkpoints(ctx, _blob_store(ctx), max_file_size=limit)
-    ctx.on(ev.TOOLS_EXECUTE, checkpoints.execute)
-    ctx.on(ev.TOOLS_EXECUTE, checkpoints.shrink, prepend=True)
+    ctx.tools.stage("checkpoint", checkpoints.execute)
+    ctx.tools.stage("checkpoint", checkpoints.shrink)  # inside execute: sees apply's display
     ctx.on(ev.SESSION_DISPOSED, checkpoints.forget)
     ctx.commands.register(
         "rewind",

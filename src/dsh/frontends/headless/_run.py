@@ -191,6 +191,7 @@ def _load(ctx: Context, options: ExecOptions, settings: Settings, policy: Policy
         data_dir=None if options.ephemeral else settings.data_dir,
         providers=loaded.providers if loaded is not None else None,
         secrets=loaded.secrets if loaded is not None else None,
+        sandbox=loaded.sandbox if loaded is not None else None,
         context=context_from_file(loaded),
         tools=loaded.tools if loaded is not None else None,
         policy=policy,
@@ -226,7 +227,8 @@ async def _run(options: ExecOptions, settings: Settings, state: _State) -> int:
             return EXIT_USAGE
         missing = ctx.llm.missing_credentials(settings.model)
         if missing is not None:
-            sys.stderr.write(f"dsh exec: model {settings.model} needs a key: {missing}\n")
+            how = f"export {missing}=…" if "." not in missing else f"set {missing} in {settings.config_path}"
+            sys.stderr.write(f"dsh exec: model {settings.model} needs an API key: {how}, or run `dsh setup`\n")
             return EXIT_USAGE
         session_id = options.session or str(uuid.uuid4())
         tracker = RunTracker(session_id)
