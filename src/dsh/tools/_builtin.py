@@ -345,8 +345,9 @@ def _refuse_placeholder(new: str, old: str | None, *, known: str = "", field: st
     found = find_placeholder(new, old, known=known)
     if found is not None:
         raise ToolError(
-            f"{field} contains the omission placeholder {found!r} where the file has real code: writing it would "
-            "delete that code. Write out the complete text (or make a smaller edit that leaves the rest alone)",
+            f"{field} line {found.line} is the omission placeholder {found.text!r} where the file has real code: "
+            "writing it would delete that code. Write out the complete text in its place (or make a smaller edit "
+            "that leaves the rest alone)",
             "PLACEHOLDER",
         )
 
@@ -373,6 +374,11 @@ _RULE_WORDS = {
     "trailing-whitespace": "trailing whitespace",
     "indentation": "indentation (new_string re-indented to the file's)",
     "unicode-punctuation": "typographic quotes, dashes and spaces",
+    "escaped": 'escapes: old_string had literal \\n, \\t or \\" where the file has the characters (both strings '
+    "unescaped)",
+    "unicode-spaces": "Unicode spaces (read as plain spaces)",
+    "inner-whitespace": "runs of blanks inside lines",
+    "blank-edge-lines": "blank lines at the edges of old_string that the file lacks",
 }
 
 
