@@ -62,10 +62,11 @@ from dsh.services.tools import (
     define_tool,
 )
 from dsh.tools._background import BackgroundCommands
-from dsh.tools._budget import spill, spill_roots
+from dsh.tools._budget import READ_BUDGET, spill, spill_roots
 from dsh.tools._catalogue import ASKS, CONCURRENT
 from dsh.tools._delete import delete_file_spec
 from dsh.tools._edits import Edit, plan_edits
+from dsh.tools._encoding import not_utf8_message
 from dsh.tools._errors import OutsideRootsError, ToolError
 from dsh.tools._extra_tools import extra_tools, start_background
 from dsh.tools._filetext import READ_LINE_WIDTH, Binary, keep_conventions, number_lines, sniff_binary
@@ -102,7 +103,10 @@ __all__ = [
 ]
 
 READ_MAX_LINES = 2000
-READ_MAX_CHARS = 100_000
+READ_MAX_CHARS = READ_BUDGET
+"""Characters one read returns at most, its notes included: the budget table's number (one place)."""
+READ_NOTE_ROOM = 300
+"""Characters kept free for the notes after the numbered lines (how many lines remain, cut lines)."""
 READ_WHOLE_MAX_BYTES = 8 * 1024 * 1024
 """A file up to this size is read whole, so the result can say how many lines remain."""
 LIST_MAX_ENTRIES = 1000
@@ -189,7 +193,10 @@ class ReadFileArgs(BaseModel):
     path: str = Field(description="The file to read: relative to the working directory, or absolute.")
     offset: int | None = Field(default=None, ge=1, description="The 1-based line to start at (default 1).")
     limit: int | None = Field(
-        default=None, ge=1, description=f"How many lines to read (default and maximum {READ_MAX_LINES})."
+        default=None,
+        ge=1,
+        description=f"How many lines to read (default and maximum {READ_MAX_LINES}; at most {READ_MAX_CHARS} "
+        "characters come back per call).",
     )
 
 
@@ -393,12 +400,26 @@ def _unified_diff(old: str, new: str, shown: str) -> str:
     return diff
 
 
+def timeout_note(timeout: float) -> str:
+    """What a timed-out command's result ends with: what happened and how to go on."""
+    again = (
+        f"run it again with a larger timeout (up to {COMMAND_TIMEOUT_MAX:g}), or "
+        if timeout < COMMAND_TIMEOUT_MAX
+        else ""
+    )
+    return (
+        f"[timed out after {timeout:g} s: the command and the processes it started were killed. To go on: {again}"
+        "run it with background: true and follow its output with command_output (stop it with command_kill); "
+        "or split the work into shorter commands]"
+    )
+
+
 def _command_text(result: CommandResult, timeout: float) -> str:
     parts: list[str] = []
     output = result.output.rstrip("\n")
     parts.append(output if output else "(no output)")
     if result.timed_out:
-        parts.append(f"[timed out after {timeout:g} s]")
+        parts.append(timeout_note(timeout))
     elif result.cancelled:
         parts.append("[cancelled]")
     elif result.exit_code is not None:
@@ -454,7 +475,11 @@ class _Tools:
                 f"{path} is a directory, not a file: use list_files to see what it holds", "IS_DIRECTORY"
             ) from None
         except UnicodeDecodeError:
-            raise ToolError(f"{path} is not a UTF-8 text file", "NOT_TEXT") from None
+            raise ToolError(
+                f"{path} is not a UTF-8 text file: read_file on it says which encoding it has and how to read and "
+                "change it with run_command",
+                "NOT_TEXT",
+            ) from None
 
     async def _write(self, execution: ToolExecution, target: ResolvedPath, content: str) -> None:
         try:
@@ -482,13 +507,15 @@ class _Tools:
         else:
             text = await self.read_text(execution, target, offset, limit + 1)
         await anyio.to_thread.run_sync(self.ledger.record, _session_of(execution), target.real)
-        return number_lines(text, offset, limit, max_chars=READ_MAX_CHARS, total=total)
+        return number_lines(text, offset, limit, max_chars=READ_MAX_CHARS - READ_NOTE_ROOM, total=total)
 
     async def read_binary(self, execution: ToolExecution, target: ResolvedPath, binary: Binary) -> ToolOutput:
         """A file that is not text: an image (PNG, JPEG, GIF, WebP by its bytes, at most 20 MB) is returned as an
         image (:mod:`._images`; a model without vision gets its description instead); anything else is refused
         with its size and type."""
         shown = _shown(target.path, self.ws.cwd(execution))
+        if binary.encoding is not None:
+            raise ToolError(not_utf8_message(shown, binary.encoding, binary.size), "NOT_TEXT")
         if binary.mime.startswith("image/") and target.real:
             return await read_image(target.real, shown, binary.mime, binary.size)
         raise ToolError(
@@ -521,7 +548,11 @@ class _Tools:
             raise ToolError(f"{target.path} is a directory, not a file", "IS_DIRECTORY")
         if not exists:  # a new file is not read first (through an editor, that read would report it missing)
             return await self.read_text(execution, target) if must_exist else None
-        if not must_exist and await anyio.to_thread.run_sync(sniff_binary, target.real) is not None:
+        binary = await anyio.to_thread.run_sync(sniff_binary, target.real)
+        if binary is not None and binary.encoding is not None:  # text, not UTF-8: say how, not "read it first"
+            shown = _shown(target.path, self.ws.cwd(execution))
+            raise ToolError(not_utf8_message(shown, binary.encoding, binary.size), "NOT_TEXT")
+        if not must_exist and binary is not None:
             return None  # not text: read_file cannot show it, so it cannot have been read; replaced as a whole
         if target.inside:  # an outside path is checked by apply, once a gate granted it (refused before)
             await self._check_read(execution, target)
@@ -844,9 +875,9 @@ def _paths_of(model: type[BaseModel], *fields: str) -> Callable[[Any, str], list
 _DESCRIPTIONS = {
     "read_file": (
         "Read a text file. Lines come numbered like `cat -n` (right-aligned number, a tab, the line); the "
-        f"numbers are not part of the file. Reads up to {READ_MAX_LINES} lines from `offset` (1-based, "
-        f"`limit` lines); lines longer than {READ_LINE_WIDTH} characters are cut. The output says how many "
-        "lines remain and the offset to read on from. A directory gives its listing; an image file (PNG, JPEG, "
+        f"numbers are not part of the file. Reads up to {READ_MAX_LINES} lines and at most {READ_MAX_CHARS} "
+        f"characters from `offset` (1-based, `limit` lines); lines longer than {READ_LINE_WIDTH} characters are "
+        "cut. The output says how many lines remain and the offset to read on from. A directory gives its listing; an image file (PNG, JPEG, "
         "GIF, WebP) comes back as the image itself (its description when you cannot see images); other binary "
         "files are refused. "
         "Read several files in one step when you need them: independent reads run at the same time."

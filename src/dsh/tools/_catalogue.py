@@ -33,12 +33,12 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         "read",
         (
             "Read a text file. Lines come numbered like `cat -n` (right-aligned number, a tab, the line); the "
-            "numbers are not part of the file. Reads up to 2000 lines from `offset` (1-based, `limit` lines); "
-            "lines longer than 2000 characters are cut. The output says how many lines remain and the offset "
-            "to read on from. A directory gives its listing; an image file (PNG, JPEG, GIF, WebP) comes back "
-            "as the image itself (its description when you cannot see images); other binary files are "
-            "refused. Read several files in one step when you need them: independent reads run at the same "
-            "time."
+            "numbers are not part of the file. Reads up to 2000 lines and at most 30000 characters from "
+            "`offset` (1-based, `limit` lines); lines longer than 2000 characters are cut. The output says "
+            "how many lines remain and the offset to read on from. A directory gives its listing; an image "
+            "file (PNG, JPEG, GIF, WebP) comes back as the image itself (its description when you cannot see "
+            "images); other binary files are refused. Read several files in one step when you need them: "
+            "independent reads run at the same time."
         ),
         {
             "properties": {
@@ -48,7 +48,8 @@ CATALOGUE: tuple[ToolSpec, ...] = (
                 },
                 "offset": {"description": "The 1-based line to start at (default 1).", "minimum": 1, "type": "integer"},
                 "limit": {
-                    "description": "How many lines to read (default and maximum 2000).",
+                    "description": "How many lines to read (default and maximum 2000; at "
+                    "most 30000 characters come back per call).",
                     "minimum": 1,
                     "type": "integer",
                 },
