@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from dsh.tools._budget import READ_BUDGET, budget_for
-from dsh.tools._builtin import READ_MAX_CHARS, ReadFileArgs
+from dsh.tools._read import READ_MAX_CHARS, ReadFileArgs
 from tests.tools.conftest import Call, text
 
 CYRILLIC = "# Привет, мир! Этот файл записан в кодировке Windows-1251.\nprint('Здравствуй, мир')\n"

@@ -230,7 +230,7 @@ async def test_the_daemons_stdout_is_never_used(call: Call) -> None:
 
 async def test_a_timeout_at_the_maximum_only_suggests_background(call: Call) -> None:
     """At the maximum timeout a larger one is not offered: the next step is a background run."""
-    from dsh.tools._builtin import COMMAND_TIMEOUT_MAX, timeout_note
+    from dsh.tools._commands import COMMAND_TIMEOUT_MAX, timeout_note
 
     note = timeout_note(COMMAND_TIMEOUT_MAX)
     assert note.startswith("[timed out after 600 s")

@@ -2,7 +2,8 @@
 
 * ``builtin_tools_plugin`` (loaded by :func:`dsh.app.load_core`; ``dsh.services.tools.tools_plugin`` is the registry) provides the
   ``workspace`` service and registers ``read_file``, ``write_file``, ``edit_file``, ``list_files``, ``grep`` and
-  ``run_command``; see :mod:`dsh.tools._builtin` for what each guarantees.
+  ``run_command``; see :mod:`dsh.tools._builtin` for what each guarantees
+  (one module per tool beside it).
 * The workspace seam: the tools read, write and run only through ``ctx.workspace``, whose three operations are
   the waterfalls ``workspace/read`` (:class:`ReadRequest` → ``str``), ``workspace/write`` (:class:`WriteRequest`
   → ``None``) and ``workspace/run`` (:class:`RunRequest` → :class:`CommandResult`). A front end overrides them

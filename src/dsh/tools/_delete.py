@@ -51,7 +51,7 @@ class DeleteFileArgs(BaseModel):
 
 
 class _Host(Protocol):
-    """What the delete tool needs of the built-in tools' ``_Tools``."""
+    """What the delete tool needs of the built-in tools' host (``dsh.tools._host.ToolHost``)."""
 
     def locate(self, execution: ToolExecution, raw: str) -> ResolvedPath: ...
 

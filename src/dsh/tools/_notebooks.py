@@ -205,7 +205,7 @@ def _find_cell(cells: list[Any], shown: str, index: int | None, cell_id: str | N
         for i, cell in enumerate(cells):
             if isinstance(cell, dict) and cell.get("id") == cell_id:
                 return i
-        ids = [cell.get("id") for cell in cells if isinstance(cell, dict) and isinstance(cell.get("id"), str)]
+        ids = [str(cell["id"]) for cell in cells if isinstance(cell, dict) and isinstance(cell.get("id"), str)]
         known = f"its ids: {', '.join(ids[:20])}" if ids else "its cells have no ids: use the cell index"
         raise ToolError(f"{shown} has no cell with id {cell_id!r} ({known})", "NO_CELL")
     assert index is not None
