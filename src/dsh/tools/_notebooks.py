@@ -244,6 +244,10 @@ def edit_notebook(
     docstring). *index*: the cell's 0-based index (for ``insert``, the new cell's, up to the number of cells);
     *cell_id*: the cell's id instead (for ``insert``, the new cell goes after it)."""
     notebook = parse_notebook(text, shown)
+    indent = _indent_of(text)
+    indent = indent if indent is not None else 1
+    # Jupyter writes its keys sorted; a file that was written that way is written that way again
+    sort_keys = text.rstrip("\n") == json.dumps(notebook, indent=indent, ensure_ascii=False, sort_keys=True)
     cells: list[Any] = notebook["cells"]
     if (index is None) == (cell_id is None):
         raise ToolError("give either cell (an index) or cell_id, not both or neither", "BAD_ARGUMENTS")
@@ -295,8 +299,7 @@ def edit_notebook(
         note = "; its outputs were cleared" if kind == "code" else ""
         changed = f", now {kind}" if kind != old_kind else ""
         summary = f"replaced the source of cell {at}{changed}{note}"
-    indent = _indent_of(text)
-    new_text = json.dumps(notebook, indent=indent if indent is not None else 1, ensure_ascii=False)
+    new_text = json.dumps(notebook, indent=indent, ensure_ascii=False, sort_keys=sort_keys)
     if text.endswith("\n"):
         new_text += "\n"
     return new_text, summary
