@@ -90,7 +90,18 @@ class Compactor:
             raise
         except Exception as error:
             state.failed_turn = turn
-            log.warning("compaction failed", session_id=agent.session.id, error=error_message(error))
+            from dsh.notices import Notice, post_notice  # rare: not loaded with the context plugin
+
+            post_notice(  # the log line as before, and a notice for clients that show them
+                self._ctx,
+                Notice(
+                    agent.session.id,
+                    "warning",
+                    "Compacting the conversation failed",
+                    f"{error_message(error)} (about {used} of {window} tokens in use; dsh tries again next turn)",
+                    source="context",
+                ),
+            )
             if used >= window:
                 raise DshError(
                     f"the conversation (about {used} tokens) no longer fits the context window of {request.model} "
