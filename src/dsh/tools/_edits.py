@@ -108,7 +108,6 @@ _RUN = re.compile(r"[ \t]+")
 _ESCAPE = re.compile(r"\\(n|t|r|\"|'|`|\\)")
 _UNESCAPED = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "'": "'", "`": "`", "\\": "\\"}
 _OPENERS = (":", "{", "(", "[", "\\", "=>", "->")
-_TOKEN = re.compile(r"\w+|[^\w\s]")
 _NUMBERED = re.compile(r"^\s*\d+\t")
 
 
@@ -157,63 +156,74 @@ def _line_starts(text: str) -> list[int]:
     return starts
 
 
-def _block_spans(text: str, old: str, key: Callable[[str], str]) -> list[Span]:
-    """Places where whole lines of *text* equal *old*'s lines under *key* (non-overlapping, in order). The span
-    runs from the first line's start to the last line's end, plus its newline when *old* ends with one."""
+def _identity(text: str) -> str:
+    return text
+
+
+def _punctuated(text: str) -> str:
+    return text.translate(_PUNCTUATION).replace("\u2026", "...")
+
+
+def _spaced(text: str) -> str:
+    return text.translate(_SPACES).replace("\u2026", "...")
+
+
+def _runs_collapsed(text: str) -> str:
+    return _RUN.sub(" ", text)
+
+
+def _block_spans(
+    text: str, old: str, line_key: Callable[[str], str], whole: Callable[[str], str] = _identity
+) -> list[Span]:
+    """Places where whole lines of *text* equal *old*'s lines under a key (non-overlapping, in order): *whole*
+    applied to the whole text (a 1:1 character table, or a change that never crosses a line break), then
+    *line_key* (``str.strip``, ``str.rstrip``) to each line. The span runs from the first line's start to the last
+    line's end, plus its newline when *old* ends with one. The keys are computed by C-level maps and the first
+    line is searched with ``list.index``: a 500 KB file costs milliseconds per rule."""
     old_lines = old.split("\n")
     with_newline = old_lines[-1] == "" and len(old_lines) > 1
     if with_newline:
         old_lines.pop()
-    wanted = [key(line) for line in old_lines]
+    wanted = list(map(line_key, whole("\n".join(old_lines)).split("\n")))
     if not any(wanted):
         return []  # only blank lines: every blank run would match
-    starts = _line_starts(text)
     lines = text.split("\n")
+    keys = list(map(line_key, whole(text).split("\n")))
+    if len(keys) != len(lines):  # a normaliser that moved line breaks: not comparable line by line
+        return []
     n = len(wanted)
-    first = wanted[0]
+    first, rest = wanted[0], wanted[1:]
+    starts: list[int] | None = None
     spans: list[Span] = []
     i = 0
-    while i + n <= len(lines):
-        if key(lines[i]) == first and [key(line) for line in lines[i + 1 : i + n]] == wanted[1:]:
-            last = i + n - 1
-            end = starts[last] + len(lines[last])
-            if with_newline:
-                if last + 1 >= len(lines):  # no newline after the last line: not the same block
-                    i += 1
-                    continue
-                end += 1
-            spans.append((starts[i], end))
-            i += n
-        else:
+    limit = len(lines) - n
+    while i <= limit:
+        try:
+            i = keys.index(first, i, limit + 1)
+        except ValueError:
+            break
+        if keys[i + 1 : i + n] != rest:
             i += 1
+            continue
+        last = i + n - 1
+        if with_newline and last + 1 >= len(lines):  # no newline after the last line: not the same block
+            i += 1
+            continue
+        if starts is None:
+            starts = [0]
+            for line in lines:
+                starts.append(starts[-1] + len(line) + 1)
+        end = starts[last] + len(lines[last]) + (1 if with_newline else 0)
+        spans.append((starts[i], end))
+        i += n
     return spans
-
-
-def _rstrip(line: str) -> str:
-    return line.rstrip()
-
-
-def _strip(line: str) -> str:
-    return line.strip()
-
-
-def _punct_strip(line: str) -> str:
-    return line.translate(_PUNCTUATION).replace("\u2026", "...").strip()
-
-
-def _spaces_strip(line: str) -> str:
-    return line.translate(_SPACES).replace("\u2026", "...").strip()
-
-
-def _runs(line: str) -> str:
-    return _RUN.sub(" ", line.strip())
 
 
 def _inner_spans(text: str, old: str) -> list[Span]:
     """Runs of spaces and tabs inside lines read as one: within a line for a one-line *old* (a regular
     expression whose gaps are ``[ \\t]+`` where *old* had blanks), else whole lines compared with runs collapsed."""
     if "\n" in old.rstrip("\n"):
-        return _block_spans(text, old, _runs)
+        return _block_spans(text, old, str.strip, _runs_collapsed)
     pieces = _RUN.split(old.strip(" \t"))
     if not any(pieces):
         return []
@@ -233,13 +243,15 @@ def _basic(text: str, old: str) -> tuple[str, list[Span]]:
     spans = _exact(text, old)
     if spans:
         return "exact", spans
-    spans = _block_spans(text, old, _rstrip)
+    spans = _block_spans(text, old, str.rstrip)
     if spans:
         return "trailing-whitespace", spans
-    spans = _block_spans(text, old, _strip)
+    spans = _block_spans(text, old, str.strip)
     if spans:
         return "indentation", spans
-    spans = _exact(text.translate(_PUNCTUATION), old.translate(_PUNCTUATION)) or _block_spans(text, old, _punct_strip)
+    spans = _exact(text.translate(_PUNCTUATION), old.translate(_PUNCTUATION)) or _block_spans(
+        text, old, str.strip, _punctuated
+    )
     if spans:
         return "unicode-punctuation", spans
     return "exact", []
@@ -289,7 +301,7 @@ def _find(text: str, old: str, new: str) -> _Found:
         rule, spans = _basic(text, plain_old)
         if spans:
             return _Found("escaped", spans, plain_old, _unescape(new), rule)
-    spans = _exact(text.translate(_SPACES), old.translate(_SPACES)) or _block_spans(text, old, _spaces_strip)
+    spans = _exact(text.translate(_SPACES), old.translate(_SPACES)) or _block_spans(text, old, str.strip, _spaced)
     if spans:
         return _Found("unicode-spaces", spans, old, new, "unicode-punctuation")
     spans = _inner_spans(text, old)
@@ -397,36 +409,35 @@ def _line_of(starts: list[int], offset: int) -> int:
     return lo + 1
 
 
-def _tokens(line: str) -> frozenset[str]:
-    return frozenset(_TOKEN.findall(line))
+def _words(line: str) -> frozenset[str]:
+    return frozenset(line.split())
+
+
+def _jaccard(want: frozenset[str], got: frozenset[str]) -> float:
+    if not want and not got:
+        return 1.0
+    common = len(want & got)
+    return common / (len(want) + len(got) - common) if common else 0.0
 
 
 def _closest(text: str, old: str) -> list[tuple[int, list[str]]]:
     """Up to :data:`CLOSEST` places of *text* most like *old*, best first: (first line number, lines). Each
     window of as many lines as *old* has (at most :data:`CLOSEST_LINES`) is scored by the mean token overlap of
     its lines with *old*'s; overlapping windows and poor ones (under a third) are left out. O(lines x window)."""
-    wanted = [_tokens(line) for line in old.strip("\n").split("\n")[:CLOSEST_LINES]]
+    wanted = [_words(line) for line in old.strip("\n").split("\n")[:CLOSEST_LINES]]
     if not any(wanted):
         return []
     lines = text.split("\n")
     if lines and lines[-1] == "" and len(lines) > 1:
         lines.pop()
-    have = [_tokens(line) for line in lines]
+    have = list(map(_words, lines))
     n = len(wanted)
-    scored: list[tuple[float, int]] = []
-    for i in range(max(1, len(lines) - n + 1)):
-        total = 0.0
-        for j, want in enumerate(wanted):
-            if i + j >= len(have):
-                break
-            got = have[i + j]
-            if want or got:
-                union = len(want | got)
-                total += len(want & got) / union if union else 0.0
-            else:
-                total += 1.0
-        if total:
-            scored.append((total / n, i))
+    # one list of line similarities per line of old_string, then each window's sum over the shifted lists
+    sims = [[_jaccard(want, got) for got in have] for want in wanted]
+    if len(have) < n:  # a file shorter than old_string: its lines against the first ones
+        sims = [row + [0.0] * (n - len(have)) for row in sims]
+    totals = map(sum, zip(*(row[k:] for k, row in enumerate(sims)), strict=False))  # windows inside the file
+    scored = [(total / n, i) for i, total in enumerate(totals) if total]
     scored.sort(key=lambda item: (-item[0], item[1]))
     picked: list[tuple[int, list[str]]] = []
     taken: list[int] = []
