@@ -78,10 +78,11 @@ def bench_matcher(runs: int) -> list[str]:
 
 
 async def visible(runs: int) -> list[str]:
+    from tests.tools.conftest import FakeAgent
+
     from dsh.app import load_core
     from dsh.kernel import App
     from dsh.services.tools import ToolExecution
-    from tests.tools.conftest import FakeAgent
 
     lines = ["model-visible characters (the text a tool result gives the model, after the output budget):"]
     with tempfile.TemporaryDirectory() as tmp:
