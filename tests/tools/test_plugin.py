@@ -38,6 +38,7 @@ async def test_load_core_registers_the_tools_and_the_workspace(core: Context) ->
         "read_file": "read",
         "write_file": "edit",
         "edit_file": "edit",
+        "notebook_edit": "edit",
         "list_files": "search",
         "glob": "search",
         "grep": "search",

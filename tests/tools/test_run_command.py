@@ -106,7 +106,11 @@ async def test_timeout_kills_the_process_group(call: Call, work: Path) -> None:
     result = await call("run_command", {"command": SPAWN_BACKGROUND_AND_FOREGROUND, "timeout": 0.5})
     elapsed = time.monotonic() - started
     assert result.is_error
-    assert text(result) == "(no output)\n[timed out after 0.5 s]"
+    assert text(result) == (
+        "(no output)\n[timed out after 0.5 s: the command and the processes it started were killed. To go on: run "
+        "it again with a larger timeout (up to 600), or run it with background: true and follow its output with "
+        "command_output (stop it with command_kill); or split the work into shorter commands]"
+    )
     assert result.display is not None and result.display["timed_out"] is True
     assert elapsed < 0.5 + KILL_GRACE + promised(0.7)  # the command sleeps 60 s
     await _group_gone(int((work / "pgid").read_text()), int((work / "bg").read_text()))
@@ -223,3 +227,13 @@ async def test_the_daemons_stdout_is_never_used(call: Call) -> None:
         with pytest.raises(BlockingIOError):
             os.read(stdout_read, 1024)  # nothing reached the protocol's stdout, and its writer is still open
     assert text(result) == "to-stdout\nto-stderr\n[exit code: 0]"
+
+
+async def test_a_timeout_at_the_maximum_only_suggests_background(call: Call) -> None:
+    """At the maximum timeout a larger one is not offered: the next step is a background run."""
+    from dsh.tools._commands import COMMAND_TIMEOUT_MAX, timeout_note
+
+    note = timeout_note(COMMAND_TIMEOUT_MAX)
+    assert note.startswith("[timed out after 600 s")
+    assert "larger timeout" not in note
+    assert "background: true" in note and "command_output" in note
