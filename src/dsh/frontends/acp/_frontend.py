@@ -358,6 +358,7 @@ class AcpFrontend:
                 return None
 
         record.present = present
+        record.names = {} if self.features.tool_names else None
         return record
 
     # -- session state: the pickers (dsh.frontends.acp._pickers) -----------------------------------------
@@ -408,10 +409,10 @@ class AcpFrontend:
         record = await self._open_stored(params)
         open_mcp(self, record)
         flow = self._options.flow  # the writer's back-pressure (RFC 0008), where the daemon has one
-        prefix, send = record.frame_prefix, self._send
+        prefix, send, features = record.frame_prefix, self._send, self.features
 
         def frames_of(event: SessionEvent) -> list[bytes]:
-            updates = project(event, replay=True, present=record.present, compaction_updates=self.features.compaction)
+            updates = project(event, replay=True, present=record.present, features=features, names=record.names)
             return [prefix + encode_update(update) + b"}}" for update in updates]
 
         shown = in_view(record.handle.agent.session.events)  # a /rewind's turns are not replayed
@@ -564,7 +565,7 @@ class AcpFrontend:
         if type(event) is ChunkEvent:  # nearly every event of a turn: straight to the frame's bytes
             self._send(encode_chunk_frame(record.frame_prefix, event))
             return
-        for update in project(event, present=record.present, compaction_updates=self.features.compaction):
+        for update in project(event, present=record.present, features=self.features, names=record.names):
             self._update(record.id, update)
         kind = event.type
         if kind == "assistant/chunk":
@@ -617,7 +618,7 @@ class AcpFrontend:
     def _settle_cancelled(self, record: AcpSession) -> None:
         record.cancelling = 0
         for call_id in list(record.open_calls):
-            self._update(record.id, failed_update(call_id, "Cancelled by the user."))
+            self._update(record.id, failed_update(call_id, "Cancelled by the user.", record.names))
         record.open_calls.clear()
         for prompt in list(record.prompts):
             if prompt.cancelled:
@@ -698,7 +699,11 @@ class AcpFrontend:
 
     def tool_update(self, session_id: str, update: dict[str, Any]) -> None:
         """Send an update about a running tool call (an editor terminal attached to its card)."""
-        if session_id in self._sessions:
+        record = self._sessions.get(session_id)
+        if record is not None:
+            names, call = record.names, update.get("toolCallId")
+            if names is not None and call in names and update.get("sessionUpdate") == "tool_call_update":
+                update = {**update, "name": names[call]}
             self._update(session_id, update)
 
     def _update(self, session_id: str, update: dict[str, Any]) -> None:

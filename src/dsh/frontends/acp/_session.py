@@ -52,6 +52,8 @@ class AcpSession:
     turn_open: bool = False
     titled: bool = False
     present: Presenter | None = None
+    names: dict[str, str] | None = None
+    """The open calls' catalogue names, when the client gets ``ToolCall.name`` (the projection keeps it)."""
     """How this session's tool calls show themselves (tool cards); set when the record is made."""
     cancelled_at: int = -1
     """Arrival number of the last ``session/cancel``: a prompt that arrived before it is cancelled too,
