@@ -54,6 +54,7 @@ from dsh.frontends.acp._mcp import close_mcp, mcp_capabilities, open_mcp
 from dsh.frontends.acp._notices import notice_updates
 from dsh.frontends.acp._pickers import Pickers
 from dsh.frontends.acp._projection import (
+    Presenter,
     encode_chunk_frame,
     encode_update,
     failed_update,
@@ -65,6 +66,7 @@ from dsh.frontends.acp._replay import replay_frames
 from dsh.frontends.acp._roots import add_session_roots
 from dsh.frontends.acp._rpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, Connection, RpcError, arrival
 from dsh.frontends.acp._session import AcpSession, PendingPrompt
+from dsh.frontends.acp._subagents import SUBAGENT_KINDS, ChildSessions
 from dsh.frontends.acp._wire import (
     AuthenticateParams,
     CancelParams,
@@ -174,6 +176,9 @@ class AcpFrontend:
         self.desk = CommandDesk(ctx, self)
         self.pickers = Pickers(ctx, options.model, options.models, self._update)
         self._capability_hooks: list[Callable[[dict[str, Any]], dict[str, Any]]] = []
+        self.children = ChildSessions(
+            lambda: self.features, options.send_frame, self._cancel_child, self._make_presenter
+        )
         self.connection = Connection(
             options.send_frame, make_dispatch(self._methods()), notifications=frozenset({"session/cancel"})
         )
@@ -305,6 +310,7 @@ class AcpFrontend:
     async def cancel(self, params: CancelParams) -> None:
         record = self._sessions.get(params.session_id)
         if record is None:
+            self.children.cancel(params.session_id)  # a child the client sees: its own work only
             return
         self._cancel_work(record, arrival())
 
@@ -344,6 +350,11 @@ class AcpFrontend:
             policy = policies.session(session_id) if policies is not None else SessionPolicy()
             state = SessionChoices(self._options.model, policy=policy)
         record = AcpSession(session_id, cwd, handle, mcp_servers, state)
+        record.present = self._make_presenter(session_id, cwd)
+        record.names = {} if self.features.tool_names else None
+        return record
+
+    def _make_presenter(self, session_id: str, cwd: str) -> Presenter:
         tools = self._ctx.tools
 
         def present(name: str, arguments: Any) -> Any:
@@ -357,9 +368,14 @@ class AcpFrontend:
                 log.warning("tool presenter failed", tool=name, session_id=session_id)
                 return None
 
-        record.present = present
-        record.names = {} if self.features.tool_names else None
-        return record
+        return present
+
+    def _cancel_child(self, session_id: str) -> bool:
+        for agent in self._ctx.agents.list():
+            if agent.session.id == session_id:
+                agent.cancel("session/cancel")
+                return True
+        return False
 
     # -- session state: the pickers (dsh.frontends.acp._pickers) -----------------------------------------
 
@@ -411,11 +427,15 @@ class AcpFrontend:
         flow = self._options.flow  # the writer's back-pressure (RFC 0008), where the daemon has one
         prefix, send, features = record.frame_prefix, self._send, self.features
 
+        shown = in_view(record.handle.agent.session.events)  # a /rewind's turns are not replayed
+        children = await self.children.load_children(shown, self._persistence())  # each child's own log
+
         def frames_of(event: SessionEvent) -> list[bytes]:
+            if features.subagents and event.type in SUBAGENT_KINDS:  # the child announced, then its whole log
+                return self.children.replay_frames(record.id, record.cwd, event, children, record.names)
             updates = project(event, replay=True, present=record.present, features=features, names=record.names)
             return [prefix + encode_update(update) + b"}}" for update in updates]
 
-        shown = in_view(record.handle.agent.session.events)  # a /rewind's turns are not replayed
         for frames in replay_frames(shown, prefix, frames_of, _REPLAY_BATCH):
             for frame in frames:
                 send(frame)
@@ -553,6 +573,7 @@ class AcpFrontend:
         await close_mcp(self, record.id, reason)
         self._settle_cancelled(record)
         self._sessions.pop(record.id, None)
+        self.children.forget(record.id)
         self.desk.closed(record.id)
         record.remove_roots()
 
@@ -561,9 +582,13 @@ class AcpFrontend:
     def on_session_event(self, session: Session, event: SessionEvent) -> None:
         record = self._sessions.get(session.id)
         if record is None:
+            self.children.on_child(session, event)  # a sub-agent the client sees as a session of its own
             return
         if type(event) is ChunkEvent:  # nearly every event of a turn: straight to the frame's bytes
             self._send(encode_chunk_frame(record.frame_prefix, event))
+            return
+        if event.type in SUBAGENT_KINDS and self.features.subagents:
+            self.children.on_parent(record.id, record.cwd, event, record.names)
             return
         for update in project(event, present=record.present, features=self.features, names=record.names):
             self._update(record.id, update)
@@ -721,6 +746,7 @@ class AcpFrontend:
         self._check_open()
         record = self._sessions.get(session_id)
         if record is None:
+            self.children.refuse(session_id)  # a child: -32602, it is driven through its parent
             raise RpcError(RESOURCE_NOT_FOUND, f"unknown session {session_id!r}", {"sessionId": session_id})
         return record
 

@@ -290,6 +290,8 @@ def project(
     if kind == "tool/running":  # the permission gate let the call run
         running = {"sessionUpdate": "tool_call_update", "toolCallId": data["call_id"], "status": "in_progress"}
         return [_named(running, names)]
+    if kind == "tool/progress" and features is not None and features.subagents and _of_child(data):
+        return []  # the card links the child's session (``session`` content), which shows the work itself
     if kind == "tool/progress":  # a running tool's report so far (a sub-agent's work): the card's content
         progress: dict[str, Any] = {
             "sessionUpdate": "tool_call_update",
@@ -300,6 +302,8 @@ def project(
         if isinstance(data.get("meta"), dict):
             progress["_meta"] = data["meta"]
         return [_named(progress, names)]
+    if kind == "subagent/event" and features is not None and features.subagents:
+        return []  # the child's own session shows its cards
     if kind == "subagent/event":  # a sub-agent's tool call, shown as a card tagged with the parent's call
         return _subagent(data, replay, present, names)
     if kind == "tool/result":
@@ -352,6 +356,12 @@ def project(
 
 
 _SUBAGENT_KINDS = ("tool/call", "tool/running", "tool/result")
+
+
+def _of_child(data: dict[str, Any]) -> bool:
+    meta = data.get("meta")
+    dsh = meta.get("dsh") if isinstance(meta, dict) else None
+    return isinstance(dsh, dict) and "subagentSessionId" in dsh
 
 
 def _subagent(
