@@ -48,8 +48,11 @@ def load_core(
     calls run unattended, as a direct ``ctx.tools.execute`` would). *subagent_model* is the sub-agents' default
     model (:mod:`dsh.subagents`; None: the parent's).
 
-    Application order does not matter: each plugin applies once the services it injects exist. Disposal is
-    the reverse of this call order, so persistence is loaded first and goes last.
+    Application order does not matter: each plugin applies once the services it injects exist, and the
+    packages that wrap a tool call (sub-agent limits, the policy, checkpoints, the reaper, secret redaction, the
+    output budget) each join a named stage of the tool pipeline, whose order is declared once
+    (:data:`dsh.services.tools.STAGES`), not produced by this call order. Disposal is the reverse of this call
+    order, so persistence is loaded first and goes last.
     """
     from dsh.commands import builtin_commands_plugin, commands_plugin
     from dsh.context import context_plugin
@@ -110,4 +113,6 @@ def load_core(
         ctx.plugin(subagents_plugin, SubagentsConfig(model=subagent_model))
         from dsh.checkpoints import checkpoints_plugin
 
-        ctx.plugin(checkpoints_plugin)
+        ctx.plugin(
+            checkpoints_plugin, {"max_file_size": int(tools.checkpoint_max_file_size)} if tools is not None else None
+        )

@@ -1,8 +1,8 @@
 """One tool call pipeline and one permission policy for every front end (RFC 0017; see ``README.md``).
 
 * :func:`policy_plugin` (loaded by :func:`dsh.app.load_core`) provides ``ctx.policy`` (:class:`Policies`: each
-  session's :class:`SessionPolicy`, its mode and rules) and runs every tool call through prepare → decide →
-  ask → apply → budget on ``tools/execute``.
+  session's :class:`SessionPolicy`, its mode and rules) and fills the ``prepare``, ``decide`` and ``ask`` stages
+  of the tool call pipeline (the stages and their order: :data:`dsh.services.tools.STAGES`, RFC 0027).
 * :func:`approve` / ``user/approve``: how the pipeline, or any package, asks the user; front ends implement it.
 * :data:`MODES`: the modes, defined once (ids, names, descriptions for the user, text for the model).
 * :func:`split_command`, :func:`is_read_only`: shell commands split into simple commands; the read-only set.

@@ -1,28 +1,31 @@
-"""The tool call pipeline: prepare → decide → ask → apply → budget, one ``tools/execute`` listener for every front end.
+"""The permission policy's stages of the tool call pipeline: ``prepare``, ``decide`` and ``ask`` (the stages
+themselves, their order and how other packages join them: :data:`dsh.services.tools.STAGES`, RFC 0027).
 
 Guarantees, for every call of an agent's session:
 
-* **prepare**: a tool with ``prepare`` computes what the call would do; if it cannot apply (no match, ambiguous
-  match, bad path, invalid arguments) the call ends with the tool's error and nobody is asked.
+* **prepare**: a tool with ``prepare`` computes what the call would do (``ToolExecution.prepared`` for every
+  stage inside); if it cannot apply (no match, ambiguous match, bad path, invalid arguments) the call ends with
+  the tool's error and nobody is asked.
 * **decide**: :meth:`SessionPolicy.decide` on the session's mode and rules, with the facts prepare found (paths,
   paths outside the roots, the command). Tools without ``prepare`` are judged on their kind and on the paths of
-  their ``meta["paths"]`` (or their card's locations), resolved against the session's roots.
-* **ask**: through ``user/approve`` (:func:`dsh.policy.approve`); the options name the scope an "always" answer
-  records. An "always" answer becomes a session rule, logged as ``permission/rule``. No answer (cancelled,
-  unattended, failed) means the call does not run.
-* **apply**: only after allow; paths outside the roots are granted for this one call; ``tool/running`` is logged;
-  the chain below gets the :class:`~dsh.services.tools.Prepared` (``ToolExecution.prepared``), so what runs is
-  exactly what was approved.
-* **budget**: every result leaving the chain is bounded (:mod:`._budget`).
+  their ``meta["paths"]`` (or their card's locations), resolved against the session's roots. A refused call ends
+  here.
+* **ask**: through ``user/approve`` (:func:`dsh.policy.approve`) when the verdict asks; the options name the
+  scope an "always" answer records. An "always" answer becomes a session rule, logged as ``permission/rule``. No
+  answer (cancelled, unattended, failed) means the call does not run. An allowed call (asked or not) is granted
+  its paths outside the roots for this one call (revoked when it ends), logged as ``tool/running``, and carries
+  ``ToolExecution.decision`` (whether the user was asked) to the stages inside.
 
 A refused call's result is an error with code ``PERMISSION_DENIED`` and a message the model can act on. A call
-without an agent (a direct ``ctx.tools.execute`` in a test) is only budgeted.
+without an agent (a direct ``ctx.tools.execute`` in a test) passes these stages untouched.
 """
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dsh._log import get_logger
@@ -35,12 +38,11 @@ from dsh.policy._approval import (
     ApprovalOption,
     approve,
 )
-from dsh.policy._budget import budget, limit_of
 from dsh.policy._rules import RULE_EVENT, RUNNING_EVENT, CallFacts, Decision, SessionPolicy
 
 if TYPE_CHECKING:
     from dsh.kernel import Context, Next
-    from dsh.services.tools import Prepared, ToolDefinition, ToolExecution, ToolResult
+    from dsh.services.tools import Prepared, ToolDefinition, ToolExecution, ToolRegistry, ToolResult
 
 __all__ = ["REFUSED_CODE", "Pipeline", "refusal_of", "refused"]
 
@@ -71,55 +73,91 @@ def refusal_of(event_type: str, data: Any) -> str | None:
     return " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
 
 
+@dataclass(frozen=True, slots=True)
+class _Decided:
+    """What ``decide`` hands to ``ask`` (this call's task only: a context variable)."""
+
+    facts: CallFacts
+    decision: Decision
+    policy: SessionPolicy
+
+
+_decided: contextvars.ContextVar[_Decided | None] = contextvars.ContextVar("dsh_policy_decided", default=None)
+
+
 class Pipeline:
+    """The policy's three stages (see the module docstring); :meth:`install` adds them to the tools registry."""
+
     def __init__(self, ctx: Context, policies: Any, unattended: str) -> None:
         self._ctx = ctx
         self._policies = policies
         self._unattended = unattended
 
-    async def execute(self, execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
-        """``tools/execute``, prepended: the whole pipeline (see the module docstring)."""
+    def install(self, tools: ToolRegistry) -> None:
+        tools.stage("prepare", self.prepare)
+        tools.stage("decide", self.decide)
+        tools.stage("ask", self.ask)
+
+    async def prepare(self, execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
+        """``prepare``: what the call will do, or the tool's error (nobody is asked)."""
         from dsh.services.tools import error_result
 
         agent = execution.agent
-        session_id = agent.session.id if agent is not None else None
+        if agent is None:
+            return await next_()
+        tool = self._ctx.tools.get(execution.name, agent.session.id)
+        if tool is None or tool.prepare is None:
+            return await next_()
+        try:
+            prepared = await tool.prepare(execution.arguments, execution)
+        except Exception as exc:  # cannot apply: the tool's error, and nobody is asked
+            return error_result(execution.call_id, exc)
+        return await next_(dataclasses.replace(execution, prepared=prepared))
+
+    async def decide(self, execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
+        """``decide``: the session policy's verdict; a refusal ends the call."""
+        agent = execution.agent
+        if agent is None:
+            return await next_()
+        session_id = agent.session.id
         tool = self._ctx.tools.get(execution.name, session_id)
-        if agent is None or session_id is None:
-            return await self._budget(await next_(), execution, tool)
-        prepared: Prepared | None = None
-        if tool is not None and tool.prepare is not None:
-            try:
-                prepared = await tool.prepare(execution.arguments, execution)
-            except Exception as exc:  # cannot apply: the tool's error, and nobody is asked
-                return error_result(execution.call_id, exc)
         policy: SessionPolicy = self._policies.session(session_id)
-        facts = self._facts(execution, tool, prepared)
+        facts = self._facts(execution, tool, execution.prepared)
         decision = policy.decide(facts)
         if decision.verdict == "refuse":
             return refused(execution, decision.why)
+        token = _decided.set(_Decided(facts, decision, policy))
+        try:
+            return await next_()
+        finally:
+            _decided.reset(token)
+
+    async def ask(self, execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
+        """``ask``: the user when the verdict asks; then the grants, ``tool/running`` and the call's decision."""
+        from dsh.services.tools import CallDecision
+
+        decided = _decided.get()
+        agent = execution.agent
+        if decided is None or agent is None:
+            return await next_()
+        _decided.set(None)  # a call the stages below start (a sub-agent's) decides for itself
+        facts, decision = decided.facts, decided.decision
+        choice: str | None = None
         if decision.verdict == "ask":
-            message = await self._ask(execution, tool, prepared, facts, decision, policy)
+            tool = self._ctx.tools.get(execution.name, agent.session.id)
+            choice, message = await self._ask(execution, tool, execution.prepared, facts, decision, decided.policy)
             if message is not None:
                 return refused(execution, message)
-        if facts.outside:
-            from dsh.tools import grant_outside
+        from dsh.tools import grant_outside, revoke_grants
 
-            for path in facts.outside:
-                grant_outside(execution, path)
-        agent.session.append(RUNNING_EVENT, {"call_id": execution.call_id})
-        if prepared is not None:
-            execution = dataclasses.replace(execution, prepared=prepared)
-        return await self._budget(await next_(execution), execution, tool)
-
-    async def _budget(self, result: ToolResult, execution: ToolExecution, tool: ToolDefinition | None) -> ToolResult:
-        """The budget stage: the tools' output budget (``tool_budget``, :mod:`dsh.tools._budget`: head and tail
-        kept, the whole spilled to a file the result names) when the built-in tools are loaded, else the plain
-        ceiling of :mod:`._budget`."""
-        tool_budget = self._ctx.get("tool_budget")
-        if tool_budget is not None:
-            budgeted: ToolResult = await tool_budget(result, execution)
-            return budgeted
-        return budget(result, limit_of(tool))
+        for path in facts.outside:
+            grant_outside(execution, path)
+        try:
+            agent.session.append(RUNNING_EVENT, {"call_id": execution.call_id})
+            call = CallDecision(asked=decision.verdict == "ask", choice=choice, why=decision.why)
+            return await next_(dataclasses.replace(execution, decision=call))
+        finally:
+            revoke_grants(execution)
 
     # -- facts -------------------------------------------------------------------------------------------------
 
@@ -178,8 +216,9 @@ class Pipeline:
         facts: CallFacts,
         decision: Decision,
         policy: SessionPolicy,
-    ) -> str | None:
-        """Ask the user; None when the call may run, else the message the model gets."""
+    ) -> tuple[str | None, str | None]:
+        """Ask the user: (the option chosen, None) when the call may run, else (None, the message the model
+        gets)."""
         agent = execution.agent
         assert agent is not None
         card = None
@@ -213,7 +252,7 @@ class Pipeline:
         verdict = await approve(self._ctx, approval)
         signal = execution.signal
         if signal is not None and signal.aborted:
-            return "Cancelled before it ran: the user cancelled the turn."
+            return None, "Cancelled before it ran: the user cancelled the turn."
         choice = verdict.choice
         if choice in (ALLOW_ALWAYS, REJECT_ALWAYS):
             for data in policy.remember(
@@ -221,12 +260,12 @@ class Pipeline:
             ):
                 agent.session.append(RULE_EVENT, data)
         if choice in (ALLOW_ONCE, ALLOW_ALWAYS):
-            return None
+            return choice, None
         if choice in (REJECT_ONCE, REJECT_ALWAYS):
-            return policy.refusal(execution.name, once=choice == REJECT_ONCE)
+            return None, policy.refusal(execution.name, once=choice == REJECT_ONCE)
         if verdict.reason == "unattended":
-            return self._unattended.format(tool=execution.name, why=decision.why)
-        return "The permission request was cancelled, so the tool did not run."
+            return None, self._unattended.format(tool=execution.name, why=decision.why)
+        return None, "The permission request was cancelled, so the tool did not run."
 
 
 def _within(path: str, root: str) -> bool:
