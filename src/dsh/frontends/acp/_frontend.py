@@ -43,6 +43,7 @@ from dsh.events import TurnEndReason
 from dsh.frontends.acp._auth import AGENT_METHOD_ID, AuthState, auth_methods
 from dsh.frontends.acp._backpressure import FlowControl, stream_gate
 from dsh.frontends.acp._boot import initialize_result
+from dsh.frontends.acp._client_prompt import ClientPrompts, parse_system_prompt
 from dsh.frontends.acp._commands import CommandDesk, commands_hooks
 from dsh.frontends.acp._content import prompt_content
 from dsh.frontends.acp._delegation import EditorDelegation
@@ -50,6 +51,7 @@ from dsh.frontends.acp._dispatch import MethodTable, make_dispatch, public_error
 from dsh.frontends.acp._features import ClientFeatures
 from dsh.frontends.acp._fork import ForkSessionParams, fork_session_method
 from dsh.frontends.acp._gate import ApprovalDesk
+from dsh.frontends.acp._listing import iso, list_sessions, normal
 from dsh.frontends.acp._mcp import close_mcp, mcp_capabilities, open_mcp
 from dsh.frontends.acp._notices import notice_updates
 from dsh.frontends.acp._pickers import Pickers
@@ -66,6 +68,7 @@ from dsh.frontends.acp._replay import replay_frames
 from dsh.frontends.acp._roots import add_session_roots
 from dsh.frontends.acp._rpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, Connection, RpcError, arrival
 from dsh.frontends.acp._session import AcpSession, PendingPrompt
+from dsh.frontends.acp._session_info import SetTitleParams, add_usage, prompt_usage, set_title_method, stored_title
 from dsh.frontends.acp._subagents import SUBAGENT_KINDS, ChildSessions
 from dsh.frontends.acp._wire import (
     AuthenticateParams,
@@ -132,17 +135,6 @@ def _stop_reason(reason: TurnEndReason) -> dict[str, Any] | RpcError:
     return {"stopReason": "end_turn"}
 
 
-def _normal(path: str) -> str:
-    """A lexically normal path (no file-system access): ``/a/./b/`` and ``/a/b`` are the same directory."""
-    return os.path.normpath(path)
-
-
-def _iso(timestamp: float) -> str:
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
-
-
 def _resume_error(session_id: str, error: Exception) -> RpcError:
     """A resume failure as the JSON-RPC error a client can act on (never a bare -32603)."""
     code = error_code(error)
@@ -176,6 +168,7 @@ class AcpFrontend:
         self.desk = CommandDesk(ctx, self)
         self.pickers = Pickers(ctx, options.model, options.models, self._update)
         self._capability_hooks: list[Callable[[dict[str, Any]], dict[str, Any]]] = []
+        self.client_prompts = ClientPrompts()
         self.children = ChildSessions(
             lambda: self.features, options.send_frame, self._cancel_child, self._make_presenter
         )
@@ -200,6 +193,7 @@ class AcpFrontend:
             "session/set_config_option": (SetConfigOptionParams, self.set_config_option),
             "session/set_model": (SetModelParams, self.set_model),
             "session/set_mode": (SetModeParams, self.set_mode),
+            "session/set_title": (SetTitleParams, partial(set_title_method, self)),
         }
 
     # -- methods ----------------------------------------------------------------------------------------
@@ -219,6 +213,7 @@ class AcpFrontend:
             meta=meta,
             auth_methods=auth_methods(self.client_capabilities),
             image=self._ctx.llm.takes_images(self._options.model),
+            modern=self.features.modern,
         )
 
     async def authenticate(self, params: AuthenticateParams) -> dict[str, Any]:
@@ -233,6 +228,7 @@ class AcpFrontend:
             raise RpcError(INVALID_PARAMS, f"cwd must be an absolute path, got {params.cwd!r}", {"field": "cwd"})
         roots = params.additional_directories
         add_session_roots(None, "", roots)  # checked before anything is created
+        given = parse_system_prompt(params.system_prompt)
         unserved = self._ctx.llm.unserved(self._options.model)
         if unserved is not None:
             raise RpcError(INTERNAL_ERROR, f"dsh cannot start a session: {unserved}", {"model": self._options.model})
@@ -251,6 +247,7 @@ class AcpFrontend:
         record = self._record(session_id, params.cwd, handle, list(params.mcp_servers))
         record.remove_roots = remove_roots
         record.roots = list(roots)
+        self.client_prompts.open(handle.agent.session, given)
         self._sessions[session_id] = record
         open_mcp(self, record)
         self.desk.opened(record)
@@ -465,6 +462,7 @@ class AcpFrontend:
         if session_id in self._sessions or session_id in self._opening:
             raise RpcError(INVALID_PARAMS, f"session {session_id} is already open", {"sessionId": session_id})
         add_session_roots(None, "", params.additional_directories)  # checked before anything is opened
+        given = parse_system_prompt(params.system_prompt)
         if self._persistence() is None:
             raise RpcError(INTERNAL_ERROR, "session persistence is not configured")
         self._opening.add(session_id)
@@ -482,7 +480,7 @@ class AcpFrontend:
             self._opening.discard(session_id)
         session = handle.agent.session
         stored_cwd = session.header.cwd
-        if stored_cwd is None or _normal(stored_cwd) != _normal(params.cwd):
+        if stored_cwd is None or normal(stored_cwd) != normal(params.cwd):
             remove_roots()
             await handle.dispose()
             raise RpcError(
@@ -498,42 +496,16 @@ class AcpFrontend:
         if policies is not None:
             policies.restore(session_id, recorded)  # the session's own "always" rules (record.policy is this object)
         self.pickers.restore(record, recorded)
-        record.titled = any(event.type == "user/message" for event in recorded)
+        self.client_prompts.open(session, given, recorded)
+        record.title = stored_title(recorded)
+        record.titled = record.title is not None or any(event.type == "user/message" for event in recorded)
         last = next((event for event in reversed(recorded) if event.type == "turn/start"), None)
         record.current_turn = int(last.data["turn"]) if last is not None else None
         return record
 
     async def list_sessions(self, params: ListSessionsParams) -> dict[str, Any]:
-        persistence = self._persistence()
-        if persistence is None:
-            return {"sessions": []}
-        if params.cwd is not None and not os.path.isabs(params.cwd):
-            raise RpcError(INVALID_PARAMS, f"cwd must be an absolute path, got {params.cwd!r}", {"field": "cwd"})
-        try:
-            offset = int(params.cursor) if params.cursor is not None else 0
-            if offset < 0:
-                raise ValueError
-        except ValueError:
-            raise RpcError(INVALID_PARAMS, f"invalid cursor {params.cursor!r}", {"field": "cursor"}) from None
-        wanted = _normal(params.cwd) if params.cwd is not None else None
-        infos = [
-            info
-            for info in await persistence.list()
-            if info.cwd is not None
-            and info.parent_call is None  # a sub-agent's session is reached through its parent
-            and (wanted is None or _normal(info.cwd) == wanted)
-        ]
-        page = infos[offset : offset + LIST_PAGE]
-        result: dict[str, Any] = {
-            "sessions": [
-                {"sessionId": info.id, "cwd": info.cwd, "updatedAt": _iso(info.updated_at)}
-                | ({"title": info.title} if info.title else {})
-                for info in page
-            ]
-        }
-        if offset + LIST_PAGE < len(infos):
-            result["nextCursor"] = str(offset + LIST_PAGE)
-        return result
+        titles = {record.id: record.title for record in self._sessions.values() if record.title is not None}
+        return await list_sessions(self._persistence(), params, titles)
 
     async def close_session(self, params: SessionIdParams) -> dict[str, Any]:
         """Cancel the session's work as ``session/cancel`` would, then dispose its agent and free it."""
@@ -574,6 +546,7 @@ class AcpFrontend:
         self._settle_cancelled(record)
         self._sessions.pop(record.id, None)
         self.children.forget(record.id)
+        self.client_prompts.close(record.id)
         self.desk.closed(record.id)
         record.remove_roots()
 
@@ -599,6 +572,7 @@ class AcpFrontend:
         if kind == "turn/start":
             record.current_turn = data["turn"]
             record.turn_open = True
+            record.turn_usage = {}
         elif kind == "user/message":
             source = data.get("source") or {}
             prompt = record.by_message.get(source.get("message_id", "")) if isinstance(source, dict) else None
@@ -610,9 +584,10 @@ class AcpFrontend:
                     record.titled = True
                     self._update(
                         record.id,
-                        {"sessionUpdate": "session_info_update", "title": title, "updatedAt": _iso(event.time)},
+                        {"sessionUpdate": "session_info_update", "title": title, "updatedAt": iso(event.time)},
                     )
         elif kind == "usage":
+            add_usage(record.turn_usage, data.get("usage") or {})
             self._send_usage(record, data.get("usage") or {})
         elif kind == "tool/call":
             record.open_calls[data["call_id"]] = None
@@ -636,6 +611,8 @@ class AcpFrontend:
         if record.cancelling:
             self._settle_cancelled(record)
         outcome = _stop_reason(reason)
+        if self.features.modern and isinstance(outcome, dict):  # the turn's totals, for clients that read them
+            outcome = {**outcome, "usage": prompt_usage(record.turn_usage)}
         for prompt in list(record.prompts):
             if prompt.turn == turn:
                 self._settle(record, prompt, outcome)
@@ -695,6 +672,13 @@ class AcpFrontend:
     def session_record(self, session_id: str) -> AcpSession | None:
         """The live ACP session *session_id*, if it is one of this front end's."""
         return self._sessions.get(session_id)
+
+    def refuse_child(self, session_id: str) -> None:
+        self.children.refuse(session_id)
+
+    async def stored(self, session_id: str) -> bool:
+        persistence = self._persistence()
+        return persistence is not None and await persistence.has(self._stored_id(session_id))
 
     def owns(self, session_id: str) -> bool:
         """Whether *session_id* is one of this front end's live sessions."""
@@ -765,6 +749,7 @@ def acp_plugin(ctx: Context, options: AcpOptions) -> None:
     ctx.on(ev.SESSION_EVENT, frontend.on_session_event)
     ctx.on(ev.AGENT_STATUS, frontend.on_agent_status)
     ctx.on(ev.SESSION_NOTICE, frontend.on_notice)
+    ctx.on(ev.SYSTEM_PROMPT_ASSEMBLE, frontend.client_prompts.on_assemble)
     ctx.on(ev.AGENT_REQUEST, frontend.route_request)
     if options.flow is not None:
         ctx.on(ev.LLM_STREAM, stream_gate(options.flow))
