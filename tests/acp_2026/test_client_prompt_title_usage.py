@@ -111,3 +111,22 @@ async def test_a_client_without_capabilities_is_offered_neither_and_gets_no_usag
         assert "systemPrompt" not in capabilities and "title" not in capabilities
         session = await client.new_session(tmp_path)
         assert (await client.prompt(session, "hi"))["result"] == {"stopReason": "end_turn"}
+
+
+def test_config_show_system_prompt_shows_a_client_prompt(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.support.env import sandbox_env
+
+    env = sandbox_env(tmp_path, "echo")
+    command = [sys.executable, "-m", "dsh", "config", "show", "--system-prompt", "--cwd", str(tmp_path)]
+    shown = {}
+    for mode in ("append", "override"):
+        extra = ["--client-prompt", "CLIENT RULE.", "--client-prompt-mode", mode]
+        result = subprocess.run([*command, *extra], capture_output=True, text=True, env=env, timeout=60, check=False)
+        assert result.returncode == 0, result.stderr
+        shown[mode] = result.stdout
+    plain = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, check=False).stdout
+    assert shown["append"] == plain[:-1] + "\n\nCLIENT RULE.\n"
+    assert shown["override"] == plain.replace(IDENTITY, "CLIENT RULE.", 1)
