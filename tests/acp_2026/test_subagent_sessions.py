@@ -58,6 +58,17 @@ def _frames(client: ModernClient, since: int = 0) -> list[tuple[str, dict[str, A
     return found
 
 
+def _write_script(tmp_path: Path) -> str:
+    """Parent → task t1 (general) → the child writes out.txt (asks in default mode) and reports → the parent ends."""
+    steps = [
+        _task("t1", "write out.txt"),
+        call("write_file", "w1", path="out.txt", content="x\n"),
+        {"text": "wrote it"},
+        {"text": "all done"},
+    ]
+    return write_script(tmp_path / "script.json", steps)
+
+
 def _per_session(frames: list[tuple[str, dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
     sessions: dict[str, list[dict[str, Any]]] = {}
     for session, update in frames:
@@ -66,15 +77,7 @@ def _per_session(frames: list[tuple[str, dict[str, Any]]]) -> dict[str, list[dic
 
 
 async def test_a_child_is_its_own_session_asks_there_and_replays_as_it_went_out(tmp_path: Path) -> None:
-    model = write_script(
-        tmp_path / "script.json",
-        [
-            _task("t1", "write out.txt"),
-            call("write_file", "w1", path="out.txt", content="x\n"),
-            {"text": "wrote it"},
-            {"text": "all done"},
-        ],
-    )
+    model = _write_script(tmp_path)
     asked: list[dict[str, Any]] = []
 
     async def handler(method: str, params: dict[str, Any]) -> Any:
@@ -143,6 +146,8 @@ async def test_a_child_is_its_own_session_asks_there_and_replays_as_it_went_out(
         assert all(s == parent for s, _ in replayed[:announced_at])  # children after their announcement
         again = await client.prompt(child, "hi")
         assert again["error"]["code"] == -32602 and "not running" in again["error"]["message"]
+        opened = await client.request("session/load", {"sessionId": child, "cwd": str(tmp_path), "mcpServers": []})
+        assert opened["error"]["code"] == -32602 and "sub-agent of session" in opened["error"]["message"]
 
 
 async def test_cancelling_the_parent_cancels_the_child_and_says_so(tmp_path: Path) -> None:
@@ -171,15 +176,7 @@ async def test_cancelling_the_parent_cancels_the_child_and_says_so(tmp_path: Pat
 
 
 async def test_without_the_capability_the_parent_card_shows_the_child_as_before(tmp_path: Path) -> None:
-    model = write_script(
-        tmp_path / "script.json",
-        [
-            _task("t1", "write out.txt"),
-            call("write_file", "w1", path="out.txt", content="x\n"),
-            {"text": "wrote it"},
-            {"text": "all done"},
-        ],
-    )
+    model = _write_script(tmp_path)
 
     async def allow(method: str, params: dict[str, Any]) -> Any:
         return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}

@@ -461,6 +461,7 @@ class AcpFrontend:
             raise RpcError(INVALID_PARAMS, f"cwd must be an absolute path, got {params.cwd!r}", {"field": "cwd"})
         if session_id in self._sessions or session_id in self._opening:
             raise RpcError(INVALID_PARAMS, f"session {session_id} is already open", {"sessionId": session_id})
+        self.children.refuse(session_id)  # a child this client sees is shown through its parent
         add_session_roots(None, "", params.additional_directories)  # checked before anything is opened
         given = parse_system_prompt(params.system_prompt)
         if self._persistence() is None:
@@ -705,6 +706,8 @@ class AcpFrontend:
         if notice.session_id in self._sessions:
             for update in notice_updates(notice, self.features):
                 self._update(notice.session_id, update)
+        else:  # a sub-agent's, on its own session when the client sees it
+            self.children.send(notice.session_id, notice_updates(notice, self.features))
 
     def tool_update(self, session_id: str, update: dict[str, Any]) -> None:
         """Send an update about a running tool call (an editor terminal attached to its card)."""

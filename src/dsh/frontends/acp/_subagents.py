@@ -180,6 +180,13 @@ class ChildSessions:
         for update in project(event, present=child.present, features=self._features(), names=child.names):
             self._send(child.prefix + encode_update(update) + b"}}")
 
+    def send(self, session_id: str, updates: list[dict[str, Any]]) -> None:
+        """Updates of a running child this client sees (a notice about it); nothing for any other id."""
+        child = self._children.get(session_id)
+        if child is not None and child.running:
+            for update in updates:
+                self._send(child.prefix + encode_update(update) + b"}}")
+
     def child_of_call(self, parent: str, call_id: str) -> str | None:
         """The running child of *parent* whose open tool call *call_id* is (its permission request goes there)."""
         for child in self._children.values():
