@@ -58,9 +58,9 @@ async def test_override_replaces_the_base_prompt_and_never_the_safety_sections(t
         assert IDENTITY.splitlines()[0] not in system
         assert plain.startswith(IDENTITY)
         assert system == plain.replace(IDENTITY, "You are Pirate, a helper.", 1)  # everything else kept as it was
-        assert "# Tools" in system or "read_file" in system  # the tool contracts
+        assert "\n\n# Tools\n" in system  # the tool contracts (the sandbox's rules are in run_command's)
         await client.call("session/set_mode", {"sessionId": session, "modeId": "plan"})
-        assert "Plan" in (await _system(client, session)).split("You are Pirate, a helper.", 1)[1]  # the mode rules
+        assert await _system(client, session) == system  # the mode is a session note, never the client's to replace
 
 
 async def test_a_bad_system_prompt_creates_nothing(tmp_path: Path) -> None:

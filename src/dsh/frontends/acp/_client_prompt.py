@@ -6,9 +6,10 @@ Guarantees:
 * ``append``: the client's text is one section named ``client`` after every section of dsh's (order 600, after the
   project's instructions at 500), so the model reads dsh's rules first and the client's additions last.
 * ``override``: the client's text replaces dsh's base prompt (the ``identity`` section: who dsh is and how it
-  works) and nothing else. The safety-relevant sections stay whatever the client says: ``tools`` (the tool
-  contracts), ``mode`` (the permission model: what the session's mode allows), ``sandbox`` (a sandbox's rules,
-  when a plugin adds that section); so do the facts (``environment``) and the project's own ``instructions``.
+  works) and nothing else. The safety-relevant parts stay whatever the client says: ``tools`` (the tool
+  contracts; ``run_command``'s states the sandbox's rules), the permission model (the mode reaches the model as a
+  session note, outside the system prompt; a ``mode`` section a plugin adds is kept), a ``sandbox`` section when a
+  plugin adds one; so do the facts (``environment``) and the project's own ``instructions``.
 * The prompt is stored with the session (a ``system-prompt/client`` event, the latest one counts): a
   ``session/load`` or ``session/resume`` without ``systemPrompt`` restores it, one with ``systemPrompt`` replaces
   it. A bad value (an unknown mode, an empty list, a block that is not text) answers -32602 and nothing is created
