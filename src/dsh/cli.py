@@ -616,6 +616,13 @@ def config_show(
         bool, typer.Option("--system-prompt", help="Print the system prompt a new session would send instead.")
     ] = False,
     cwd: Annotated[str | None, typer.Option(metavar="DIR", help="With --system-prompt: a session in DIR.")] = None,
+    client_prompt: Annotated[
+        str | None,
+        typer.Option(metavar="TEXT", help="With --system-prompt: an editor's systemPrompt for the session."),
+    ] = None,
+    client_prompt_mode: Annotated[
+        str, typer.Option(metavar="MODE", help="With --client-prompt: append (default) or override.")
+    ] = "append",
 ) -> None:
     """Print the effective configuration as YAML: every section and key of the configuration model with its value, where it came from (default, file, environment) and, for keys the file sets, their defaults; secrets masked as *** (keys from the environment by name)."""
     from dsh.config import render_config
@@ -625,7 +632,7 @@ def config_show(
     if system_prompt:
         from dsh.frontends.acp import show_system_prompt
 
-        raise typer.Exit(show_system_prompt(settings, cwd))
+        raise typer.Exit(show_system_prompt(settings, cwd, client_prompt, client_prompt_mode))
     origin = "--config" if config else "DSH_CONFIG" if os.environ.get("DSH_CONFIG") else None
     typer.echo(render_config(loaded, source=path, env=os.environ, config_origin=origin), nl=False)
 
