@@ -51,3 +51,17 @@ def test_a_rejected_key_given_with_api_key_is_blamed_on_api_key(tmp_path: Path) 
     assert done.returncode == 1 and not config.exists()
     assert done.stderr.count("\n") == 1 and "check the key given with --api-key" in done.stderr
     assert "OPENAI_API_KEY" not in done.stderr
+
+
+# -- forks -------------------------------------------------------------------------------------------------------
+
+
+def test_a_fork_gets_its_own_title(tmp_path: Path) -> None:
+    assert dsh(tmp_path, "exec", "remember the tangerine").returncode == 0
+    listed = dsh(tmp_path, "sessions", "list").stdout.split()
+    source = listed[0]
+    forked = dsh(tmp_path, "sessions", "fork", source)
+    assert forked.returncode == 0, forked.stderr
+    rows = {line.split()[0]: line for line in dsh(tmp_path, "sessions", "list").stdout.splitlines()}
+    assert rows[source].endswith("  remember the tangerine")
+    assert rows[forked.stdout.strip()].endswith("  Fork of remember the tangerine")
