@@ -65,3 +65,62 @@ def test_a_fork_gets_its_own_title(tmp_path: Path) -> None:
     rows = {line.split()[0]: line for line in dsh(tmp_path, "sessions", "list").stdout.splitlines()}
     assert rows[source].endswith("  remember the tangerine")
     assert rows[forked.stdout.strip()].endswith("  Fork of remember the tangerine")
+
+
+# -- help --------------------------------------------------------------------------------------------------------
+
+
+def _commands() -> list[tuple[str, object]]:
+    import typer
+
+    from dsh.cli import _tidy_help, app
+
+    root = typer.main.get_command(app)
+    _tidy_help(root)
+    out: list[tuple[str, object]] = []
+
+    def walk(path: str, command: object) -> None:
+        out.append((path, command))
+        for name, sub in getattr(command, "commands", {}).items():
+            walk(f"{path} {name}", sub)
+
+    walk("dsh", root)
+    return out
+
+
+def test_help_texts_have_no_hard_wraps() -> None:
+    wrapped = [
+        path for path, command in _commands() if "\n" in (getattr(command, "help", None) or "").replace("\n\n", "")
+    ]
+    assert wrapped == []
+
+
+def test_every_group_names_every_sub_command_in_its_help() -> None:
+    import re
+
+    missing = [
+        f"{path} {name}"
+        for path, command in _commands()
+        if path != "dsh"
+        for name in getattr(command, "commands", {})
+        if not re.search(rf"\b{name}\b", getattr(command, "help", "") or "")
+    ]
+    assert missing == []
+
+
+def test_sessions_help_lists_fork_and_prune(tmp_path: Path) -> None:
+    shown = dsh(tmp_path, "sessions", "--help").stdout
+    assert " fork " in shown and " prune " in shown and "fork and prune them" in shown
+
+
+def test_chat_help_is_typers_and_knows_the_options_the_chat_parses(tmp_path: Path) -> None:
+    from dsh.chat._cli import _parser
+
+    shown = dsh(tmp_path, "chat", "--help")
+    assert shown.returncode == 0 and "Usage: dsh chat [OPTIONS]" in shown.stdout and "╭─ Options" in shown.stdout
+    argparse_options = {o for action in _parser()._actions for o in action.option_strings}
+    chat = dict(_commands())["dsh chat"]
+    typer_options = {o for param in getattr(chat, "params", []) for o in param.opts}
+    assert argparse_options == typer_options and "--resume" in typer_options
+    bad = dsh(tmp_path, "chat", "--bogus")
+    assert bad.returncode == 2 and bad.stderr == "dsh chat: unrecognized arguments: --bogus (see `dsh chat --help`)\n"
