@@ -124,3 +124,19 @@ def test_chat_help_is_typers_and_knows_the_options_the_chat_parses(tmp_path: Pat
     assert argparse_options == typer_options and "--resume" in typer_options
     bad = dsh(tmp_path, "chat", "--bogus")
     assert bad.returncode == 2 and bad.stderr == "dsh chat: unrecognized arguments: --bogus (see `dsh chat --help`)\n"
+
+
+# -- plan mode ---------------------------------------------------------------------------------------------------
+
+
+def test_plan_mode_refuses_an_edit_before_matching_it(tmp_path: Path) -> None:
+    from tests.support.env import write_script
+
+    (tmp_path / "f.txt").write_text("hello\n")
+    absent = {"name": "edit_file", "arguments": {"path": "f.txt", "old_string": "absent", "new_string": "x"}}
+    model = write_script(tmp_path / "s.json", [{"tool_calls": [absent]}, {"text": "ok"}])
+    done = dsh(tmp_path, "exec", "--mode", "plan", "--model", model, "go")
+    assert done.returncode == 1, done.stderr  # a refused call fails the run
+    assert "refused edit_file: Plan mode is on" in done.stderr
+    assert "old_string not found" not in done.stderr
+    assert (tmp_path / "f.txt").read_text() == "hello\n"

@@ -3,7 +3,8 @@
 Guarantees, for every call of an agent's session:
 
 * **prepare**: a tool with ``prepare`` computes what the call would do; if it cannot apply (no match, ambiguous
-  match, bad path, invalid arguments) the call ends with the tool's error and nobody is asked.
+  match, bad path, invalid arguments) the call ends with the tool's error and nobody is asked. A refusal that
+  holds whatever the call would do (plan mode and an edit or a command) comes first, before anything is matched.
 * **decide**: :meth:`SessionPolicy.decide` on the session's mode and rules, with the facts prepare found (paths,
   paths outside the roots, the command). Tools without ``prepare`` are judged on their kind and on the paths of
   their ``meta["paths"]`` (or their card's locations), resolved against the session's roots.
@@ -87,12 +88,15 @@ class Pipeline:
         if agent is None or session_id is None:
             return await self._budget(await next_(), execution, tool)
         prepared: Prepared | None = None
+        policy: SessionPolicy = self._policies.session(session_id)
         if tool is not None and tool.prepare is not None:
+            early = policy.refusal_before_prepare(self._facts(execution, tool, None))
+            if early is not None:
+                return refused(execution, early.why)
             try:
                 prepared = await tool.prepare(execution.arguments, execution)
             except Exception as exc:  # cannot apply: the tool's error, and nobody is asked
                 return error_result(execution.call_id, exc)
-        policy: SessionPolicy = self._policies.session(session_id)
         facts = self._facts(execution, tool, prepared)
         decision = policy.decide(facts)
         if decision.verdict == "refuse":
