@@ -140,3 +140,23 @@ def test_plan_mode_refuses_an_edit_before_matching_it(tmp_path: Path) -> None:
     assert "refused edit_file: Plan mode is on" in done.stderr
     assert "old_string not found" not in done.stderr
     assert (tmp_path / "f.txt").read_text() == "hello\n"
+
+
+# -- dsh mcp check -----------------------------------------------------------------------------------------------
+
+
+def test_mcp_check_tells_not_found_from_no_answer(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "mcp_servers:\n"
+        "  gone:\n    command: no-such-mcp-server-43\n"
+        "  gone-path:\n    command: ./bin/nothing-here\n"
+        f"  mute:\n    command: {sys.executable}\n    args: ['-c', 'import time; time.sleep(60)']\n    timeout: 1\n"
+    )
+    done = dsh(tmp_path, "mcp", "check", "--config", str(config))
+    assert done.returncode == 1
+    assert done.stdout.splitlines() == [
+        "FAIL  gone (stdio): command not found: no-such-mcp-server-43 (not on PATH)",
+        "FAIL  gone-path (stdio): command not found: ./bin/nothing-here",
+        "FAIL  mute (stdio): no answer within 1 s",
+    ]
