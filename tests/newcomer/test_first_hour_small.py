@@ -160,3 +160,20 @@ def test_mcp_check_tells_not_found_from_no_answer(tmp_path: Path) -> None:
         "FAIL  gone-path (stdio): command not found: ./bin/nothing-here",
         "FAIL  mute (stdio): no answer within 1 s",
     ]
+
+
+# -- the test cache ----------------------------------------------------------------------------------------------
+
+
+def test_pytest_last_failed_is_available(tmp_path: Path) -> None:
+    """``pytest --lf`` reruns what failed (issue 43): the cache provider is not disabled in the project's config."""
+    from tests.support.env import ROOT
+
+    probe = tmp_path / "test_probe.py"
+    probe.write_text("import os\n\ndef test_a():\n    assert os.environ.get('PROBE_PASS')\n\ndef test_b():\n    pass\n")
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-c", str(ROOT / "pyproject.toml")]
+    args += ["--rootdir", str(tmp_path), "-o", f"cache_dir={tmp_path / 'cache'}", str(probe)]
+    first = subprocess.run(args, capture_output=True, text=True, timeout=WAIT, cwd=tmp_path)
+    assert first.returncode == 1 and "1 failed, 1 passed" in first.stdout, first.stdout + first.stderr
+    again = subprocess.run([*args, "--lf"], capture_output=True, text=True, timeout=WAIT, cwd=tmp_path)
+    assert "1 failed" in again.stdout and "1 deselected" in again.stdout, again.stdout + again.stderr
