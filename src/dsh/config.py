@@ -35,6 +35,7 @@ from dsh.images.config import ImagesConfig
 from dsh.mcp import McpServerConfig
 from dsh.policy import PermissionsConfig
 from dsh.providers import ProviderSettings
+from dsh.sandbox import SandboxConfig
 from dsh.secrets import SecretsConfig
 from dsh.settings import DEFAULT_MODEL
 
@@ -121,6 +122,8 @@ class DshConfig(BaseModel):
     """MCP servers of every session, by name (:mod:`dsh.mcp`); an editor-given server of the same name wins."""
     secrets: SecretsConfig = Field(default_factory=SecretsConfig)
     """What the processes dsh starts for tools do not see (see :mod:`dsh.secrets`)."""
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    """At which level approved commands run and whether they reach the network (see :mod:`dsh.sandbox`)."""
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     """The built-in tools' settings (:mod:`dsh.tools`)."""
     permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
@@ -461,6 +464,9 @@ def render_config(
     from dsh.secrets import describe_withheld
 
     lines += describe_withheld(config.providers, config.secrets, env)
+    from dsh.sandbox import Sandbox
+
+    lines.append(f"# {Sandbox(config.sandbox).describe()}")
     body: list[str] = []
     for name in DshConfig.model_fields:  # generated from the model: a section added later shows up here
         value = shown[name] if name in shown else _mask_secret_keys(dumped[name])

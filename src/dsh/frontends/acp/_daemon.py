@@ -419,6 +419,7 @@ async def _serve_app(
             providers=loaded.providers if loaded is not None else None,
             context=context_from_file(loaded),
             secrets=loaded.secrets if loaded is not None else None,
+            sandbox=loaded.sandbox if loaded is not None else None,
             tools=loaded.tools if loaded is not None else None,
             policy=policy_config(loaded.permissions if loaded is not None else None),
             subagent_model=loaded.subagent_model if loaded is not None else None,
@@ -427,6 +428,9 @@ async def _serve_app(
         from dsh.mcp import McpOptions, mcp_plugin
 
         ctx.plugin(mcp_plugin, McpOptions(loaded.mcp_servers if loaded else {}, options.mcp_timeout))
+        from dsh.plugins.memory import memory_plugin
+
+        ctx.plugin(memory_plugin)  # closed sessions' cyclic garbage is collected (RFC 0031)
         if plugins:
             from dsh.extra_plugins import apply_plugins
 

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from dsh._jsonlimits import exceeds_depth, text_may_exceed
+from dsh.policy import escape_control
 from dsh.services.sessions import ChunkEvent, SessionEvent, dumps_json, parse_json
 
 if TYPE_CHECKING:
@@ -126,8 +127,13 @@ Presenter = Callable[[str, Any], "ToolCard | None"]
 
 
 def card_fields(card: ToolCard) -> dict[str, Any]:
-    """The ACP ``ToolCall`` fields of a card: title, kind, locations and the diff it is about to make."""
-    fields: dict[str, Any] = {"title": card.title, "kind": card.kind if card.kind in _ACP_KINDS else "other"}
+    """The ACP ``ToolCall`` fields of a card: title, kind, locations and the diff it is about to make. The title
+    has its control and invisible characters escaped (:func:`dsh.policy.escape_control`): an editor never shows
+    a title that hides or rewrites part of what the call does."""
+    fields: dict[str, Any] = {
+        "title": escape_control(card.title, newlines=True),
+        "kind": card.kind if card.kind in _ACP_KINDS else "other",
+    }
     if card.locations:
         fields["locations"] = [
             {"path": path} if line is None else {"path": path, "line": line} for path, line in card.locations
