@@ -41,12 +41,21 @@ HERE = Path(__file__).resolve().parent
 # -- the model, inside the daemon ------------------------------------------------------------------------------
 
 
+def _is_session_note(message: dict[str, Any]) -> bool:
+    from dsh.context import SESSION_NOTE_OPENING
+
+    first = next((b for b in message.get("content", []) if b.get("type") == "text"), None)
+    return first is not None and first.get("text", "").startswith(SESSION_NOTE_OPENING)
+
+
 def soak_plugin(ctx: Any, config: Any = None) -> None:
     """Register the ``soak`` model: ``tool`` → ``run_command``; ``mcp`` → the MCP echo tool; ``hang`` → nothing
     until cancelled; a tool result → ``done``; anything else → ``ok``."""
 
     async def adapter(request: Any) -> AsyncIterator[dict[str, Any]]:
-        last = request.messages[-1] if request.messages else {"content": []}
+        # The last message, passing over the session's notes (mode, date: RFC 0032), which follow the prompt.
+        told = [m for m in request.messages if not _is_session_note(m)]
+        last = told[-1] if told else {"content": []}
         blocks = last.get("content", [])
         text = " ".join(b.get("text", "") for b in blocks if b.get("type") == "text").strip()
         called = False
