@@ -378,15 +378,9 @@ def _seal_secrets() -> None:
     non-dumpable (:func:`dsh.secrets.seal_process`), so a command the model runs cannot read them from
     ``/proc/$PPID``; and the daemon becomes its descendants' subreaper (:func:`dsh.reaper.become_subreaper`).
     A platform that does not allow either is one warning, never a failed start."""
-    from dsh.secrets import current_policy, seal_process
+    from dsh.secrets import seal_and_adopt
 
-    for problem in seal_process(current_policy()):
-        log.warning("cannot keep secrets from child processes", problem=problem)
-    from dsh.reaper import become_subreaper
-
-    refused = become_subreaper()  # orphans of our children stay ours, so they end with their session and us
-    if refused is not None:
-        log.warning("descendants that leave their process group may outlive dsh", problem=refused)
+    seal_and_adopt(lambda message, problem: log.warning(message, problem=problem), "dsh")
 
 
 async def _serve_app(

@@ -169,15 +169,10 @@ def _seal_secrets() -> None:
     ``/proc/$PPID``; and the run becomes its descendants' subreaper. A platform that allows neither is a logged
     warning, never a failed run."""
     from dsh._log import get_logger
-    from dsh.reaper import become_subreaper
-    from dsh.secrets import current_policy, seal_process
+    from dsh.secrets import seal_and_adopt
 
     log = get_logger("dsh.exec")
-    for problem in seal_process(current_policy()):
-        log.warning("cannot keep secrets from child processes", problem=problem)
-    refused = become_subreaper()
-    if refused is not None:
-        log.warning("descendants that leave their process group may outlive the run", problem=refused)
+    seal_and_adopt(lambda message, problem: log.warning(message, problem=problem), "the run")
 
 
 def _load(ctx: Context, options: ExecOptions, settings: Settings, policy: PolicyConfig) -> None:
