@@ -331,7 +331,7 @@ def acp(
             agent_events=agent_events,
             record=record,
         )
-    from dsh._entry import note_if_terminal
+    from dsh.frontends.acp import note_if_terminal
 
     note_if_terminal()
     if replay_models is not None:
