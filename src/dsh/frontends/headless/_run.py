@@ -176,23 +176,15 @@ def _seal_secrets() -> None:
 
 
 def _load(ctx: Context, options: ExecOptions, settings: Settings, policy: PolicyConfig) -> None:
-    from dsh.app import load_core
-    from dsh.context import context_from_file
-    from dsh.mcp import McpOptions, mcp_plugin
+    from dsh.app import load_product
 
-    loaded = settings.config
-    load_core(
+    load_product(
         ctx,
+        settings.config,
         data_dir=None if options.ephemeral else settings.data_dir,
-        providers=loaded.providers if loaded is not None else None,
-        secrets=loaded.secrets if loaded is not None else None,
-        sandbox=loaded.sandbox if loaded is not None else None,
-        context=context_from_file(loaded),
-        tools=loaded.tools if loaded is not None else None,
         policy=policy,
-        subagent_model=loaded.subagent_model if loaded is not None else None,
+        mcp_timeout=settings.get("mcp_timeout"),
     )
-    ctx.plugin(mcp_plugin, McpOptions(loaded.mcp_servers if loaded is not None else {}, settings.get("mcp_timeout")))
 
 
 async def _run(options: ExecOptions, settings: Settings, state: _State) -> int:
