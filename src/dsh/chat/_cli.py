@@ -63,13 +63,9 @@ def parse(argv: list[str]) -> ChatOptions:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from dsh.chat import run
+    from dsh.chat._run import run
 
     args = sys.argv[2:] if argv is None else argv
-    if "--help" in args or "-h" in args:
-        from dsh.cli import main as cli_main  # typer's help, drawn like every other command's
-
-        return cli_main(["chat", "--help"])
     try:
         options = parse(args)
     except SystemExit as stop:

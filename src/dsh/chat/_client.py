@@ -21,8 +21,8 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import TaskGroup
 
-from dsh.chat import _fs
 from dsh.chat._agent import AgentProcess
+from dsh.chat._fs import read_text_file, write_text_file
 from dsh.chat._rpc import Connection, RpcError
 from dsh.chat._state import SessionState
 from dsh.chat._terminals import Terminal, Terminals
@@ -194,9 +194,9 @@ class AcpClient:
         if method == "session/request_permission":
             return await self._permission(params)
         if method == "fs/read_text_file":
-            return await _fs.read_text_file(params)
+            return await read_text_file(params)
         if method == "fs/write_text_file":
-            return await _fs.write_text_file(params)
+            return await write_text_file(params)
         if method.startswith("terminal/"):
             return await self.terminals.handle(method, params)
         raise RpcError(-32601, "Method not found", {"method": method})
