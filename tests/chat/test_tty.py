@@ -4,10 +4,12 @@ the screen (``capture-pane``), against ``dsh acp`` on the scripted and echo mode
 from __future__ import annotations
 
 import re
+import shlex
 import sys
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from tests.support.chat import (
@@ -19,7 +21,7 @@ from tests.support.chat import (
     tmux_available,
     tmux_chat,
 )
-from tests.support.env import sandbox_env, write_script
+from tests.support.env import ROOT, sandbox_env, write_script
 from tests.support.provider_server import Reply, serve
 from tests.support.provider_wire import oa_text_reply
 
@@ -421,3 +423,20 @@ async def test_the_peers_habits_against_the_sdk_example_agent(tmp_path: Path) ->
     prompts = [f["params"]["prompt"] for f in sent if f["method"] == "session/prompt"]
     assert "$ ls" in prompts[-1][0]["text"] and "lime-file.txt" in prompts[-1][0]["text"]
     assert prompts[-1][1] == {"type": "text", "text": "and now"}
+
+
+FLOOD_AGENT = f"{shlex.quote(sys.executable)} {shlex.quote(str(ROOT / 'tests' / 'support' / 'flood_agent.py'))}"
+
+
+@pytest.mark.parametrize("keys", [["C-c", "C-c"], ["C-d"], ["C-c", "C-d"]])
+async def test_the_chat_leaves_during_a_flood_whatever_the_agent_does(tmp_path: Path, keys: list[str]) -> None:
+    """Issue 42 item 5: an agent that floods output and ignores session/cancel cannot keep the user in the chat: a
+    second Ctrl+C, or Ctrl+D, during the turn leaves it (the exit bound is hang detection, not a latency claim)."""
+    with tmux_chat(tmp_path, ["--agent", FLOOD_AGENT], sandbox_env(tmp_path, "echo"), tmp_path) as tmux:
+        await tmux.wait_for(lambda s: PROMPT.strip() in s and s.splitlines()[-1].strip() == "flood")
+        await submit(tmux, "go")
+        await tmux.wait_for(lambda s: "flood" in s, within=30)
+        for key in keys:
+            tmux.keys(key)
+            await anyio.sleep(0.3)  # the keys arrive apart, as a person presses them
+        assert await tmux.exit_status(within=30) == 0
