@@ -4,7 +4,7 @@ Format (one JSON object per line, ``kind`` first; ``t`` is seconds since the rec
 monotonic clock):
 
 * ``{"kind": "header", "format": "dsh-recording", "version": 1, "dsh": VERSION, "model": …, "models": […],
-  "cwd": …, "dataDir": …, "started": ISO-8601}`` — the first line.
+  "cwd": …, "dataDir": …, "python": the daemon's interpreter, "started": ISO-8601}`` — the first line.
 * ``{"kind": "eof", "t"}`` — the daemon's input ended.
 * ``{"kind": "session-file", "t", "sessionId", "lines": […]}`` — a stored session the client loads or resumes
   that this recording did not create, as its file was just before the daemon read the request (a replay puts it

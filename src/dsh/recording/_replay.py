@@ -211,6 +211,8 @@ def _prepare(
     paths: dict[str, str] = {}
     if isinstance(header.get("dataDir"), str):
         paths[str(data_dir)] = header["dataDir"]
+    if isinstance(header.get("python"), str):  # the interpreter a command line names (a sandboxed terminal's)
+        paths[sys.executable] = header["python"]
     theirs = recorded_cwd(recording)
     if cwd is not None and theirs is not None:
         paths[cwd] = theirs
