@@ -13,8 +13,9 @@ Guarantees:
   message typed early waits for the session. An agent that exits ends the chat (status 1, its stderr's tail).
 * Ctrl+C or Esc during a turn sends ``session/cancel`` at once (a pending permission question is answered
   ``cancelled``); the prompt comes back when the agent answers the turn, or after :data:`CANCEL_GRACE`
-  seconds if it does not (a second Ctrl+C or Esc stops waiting at once). Ctrl+C on an empty prompt twice in a
-  row, or Ctrl+D, exits; Ctrl+C on a non-empty prompt clears it. Esc closes the ``/`` menu (and every picker:
+  seconds if it does not (a second Esc stops waiting at once). A second Ctrl+C during a turn, or Ctrl+D during a
+  turn, leaves the chat at once, whatever the agent does (it may flood output and ignore the cancel: the chat
+  stops it on the way out). Ctrl+C on an empty prompt twice in a row, or Ctrl+D, exits; Ctrl+C on a non-empty prompt clears it. Esc closes the ``/`` menu (and every picker:
   :mod:`dsh.chat._picker`), and never exits.
 * Shift+Tab sets the session's next mode (in the agent's order, round), at the prompt.
 * ``!command`` runs the command in the user's shell, not through the agent (:mod:`dsh.chat._shell`): shown with
@@ -63,6 +64,8 @@ class TtyView:
         self._transcript: Transcript | None = None
         self._answer: tuple[dict[str, str], anyio.Event, list[str | None]] | None = None
         self._cancelling = False
+        self._leaving = False
+        """A second Ctrl+C or a Ctrl+D during a turn: the chat ends once the turn's scope is left."""
         self._turn_scope: anyio.CancelScope | None = None
         self._task_group: Any = None
         self._typed = ""
@@ -205,6 +208,8 @@ class TtyView:
                 await self._local(local)
                 continue
             await self._turn(text)
+            if self._leaving:
+                return 0
 
     # -- input ------------------------------------------------------------------------------------------------
 
@@ -429,12 +434,20 @@ class TtyView:
         # a lone Esc byte is held back as the start of a sequence until flushed: keys arrive whole in one read
         for press in [*keys.read_keys(), *keys.flush_keys()]:
             key = press.key.value if hasattr(press.key, "value") else str(press.key)
-            if key in ("c-c", "escape"):
+            if key == "c-d" or (key == "c-c" and self._cancelling):
+                self._leave()
+            elif key in ("c-c", "escape"):
                 self._cancel()
             elif self._answer is not None and key in self._answer[0]:
                 mapping, event, holder = self._answer
                 holder.append(mapping[key])
                 event.set()
+
+    def _leave(self) -> None:
+        """End the turn now and the chat after it (the agent is stopped when the chat closes its connection)."""
+        self._leaving = True
+        if self._turn_scope is not None:
+            self._turn_scope.cancel()
 
     def _cancel(self) -> None:
         if self._turn_scope is None:
