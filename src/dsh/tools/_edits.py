@@ -292,6 +292,27 @@ def _blank_edges(old: str, new: str) -> tuple[str, str] | None:
     return old[start:end], new
 
 
+def _whole(text: str, spans: list[Span], old: str) -> list[Span]:
+    """*spans* without the places a loose rule found inside a longer word: where *old* starts (ends) with a
+    letter, digit or underscore, the text before (after) the place must not be one (``value = 1`` is not the
+    start of ``value  = 10``)."""
+    head, tail = old.lstrip()[:1], old.rstrip()[-1:]
+    check_head = head.isalnum() or head == "_"
+    check_tail = tail.isalnum() or tail == "_"
+    if not (check_head or check_tail):
+        return spans
+    kept = []
+    for start, end in spans:
+        before = text[start - 1 : start]
+        after = text[end : end + 1]
+        if check_head and (before.isalnum() or before == "_"):
+            continue
+        if check_tail and (after.isalnum() or after == "_"):
+            continue
+        kept.append((start, end))
+    return kept
+
+
 def _find(text: str, old: str, new: str) -> _Found:
     rule, spans = _basic(text, old)
     if spans:
@@ -299,12 +320,14 @@ def _find(text: str, old: str, new: str) -> _Found:
     if _ESCAPE.search(old):
         plain_old = _unescape(old)
         rule, spans = _basic(text, plain_old)
+        spans = _whole(text, spans, plain_old)
         if spans:
             return _Found("escaped", spans, plain_old, _unescape(new), rule)
     spans = _exact(text.translate(_SPACES), old.translate(_SPACES)) or _block_spans(text, old, str.strip, _spaced)
+    spans = _whole(text, spans, old)
     if spans:
         return _Found("unicode-spaces", spans, old, new, "unicode-punctuation")
-    spans = _inner_spans(text, old)
+    spans = _whole(text, _inner_spans(text, old), old)
     if spans:
         return _Found("inner-whitespace", spans, old, new, "inner-whitespace")
     trimmed = _blank_edges(old, new)
