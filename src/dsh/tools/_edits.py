@@ -292,22 +292,19 @@ def _blank_edges(old: str, new: str) -> tuple[str, str] | None:
     return old[start:end], new
 
 
+def _word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
 def _whole(text: str, spans: list[Span], old: str) -> list[Span]:
-    """*spans* without the places a loose rule found inside a longer word: where *old* starts (ends) with a
-    letter, digit or underscore, the text before (after) the place must not be one (``value = 1`` is not the
-    start of ``value  = 10``)."""
-    head, tail = old.lstrip()[:1], old.rstrip()[-1:]
-    check_head = head.isalnum() or head == "_"
-    check_tail = tail.isalnum() or tail == "_"
-    if not (check_head or check_tail):
-        return spans
+    """*spans* without the places a loose rule found inside a longer word: a place whose first (last) character
+    is a letter, digit or underscore must not have one just before (after) it (``value = 1`` is not the start of
+    ``value  = 10``). *old* is what was looked for (kept for the reader: the place's own edges decide)."""
     kept = []
     for start, end in spans:
-        before = text[start - 1 : start]
-        after = text[end : end + 1]
-        if check_head and (before.isalnum() or before == "_"):
+        if start < end and _word_char(text[start]) and _word_char(text[start - 1 : start]):
             continue
-        if check_tail and (after.isalnum() or after == "_"):
+        if start < end and _word_char(text[end - 1]) and _word_char(text[end : end + 1]):
             continue
         kept.append((start, end))
     return kept
