@@ -5,12 +5,14 @@ embeds; without it, the command runs locally."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import anyio
 import pytest
 from acp.schema import PromptResponse
 
+from dsh.sandbox import support
 from tests.support.editor import (
     DEADLINE,
     EditorClient,
@@ -95,11 +97,17 @@ async def test_terminal_delegation(tmp_path: Path, exit_code: int, status: str) 
         create = terminal_calls[0].params
         assert create == {
             "sessionId": session,
-            "command": "bash",
-            "args": ["-c", "make test"],
+            "command": create["command"],
+            "args": create["args"],
             "cwd": str(editor.project),
             "outputByteLimit": create["outputByteLimit"],
         }
+        if support().available:  # an approved command runs confined: the terminal runs dsh's sandbox launcher first
+            assert create["command"] == sys.executable
+            assert create["args"][:5] == ["-m", "dsh.sandbox", "--level", "workspace-write", "--tmp"]
+            assert create["args"][-4:] == ["--", "bash", "-c", "make test"]
+        else:
+            assert (create["command"], create["args"]) == ("bash", ["-c", "make test"])
         assert create["outputByteLimit"] > 0
         assert all(c.params == {"sessionId": session, "terminalId": "term-1"} for c in terminal_calls[1:])
 

@@ -6,6 +6,7 @@ from dsh.context._config import CompactionConfig, ContextConfig, SectionOverride
 from dsh.context._plugin import INSTRUCTIONS_EVENT, ContextService, SessionContext, context_plugin
 from dsh.context._sections import ORDER
 from dsh.context._usage import usage_update
+from dsh.services.llm import builtin_price, builtin_window
 
 __all__ = [
     "CompactionConfig",
@@ -15,6 +16,8 @@ __all__ = [
     "ORDER",
     "SectionOverrides",
     "SessionContext",
+    "builtin_price",
+    "builtin_window",
     "context_from_file",
     "context_plugin",
     "usage_update",

@@ -5,7 +5,8 @@ Guarantees, for every call of an agent's session:
 
 * **prepare**: a tool with ``prepare`` computes what the call would do (``ToolExecution.prepared`` for every
   stage inside); if it cannot apply (no match, ambiguous match, bad path, invalid arguments) the call ends with
-  the tool's error and nobody is asked.
+  the tool's error and nobody is asked. A refusal that holds whatever the call would do (plan mode and an edit or
+  a command) comes first, before anything is matched.
 * **decide**: :meth:`SessionPolicy.decide` on the session's mode and rules, with the facts prepare found (paths,
   paths outside the roots, the command). Tools without ``prepare`` are judged on their kind and on the paths of
   their ``meta["paths"]`` (or their card's locations), resolved against the session's roots. A refused call ends
@@ -39,6 +40,7 @@ from dsh.policy._approval import (
     approve,
 )
 from dsh.policy._rules import RULE_EVENT, RUNNING_EVENT, CallFacts, Decision, SessionPolicy
+from dsh.policy._shell import command_dirs, command_paths, is_read_only, split_command_async
 
 if TYPE_CHECKING:
     from dsh.kernel import Context, Next
@@ -49,6 +51,8 @@ __all__ = ["REFUSED_CODE", "Pipeline", "refusal_of", "refused"]
 REFUSED_CODE = "PERMISSION_DENIED"
 
 log = get_logger("dsh.policy")
+_INLINE_PATHS = 16
+"""A command reading more paths than this has them resolved in a worker thread (each is a few ``lstat`` calls)."""
 
 
 def refused(execution: ToolExecution, message: str) -> ToolResult:
@@ -80,6 +84,8 @@ class _Decided:
     facts: CallFacts
     decision: Decision
     policy: SessionPolicy
+    allow_label: str = "Allow"
+    """The "Allow" option's name (the sandbox names what allowing does when it is the reason for asking)."""
 
 
 _decided: contextvars.ContextVar[_Decided | None] = contextvars.ContextVar("dsh_policy_decided", default=None)
@@ -108,6 +114,11 @@ class Pipeline:
         tool = self._ctx.tools.get(execution.name, agent.session.id)
         if tool is None or tool.prepare is None:
             return await next_()
+        # a refusal that holds whatever the call would do comes before anything is matched (issue 43)
+        policy: SessionPolicy = self._policies.session(agent.session.id)
+        early = policy.refusal_before_prepare(self._facts(execution, tool, None))
+        if early is not None:
+            return refused(execution, early.why)
         try:
             prepared = await tool.prepare(execution.arguments, execution)
         except Exception as exc:  # cannot apply: the tool's error, and nobody is asked
@@ -123,10 +134,13 @@ class Pipeline:
         tool = self._ctx.tools.get(execution.name, session_id)
         policy: SessionPolicy = self._policies.session(session_id)
         facts = self._facts(execution, tool, execution.prepared)
+        if facts.command is not None:
+            facts = await self._command_facts(execution, facts, execution.prepared)
         decision = policy.decide(facts)
+        decision, allow_label = await self._sandbox_say(execution, facts, decision, policy.mode)
         if decision.verdict == "refuse":
             return refused(execution, decision.why)
-        token = _decided.set(_Decided(facts, decision, policy))
+        token = _decided.set(_Decided(facts, decision, policy, allow_label))
         try:
             return await next_()
         finally:
@@ -145,7 +159,9 @@ class Pipeline:
         choice: str | None = None
         if decision.verdict == "ask":
             tool = self._ctx.tools.get(execution.name, agent.session.id)
-            choice, message = await self._ask(execution, tool, execution.prepared, facts, decision, decided.policy)
+            choice, message = await self._ask(
+                execution, tool, execution.prepared, facts, decision, decided.policy, decided.allow_label
+            )
             if message is not None:
                 return refused(execution, message)
         from dsh.tools import grant_outside, revoke_grants
@@ -158,6 +174,27 @@ class Pipeline:
             return await next_(dataclasses.replace(execution, decision=call))
         finally:
             revoke_grants(execution)
+
+    async def _sandbox_say(
+        self, execution: ToolExecution, facts: CallFacts, decision: Decision, mode: str
+    ) -> tuple[Decision, str]:
+        """The sandbox's say on a command call (:meth:`dsh.sandbox.Sandbox.judge`, which also hands the level to
+        the ``contain`` stage): the decision, turned into a question where the sandbox wants one (no sandbox on
+        this machine, a command the sandbox stopped before), and the name of the "Allow" option."""
+        sandbox = self._ctx.get("sandbox")
+        if sandbox is None or facts.command is None or decision.verdict == "refuse":
+            return decision, "Allow"
+        split = await split_command_async(facts.command)  # cached: the decide stage split it already
+        read_only = not split.opaque and all(is_read_only(part) for part in split.commands)
+        judgement = sandbox.judge(
+            execution, facts.command, asks=decision.verdict == "ask", read_only=read_only, bypass=mode == "bypass"
+        )
+        if judgement.ask and judgement.why:
+            why = f"{decision.why}; {judgement.why}" if decision.verdict == "ask" and decision.why else judgement.why
+            decision = Decision("ask", why, decision.scopes, always=False)
+        elif not judgement.ask and decision.verdict == "ask":  # the test hook forcing the verdict (FORCE_NO_ASK_ENV)
+            decision = Decision("allow")
+        return decision, judgement.label or "Allow"
 
     # -- facts -------------------------------------------------------------------------------------------------
 
@@ -188,6 +225,34 @@ class Pipeline:
                 outside.append(path)
         return CallFacts(execution.name, kind, cwd, asks, tuple(paths), tuple(outside), domain=domain)
 
+    async def _command_facts(self, execution: ToolExecution, facts: CallFacts, prepared: Prepared | None) -> CallFacts:
+        """The command split off the event loop (:func:`._shell.split_command_async`), and the paths its read-only
+        parts read that lie outside the roots added to ``outside`` (so they ask, as ``read_file`` does)."""
+        assert facts.command is not None
+        split = await split_command_async(facts.command)
+        where = (prepared.cwd if prepared is not None else None) or facts.cwd
+        hazard = ""
+        if any(part.words[:1] == ("git",) and is_read_only(part) for part in split.commands):
+            hazard = _git_lookalike(command_dirs(split, where), facts.cwd)
+        paths = command_paths(split, where)
+        if not paths:
+            return dataclasses.replace(facts, split=split, hazard=hazard)
+        workspace = self._ctx.get("workspace")
+
+        def outside_of() -> list[str]:
+            if workspace is None:
+                return [path for path in paths if not _within(path, facts.cwd)]
+            return [path for path in paths if not workspace.resolve(execution, path).inside]
+
+        if len(paths) <= _INLINE_PATHS:
+            outside = outside_of()
+        else:
+            import anyio.to_thread
+
+            outside = await anyio.to_thread.run_sync(outside_of)
+        merged = tuple(dict.fromkeys((*facts.outside, *outside)))
+        return dataclasses.replace(facts, split=split, outside=merged, hazard=hazard)
+
     @staticmethod
     def _paths(execution: ToolExecution, tool: ToolDefinition, cwd: str) -> list[str]:
         """The absolute paths a tool without ``prepare`` would touch: its ``paths`` function, else its card."""
@@ -216,6 +281,7 @@ class Pipeline:
         facts: CallFacts,
         decision: Decision,
         policy: SessionPolicy,
+        allow_label: str = "Allow",
     ) -> tuple[str | None, str | None]:
         """Ask the user: (the option chosen, None) when the call may run, else (None, the message the model
         gets)."""
@@ -229,7 +295,7 @@ class Pipeline:
             except Exception:
                 log.warning("tool presenter failed", tool=execution.name)
         label = _scope_label(execution.name, facts, decision.scopes)
-        options = [ApprovalOption(ALLOW_ONCE, "Allow")]
+        options = [ApprovalOption(ALLOW_ONCE, allow_label)]
         if decision.always:
             options.append(ApprovalOption(ALLOW_ALWAYS, f"Always allow {label}"))
         options.append(ApprovalOption(REJECT_ONCE, "Reject"))
@@ -266,6 +332,28 @@ class Pipeline:
         if verdict.reason == "unattended":
             return None, self._unattended.format(tool=execution.name, why=decision.why)
         return None, "The permission request was cancelled, so the tool did not run."
+
+
+def _git_lookalike(dirs: tuple[str, ...], cwd: str) -> str:
+    """Why git run in one of *dirs* might read a configuration the model wrote, or "": a directory on the way up
+    from where it runs (to the session's directory, or to the file system's root from outside it) that git would
+    take for a git directory (it holds a ``HEAD`` file: a bare repository whose ``config`` can name
+    ``core.fsmonitor``) or a ``.git`` *file* (it points git at another directory). A real repository's ``.git``
+    directory is neither. Edits under ``.git/`` ask (:mod:`._rules`), but these files need no ``.git`` in their
+    path."""
+    top = os.path.normpath(cwd)
+    for start in dirs:
+        current = os.path.normpath(start)
+        for _ in range(64):
+            if os.path.isfile(os.path.join(current, "HEAD")):
+                return "git would read a git directory there that is not the repository's own .git (it holds HEAD)"
+            if os.path.isfile(os.path.join(current, ".git")):
+                return "a .git file there points git at another directory, whose configuration can run programs"
+            parent = os.path.dirname(current)
+            if current == top or parent == current:
+                break
+            current = parent
+    return ""
 
 
 def _within(path: str, root: str) -> bool:
