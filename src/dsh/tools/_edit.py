@@ -21,8 +21,9 @@ DIFF_MAX_CHARS = 20_000
 DESCRIPTION = (
     "Replace text in a file (read it first in this session). `old_string` must match exactly one place: "
     "include enough surrounding lines to make it unique, or set `replace_all`. A match that differs only "
-    "in trailing whitespace, indentation or typographic quotes and dashes is accepted when it is unique "
-    "(the result says so). For several changes to one file pass `edits: [{old_string, new_string, "
+    "in trailing whitespace, indentation, runs of blanks, blank edge lines, Unicode spaces, typographic quotes "
+    "and dashes or escaped newlines and quotes is accepted when it is unique (the result says so); nothing "
+    "merely similar is applied: a miss shows the closest lines with their numbers. For several changes to one file pass `edits: [{old_string, new_string, "
     "replace_all?}, ...]` instead: applied in order, written once, nothing written if one fails. Line "
     "endings are kept. Returns a unified diff."
 )

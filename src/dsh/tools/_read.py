@@ -36,9 +36,8 @@ DESCRIPTION = (
     f"numbers are not part of the file. Reads up to {READ_MAX_LINES} lines and at most {READ_MAX_CHARS} "
     f"characters from `offset` (1-based, `limit` lines); lines longer than {READ_LINE_WIDTH} characters are "
     "cut. The output says how many lines remain and the offset to read on from. A directory gives its listing; an image file (PNG, JPEG, "
-    "GIF, WebP) comes back as the image itself (its description when you cannot see images); a Jupyter "
-    "notebook (.ipynb) as its cells with their outputs (`offset`/`limit` then count cells; edit cells with "
-    "notebook_edit); other binary files are refused. "
+    "GIF, WebP) comes back as the image itself (its description when you cannot see images); a notebook "
+    "(.ipynb) as its cells and outputs (`offset`/`limit` count cells); other binary files are refused. "
     "Read several files in one step when you need them: independent reads run at the same time."
 )
 
