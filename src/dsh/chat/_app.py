@@ -83,6 +83,9 @@ async def _stop_on_signal(scope: anyio.CancelScope) -> None:
 
 
 def _failed(message: str, tail: str) -> int:
+    from dsh.chat._sanitize import sanitize
+
+    message, tail = sanitize(message), sanitize(tail)  # both hold the agent's words: stderr is the terminal
     sys.stderr.write(f"dsh chat: {message}\n")
     if tail.strip():
         sys.stderr.write("agent stderr (last lines):\n" + tail + "\n")
