@@ -24,6 +24,7 @@ from anyio.abc import TaskGroup
 from dsh.chat import _fs
 from dsh.chat._agent import AgentProcess
 from dsh.chat._rpc import Connection, RpcError
+from dsh.chat._secrets import sealed
 from dsh.chat._state import SessionState
 from dsh.chat._terminals import Terminal, Terminals
 
@@ -55,6 +56,7 @@ class AcpClient:
         config: str | None = None,
     ):
         self.cwd = cwd
+        self.config = config
         self.view = view
         self.state = SessionState()
         self.agent_info: dict[str, Any] = {}
@@ -103,6 +105,7 @@ class AcpClient:
         return value is True or isinstance(value, dict)
 
     async def new_session(self) -> None:
+        await sealed(self.config)  # before the agent can start anything that could read our environment
         self._early = []
         try:
             result = await self.connection.request("session/new", {"cwd": self.cwd, "mcpServers": []})
@@ -112,6 +115,7 @@ class AcpClient:
 
     async def load_session(self, session_id: str) -> None:
         """Load a stored session; its replay reaches the view as updates before this returns."""
+        await sealed(self.config)
         self._begin({}, session_id)
         result = await self.connection.request(
             "session/load", {"sessionId": session_id, "cwd": self.cwd, "mcpServers": []}
