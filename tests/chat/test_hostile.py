@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.chat import Tmux, tmux_available, tmux_chat
+from tests.support.chat import Tmux, run_piped, tmux_available, tmux_chat
 from tests.support.env import ROOT, sandbox_env
 from tests.support.hostile_agent import PAYLOAD
 
@@ -107,3 +107,68 @@ async def test_every_rendered_field_is_shown_as_text_and_no_escape_reaches_the_t
         "SGR 8",
         "CSI 2J",
     ]
+
+
+async def test_another_agent_is_asked_about_before_outside_files_and_every_command(tmp_path: Path) -> None:
+    """Issue 34 item 3: with ``--agent``, ``terminal/create`` and ``fs/*`` outside the cwd ask the user first."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "inside.txt").write_text("inside text\n")
+    outside = tmp_path / "outside.txt"
+    secret = tmp_path / "secret.txt"
+    secret.write_text("do not read\n")
+    env = sandbox_env(tmp_path, "echo")
+    with tmux_chat(tmp_path, ["--agent", HOSTILE], env, work, width=200, height=50) as tmux:
+        await tmux.wait_for(chat_ready)
+        await submit(tmux, f"read {work / 'inside.txt'}")  # inside the cwd: served without a question
+        await tmux.wait_for(lambda s: "fs-ok inside text" in s and chat_ready(s))
+        await submit(tmux, "run touch ran; printf '\\033]0;T\\007'")
+        asking = await tmux.wait_for(lambda s: "Allow?" in s)
+        assert "The agent wants to run a command" in asking
+        assert "$ sh -c 'touch ran; printf '\"'\"'\\033]0;T\\007'\"'\"''" in asking  # as it will run, sanitised
+        tmux.keys("n")
+        await tmux.wait_for(lambda s: "run-error: the user refused to let the agent run sh -c" in s and chat_ready(s))
+        assert not (work / "ran").exists()
+        await submit(tmux, f"read {secret}")
+        asking = await tmux.wait_for(lambda s: "Allow?" in s)
+        assert f"The agent wants to read {secret} (outside {work})" in asking
+        tmux.keys("n")
+        refused = await tmux.wait_for(lambda s: "fs-error: the user refused" in s and chat_ready(s))
+        assert "do not read" not in refused
+        await submit(tmux, f"write {outside}")
+        asking = await tmux.wait_for(lambda s: "Allow?" in s)
+        assert f"The agent wants to write {outside}" in asking and "+written by the agent" in asking
+        assert not outside.exists()
+        tmux.keys("y")
+        await tmux.wait_for(lambda s: s.count("fs-ok") == 2 and chat_ready(s))
+        assert outside.read_text() == "written by the agent\n"
+        tmux.keys("C-d")
+        assert await tmux.exit_status(within=30) == 0
+
+
+async def test_trust_agent_serves_commands_and_outside_files_without_asking(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    env = sandbox_env(tmp_path, "echo")
+    with tmux_chat(tmp_path, ["--agent", HOSTILE, "--trust-agent"], env, work, width=200, height=50) as tmux:
+        await tmux.wait_for(chat_ready)
+        await submit(tmux, "run echo from-the-command")
+        await tmux.wait_for(lambda s: "run-output: from-the-command" in s and chat_ready(s))
+        await submit(tmux, f"write {tmp_path / 'outside.txt'}")
+        screen = await tmux.wait_for(lambda s: "fs-ok" in s and chat_ready(s))
+        assert "Allow?" not in tmux.history() and "Allow?" not in screen
+        assert (tmp_path / "outside.txt").read_text() == "written by the agent\n"
+        tmux.keys("C-d")
+        assert await tmux.exit_status(within=30) == 0
+
+
+def test_piped_chat_refuses_another_agents_command_unless_yes_and_prints_no_escape(tmp_path: Path) -> None:
+    env = sandbox_env(tmp_path, "echo")
+    refused = run_piped(["--agent", HOSTILE], "run echo hi\nshow\n", env, tmp_path)
+    assert "run-error: the user refused to let the agent run sh -c 'echo hi'" in refused.stdout
+    assert "[permission] The agent wants to run a command: rejected" in refused.stderr
+    assert f"message{VISIBLE}" in refused.stdout
+    assert foreign_escapes((refused.stdout + refused.stderr).encode()) == []
+    assert "\x1b" not in refused.stdout + refused.stderr
+    allowed = run_piped(["--agent", HOSTILE, "--yes"], "run echo hi\n", env, tmp_path)
+    assert "run-output: hi" in allowed.stdout

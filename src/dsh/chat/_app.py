@@ -53,7 +53,7 @@ async def run_chat(options: ChatOptions, *, interactive: bool) -> int:
                 view = PipedView(allow=options.yes)
             code = 1
             async with anyio.create_task_group() as task_group:
-                client = AcpClient(agent, task_group, cwd, view, trace, options.config)
+                client = AcpClient(agent, task_group, cwd, view, trace, options.config, careful=options.careful)
                 task_group.start_soon(_stop_on_signal, task_group.cancel_scope)
                 try:
                     code = await view.run(client, options.resume)
