@@ -71,6 +71,7 @@ from dsh.tools._extra_tools import extra_tools, start_background
 from dsh.tools._filetext import READ_LINE_WIDTH, Binary, keep_conventions, number_lines, sniff_binary
 from dsh.tools._images import read_image
 from dsh.tools._ledger import ReadLedger
+from dsh.tools._offload import CPU_TIMEOUT, run_cpu
 from dsh.tools._paths import ResolvedPath, is_granted, is_within, resolve_path, revoke_grants
 from dsh.tools._placeholders import find_placeholder
 from dsh.tools._safeopen import PathChangedError
@@ -594,7 +595,11 @@ class _Tools:
         for index, edit in enumerate(edits):
             where = f"edits[{index}].new_string" if listed else "new_string"
             _refuse_placeholder(edit.new_string, edit.old_string, known=text, field=where)
-        plan = plan_edits(text, edits, shown=shown, listed=listed)
+        plan = await run_cpu(  # off the event loop: a miss on a large file is CPU-heavy (issue 34)
+            partial(plan_edits, text, edits, shown=shown, listed=listed),
+            timeout=CPU_TIMEOUT,
+            what=f"matching the edit in {shown}",
+        )
 
         async def apply() -> str:
             self.checked(execution, target, args.path)
