@@ -112,13 +112,13 @@ def _apply() -> None:
 @contextmanager
 def open_log(level: str, path: str | None) -> Iterator[None]:
     """Log at *level* to the file at *path* (appended; None: stderr) inside the block. A file that cannot be
-    opened is a :class:`~dsh.settings.SettingError` (one line, status 1) naming the setting."""
+    opened is a :class:`~dsh.errors.SettingError` (one line, status 1) naming the setting."""
     stream: TextIO | None = None
     if path is not None:
         try:
             stream = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - closed below
         except OSError as exc:
-            from dsh.settings import SettingError
+            from dsh.errors import SettingError
 
             reason = exc.strerror or type(exc).__name__
             raise SettingError(f"--log-file / DSH_LOG_FILE: cannot open {path}: {reason}", 1) from None

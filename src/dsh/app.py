@@ -110,4 +110,6 @@ def load_core(
         ctx.plugin(subagents_plugin, SubagentsConfig(model=subagent_model))
         from dsh.checkpoints import checkpoints_plugin
 
-        ctx.plugin(checkpoints_plugin)
+        ctx.plugin(
+            checkpoints_plugin, {"max_file_size": int(tools.checkpoint_max_file_size)} if tools is not None else None
+        )

@@ -27,7 +27,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ByteSize, ConfigDict, Field, field_validator
 
 from dsh.context import CompactionConfig, SectionOverrides
 from dsh.errors import DshError
@@ -84,6 +84,9 @@ class ToolsConfig(BaseModel):
     fetch_private: bool = False
     """Let ``fetch_url`` reach private, loopback and link-local addresses (off: a model told a URL must not reach
     the user's router, a cloud metadata endpoint or a local service)."""
+    checkpoint_max_file_size: ByteSize = Field(default=ByteSize(64 << 20), ge=0)
+    """Files larger than this (bytes, or ``64MiB``, ``1GB``) are not checkpointed: a tool call changing one asks
+    first, saying ``/rewind`` will not restore it (dsh.checkpoints)."""
 
 
 class DshConfig(BaseModel):

@@ -7,8 +7,11 @@ The loop copies ``code`` into ``error`` session events and ``turn/end`` reasons,
 from __future__ import annotations
 
 __all__ = [
+    "RUNTIME",
+    "USAGE",
     "DshError",
     "LlmError",
+    "SettingError",
     "ToolArgsError",
     "ToolNotFoundError",
     "as_exception",
@@ -27,6 +30,26 @@ class DshError(Exception):
         super().__init__(message)
         self.message = message
         self.code = code if code is not None else self.default_code
+
+
+USAGE = 2
+"""Exit status of a usage error: a flag or variable whose value cannot be a value of its setting."""
+RUNTIME = 1
+"""Exit status of a runtime error: a file that cannot be used, a command that failed."""
+
+
+class SettingError(DshError):
+    """A setting that cannot be used. ``message`` is one line that names the setting and how to fix it;
+    ``exit_code`` is 2 for a usage error and 1 for a runtime one."""
+
+    default_code = "INVALID_SETTING"
+
+    def __init__(self, message: str, exit_code: int = USAGE) -> None:
+        super().__init__(" ".join(message.split("\n")))
+        self.exit_code = exit_code
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class LlmError(DshError):

@@ -9,6 +9,7 @@ Waterfall listeners receive the context arguments, then the value, then ``next``
 | session/event              | emit      | session, event  (after the push)            |
 | session/flush              | parallel  | session  (the durability checkpoint)        |
 | session/disposed           | emit      | session  (no longer live: close its files)  |
+| session/notice             | emit      | Notice  (a session-level condition, dsh.notices) |
 | system-prompt/change       | emit      | —                                           |
 | system-prompt/assemble     | waterfall | assembly                                    |
 | tools/change               | emit      | —                                           |
@@ -44,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias, TypedDic
 from dsh.kernel import EmitEvent, EventSpec, Next, ParallelEvent, WaterfallEvent
 
 if TYPE_CHECKING:
+    from dsh.notices import Notice
     from dsh.policy import Approval, Verdict
     from dsh.questions import Answer, Question
     from dsh.services.agents import Agent, AgentStatus, CompactRequest
@@ -73,6 +75,8 @@ SESSION_CREATED: EmitEvent[[Session]] = EmitEvent("session/created")
 SESSION_EVENT: EmitEvent[[Session, SessionEvent]] = EmitEvent("session/event")
 SESSION_FLUSH: ParallelEvent[[Session]] = ParallelEvent("session/flush")
 SESSION_DISPOSED: EmitEvent[[Session]] = EmitEvent("session/disposed")
+SESSION_NOTICE: EmitEvent[[Notice]] = EmitEvent("session/notice")
+"""A session-level condition (:func:`dsh.notices.post_notice`): front ends show it as their clients can."""
 
 # -- system prompt --------------------------------------------------------------------------------------
 SystemPromptAssembleListener: TypeAlias = Callable[

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from dsh.errors import DshError
+from dsh.errors import RUNTIME, DshError, SettingError
 
 if TYPE_CHECKING:
     from dsh.config import DshConfig
@@ -55,25 +55,6 @@ DEFAULT_MODEL = "echo"
 default, so it lives with the settings; :mod:`dsh.app` re-exports it)."""
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
-
-USAGE = 2
-"""Exit status of a usage error: a flag or variable whose value cannot be a value of its setting."""
-RUNTIME = 1
-"""Exit status of a runtime error: a file that cannot be used, a command that failed."""
-
-
-class SettingError(DshError):
-    """A setting that cannot be used. ``message`` is one line that names the setting and how to fix it;
-    ``exit_code`` is 2 for a usage error and 1 for a runtime one."""
-
-    default_code = "INVALID_SETTING"
-
-    def __init__(self, message: str, exit_code: int = USAGE) -> None:
-        super().__init__(" ".join(message.split("\n")))
-        self.exit_code = exit_code
-
-    def __str__(self) -> str:
-        return self.message
 
 
 @dataclass(frozen=True)

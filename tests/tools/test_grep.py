@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-import dsh.tools._builtin as builtin
+import dsh.tools._grep as builtin
 import dsh.tools._search as search
 from dsh.kernel import CancelToken
 from dsh.tools._builtin import GREP_MAX_MATCHES

@@ -19,9 +19,11 @@ __all__ = [
     "CHECKPOINT_COMMAND",
     "CHECKPOINT_FILE",
     "REWIND_EVENT",
+    "UNDO_EVENT",
     "FileState",
     "Turn",
     "in_view",
+    "last_undoable",
     "last_written",
     "rewound_ranges",
     "turns",
@@ -36,7 +38,11 @@ CHECKPOINT_COMMAND = "checkpoint/command"
 """``{turn, path, call_id, existed, digest}``: a command (``run_command``) left *path*, a file dsh had changed,
 different from what dsh left there; noted, never restored."""
 REWIND_EVENT = "context/rewind"
-"""``{to, turn}``: the events from seq *to* up to this one are out of view (turn *turn* and later)."""
+"""``{to, turn, restored, forced, undo}``: the events from seq *to* up to this one are out of view (turn *turn*
+and later); appended only once every file was restored. ``undo``: ``[{path, existed, digest, mode}]``, each file
+as it was just before the rewind replaced it (bytes in the blob store), for ``/rewind --undo``."""
+UNDO_EVENT = "checkpoint/undo"
+"""``{rewind, restored, forced}``: the files the rewind whose seq is *rewind* replaced were put back."""
 
 _TYPE = operator.attrgetter("type")
 _SEQ = operator.attrgetter("seq")
@@ -144,6 +150,24 @@ def turns(events: Sequence[Any]) -> list[Turn]:
             if owner is not None and isinstance(path, str) and path not in owner.by_commands:
                 owner.by_commands.append(path)
     return found
+
+
+def last_undoable(events: Sequence[Any]) -> Any | None:
+    """The last ``context/rewind`` event with files to put back that no ``checkpoint/undo`` undid (None)."""
+    types = list(map(_TYPE, events))
+    if not operator.countOf(types, REWIND_EVENT):
+        return None
+    undone: set[int] = set()
+    for index in range(len(events) - 1, -1, -1):
+        kind = types[index]
+        event = events[index]
+        if kind == UNDO_EVENT and type(event.data.get("rewind")) is int:
+            undone.add(event.data["rewind"])
+        elif kind == REWIND_EVENT:
+            if event.seq in undone or not event.data.get("undo"):
+                return None  # only the last rewind is undone: an earlier one's files were since rewritten
+            return event
+    return None
 
 
 def last_written(events: Sequence[Any]) -> dict[str, FileState]:

@@ -2,7 +2,8 @@
 
 * ``builtin_tools_plugin`` (loaded by :func:`dsh.app.load_core`; ``dsh.services.tools.tools_plugin`` is the registry) provides the
   ``workspace`` service and registers ``read_file``, ``write_file``, ``edit_file``, ``list_files``, ``grep`` and
-  ``run_command``; see :mod:`dsh.tools._builtin` for what each guarantees.
+  ``run_command``; see :mod:`dsh.tools._builtin` for what each guarantees
+  (one module per tool beside it).
 * The workspace seam: the tools read, write and run only through ``ctx.workspace``, whose three operations are
   the waterfalls ``workspace/read`` (:class:`ReadRequest` → ``str``), ``workspace/write`` (:class:`WriteRequest`
   → ``None``) and ``workspace/run`` (:class:`RunRequest` → :class:`CommandResult`). A front end overrides them
@@ -11,7 +12,7 @@
 * The pieces other packages may use (RFC 0018): :func:`plan_edits` (the pure edit matcher), :class:`ReadLedger`,
   :func:`apply_budget` / :data:`BUDGETS` (the output budget and its spill), :class:`BackgroundCommands` (the
   ``background_commands`` service).
-* Paths: :func:`resolve_path` and the grant convention (:func:`grant_outside`, see :mod:`dsh.tools._paths`):
+* Paths: :func:`open_checked` (open a checked real path without following any symlink) and :func:`resolve_path` and the grant convention (:func:`grant_outside`, see :mod:`dsh.tools._paths`):
   a path outside the session's roots is refused unless a gate granted it for that one call.
 
 Importing this package is cheap: no pydantic, no child process; the tools themselves load when the plugin
@@ -26,6 +27,7 @@ from dsh.tools._ledger import ReadLedger
 from dsh.tools._paths import ResolvedPath, grant_outside, is_granted, is_within, resolve_path, revoke_grants
 from dsh.tools._plugin import builtin_tools_plugin
 from dsh.tools._process import CommandResult, run_process
+from dsh.tools._safeopen import PathChangedError, open_checked
 from dsh.tools._workspace import (
     ReadRequest,
     RunRequest,
@@ -44,6 +46,7 @@ __all__ = [
     "Edit",
     "EditPlan",
     "OutsideRootsError",
+    "PathChangedError",
     "ReadLedger",
     "ReadRequest",
     "ResolvedPath",
@@ -57,6 +60,7 @@ __all__ = [
     "grant_outside",
     "is_granted",
     "is_within",
+    "open_checked",
     "plan_edits",
     "read_local",
     "resolve_path",

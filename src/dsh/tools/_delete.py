@@ -21,12 +21,12 @@ import os
 import stat
 from typing import TYPE_CHECKING, Any, Protocol
 
-import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from dsh._text import plural
 from dsh.services.tools import Prepared, ToolCard, define_prepared_tool
 from dsh.tools._errors import ToolError
+from dsh.tools._offload import run_io
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -51,15 +51,20 @@ class DeleteFileArgs(BaseModel):
 
 
 class _Host(Protocol):
-    """What the delete tool needs of the built-in tools' ``_Tools``."""
+    """What the delete tool needs of the built-in tools' host (``dsh.tools._host.ToolHost``)."""
 
     def locate(self, execution: ToolExecution, raw: str) -> ResolvedPath: ...
 
     def checked(self, execution: ToolExecution, target: ResolvedPath, raw: str) -> None: ...
 
 
-def _look(path: str, real: str) -> tuple[bytes, int]:
-    """The file's bytes and mode; refused unless *path* is a regular file (not followed when a link)."""
+_CHUNK = 1 << 20
+
+
+def _look(path: str, real: str) -> tuple[bytes, int, bytes]:
+    """``(sha256, size, head)`` of the file, *head* its first :data:`PREVIEW_MAX` + 1 bytes; refused unless
+    *path* is a regular file (not followed when a link). Read in chunks: a file of any size costs one chunk of
+    memory, never its size (issue 34)."""
     try:
         info = os.lstat(path)
     except FileNotFoundError:
@@ -72,8 +77,16 @@ def _look(path: str, real: str) -> tuple[bytes, int]:
         raise ToolError(f"{path} is a directory; delete_file removes one file (nothing was deleted)", "IS_DIRECTORY")
     if not stat.S_ISREG(info.st_mode):
         raise ToolError(f"{path} is not a regular file; nothing was deleted", "NOT_A_FILE")
+    digest = hashlib.sha256()
+    head = bytearray()
+    size = 0
     with open(real or path, "rb") as file:
-        return file.read(), stat.S_IMODE(info.st_mode)
+        while chunk := file.read(_CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+            if len(head) <= PREVIEW_MAX:
+                head += chunk[: PREVIEW_MAX + 1 - len(head)]
+    return digest.digest(), size, bytes(head)
 
 
 def _text_of(data: bytes) -> str | None:
@@ -97,16 +110,15 @@ def delete_file_spec(
 
     async def prepare(args: DeleteFileArgs, execution: ToolExecution) -> Prepared:
         target = host.locate(execution, args.path)
-        data, _mode = await anyio.to_thread.run_sync(_look, target.path, target.real)
-        digest = hashlib.sha256(data).digest()
+        digest, size, head = await run_io(_look, target.path, target.real)
         shown = _shown(target.path, cwd_of(execution))
 
         async def apply() -> str:
             host.checked(execution, target, args.path)
 
             def remove() -> None:
-                now, _ = _look(target.path, target.real)
-                if hashlib.sha256(now).digest() != digest:
+                now, _, _ = _look(target.path, target.real)
+                if now != digest:
                     raise ToolError(
                         f"{shown} changed since this call was prepared (while it waited for approval); nothing "
                         "was deleted. Read the file again and decide anew.",
@@ -114,12 +126,12 @@ def delete_file_spec(
                     )
                 os.unlink(target.path)
 
-            await anyio.to_thread.run_sync(remove)
-            return f"Deleted {shown} ({plural(len(data), 'byte')})."
+            await run_io(remove)
+            return f"Deleted {shown} ({plural(size, 'byte')})."
 
         # Outside the roots the card shows no text: the file's content reaches the editor only once the user
         # granted the path (as for read_file).
-        text = _text_of(data) if target.inside else None
+        text = _text_of(head) if target.inside else None
         diff = (target.path, text, "") if text is not None else None
         return Prepared(apply, (target.path,), () if target.inside else (target.path,), diff)
 

@@ -1,7 +1,7 @@
 """The tools beyond files and search: background commands (``run_command`` with ``background``,
 ``command_output``, ``command_kill``) and ``fetch_url``.
 
-Bodies and cards follow :mod:`dsh.tools._builtin`'s rules (arguments validated by pydantic, failures as
+Bodies and cards follow the built-in tools' rules (:mod:`dsh.tools._builtin`) (arguments validated by pydantic, failures as
 :class:`ToolError` with a code, cards drawn from the arguments alone).
 """
 
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field, ValidationError
 
 from dsh.services.tools import ToolCard, ToolDefinition, ToolExecution, define_tool
+from dsh.tools._common import report
 from dsh.tools._errors import ToolError
 from dsh.tools._fetch import fetch_domain, fetch_markdown
 
@@ -82,9 +83,7 @@ async def start_background(
     ]
     first = snapshot.text.rstrip("\n")
     lines.append(f"First output:\n{first}" if first else "(no output yet)")
-    from dsh.tools._builtin import _report
-
-    _report(
+    report(
         is_error=not entry.running and snapshot.exit_code not in (0, None),
         display={"background": entry.id, "pid": entry.pid, "running": entry.running, "exit_code": snapshot.exit_code},
     )
@@ -168,9 +167,7 @@ def _fetch_tool(fetch_private: bool) -> Spec:
         head = f"Fetched {outcome.url} (HTTP {outcome.status}, {outcome.content_type})"
         if outcome.cut:
             head += "; the page was longer than the fetch limit and was cut"
-        from dsh.tools._builtin import _report
-
-        _report(is_error=outcome.status >= 400, display={"url": outcome.url, "status": outcome.status})
+        report(is_error=outcome.status >= 400, display={"url": outcome.url, "status": outcome.status})
         return f"{head}:\n\n{outcome.text}"
 
     def present(arguments: Any, cwd: str) -> ToolCard | None:

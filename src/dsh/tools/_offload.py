@@ -39,9 +39,10 @@ CPU_TIMEOUT = 30.0
 _WORKER_ENV = ("PATH", "PYTHONPATH", "PYTHONHOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR")
 
 
-async def run_io(func: Callable[..., T], *args: object) -> T:
-    """``func(*args)`` in a worker thread under :data:`TOOL_IO` (see the module docstring)."""
-    return await anyio.to_thread.run_sync(func, *args, limiter=TOOL_IO)
+async def run_io(func: Callable[..., T], *args: object, abandon_on_cancel: bool = False) -> T:
+    """``func(*args)`` in a worker thread under :data:`TOOL_IO` (see the module docstring); *abandon_on_cancel*
+    as anyio's (a walk the caller may stop waiting for)."""
+    return await anyio.to_thread.run_sync(func, *args, limiter=TOOL_IO, abandon_on_cancel=abandon_on_cancel)
 
 
 async def run_cpu(func: Callable[..., T], *args: object, timeout: float, what: str) -> T:  # noqa: ASYNC109

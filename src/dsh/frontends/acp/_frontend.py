@@ -47,9 +47,11 @@ from dsh.frontends.acp._commands import CommandDesk, commands_hooks
 from dsh.frontends.acp._content import prompt_content
 from dsh.frontends.acp._delegation import EditorDelegation
 from dsh.frontends.acp._dispatch import MethodTable, make_dispatch, public_error
+from dsh.frontends.acp._features import ClientFeatures
 from dsh.frontends.acp._fork import ForkSessionParams, fork_session_method
 from dsh.frontends.acp._gate import ApprovalDesk
 from dsh.frontends.acp._mcp import close_mcp, mcp_capabilities, open_mcp
+from dsh.frontends.acp._notices import notice_updates
 from dsh.frontends.acp._pickers import Pickers
 from dsh.frontends.acp._projection import (
     encode_chunk_frame,
@@ -79,6 +81,7 @@ from dsh.frontends.acp._wire import (
 )
 from dsh.images import DEFAULT_MAX_PER_PROMPT
 from dsh.kernel import Next, plugin
+from dsh.notices import Notice, post_notice
 from dsh.policy import SessionPolicy
 from dsh.services.agents import Agent, AgentHandle, AgentOptions, AgentStatus
 from dsh.services.llm import GenerateRequest, MessageSource
@@ -166,7 +169,7 @@ class AcpFrontend:
         self._opening: set[str] = set()
         self._closing_ids: set[str] = set()
         self.client_capabilities: dict[str, Any] = {}
-        self._native_compaction = False
+        self.features = ClientFeatures()
         self.auth = AuthState(ctx.llm)
         self.desk = CommandDesk(ctx, self)
         self.pickers = Pickers(ctx, options.model, options.models, self._update)
@@ -201,9 +204,7 @@ class AcpFrontend:
         first ``initialize`` with before this front end exists (then it calls this with the same params once it
         is built, so what is recorded here is recorded either way)."""
         self.client_capabilities = params.client_capabilities
-        session_caps = params.client_capabilities.get("session")
-        # the client shows compaction_update (TypeScript SDK 2.4 schema): it gets those instead of a tool card
-        self._native_compaction = isinstance(session_caps, dict) and bool(session_caps.get("compaction"))
+        self.features = ClientFeatures.of(params.client_capabilities)  # what the newer updates are gated on
         meta = {
             key: value for hook in self._capability_hooks for key, value in hook(params.client_capabilities).items()
         }
@@ -410,7 +411,7 @@ class AcpFrontend:
         prefix, send = record.frame_prefix, self._send
 
         def frames_of(event: SessionEvent) -> list[bytes]:
-            updates = project(event, replay=True, present=record.present, compaction_updates=self._native_compaction)
+            updates = project(event, replay=True, present=record.present, compaction_updates=self.features.compaction)
             return [prefix + encode_update(update) + b"}}" for update in updates]
 
         shown = in_view(record.handle.agent.session.events)  # a /rewind's turns are not replayed
@@ -563,7 +564,7 @@ class AcpFrontend:
         if type(event) is ChunkEvent:  # nearly every event of a turn: straight to the frame's bytes
             self._send(encode_chunk_frame(record.frame_prefix, event))
             return
-        for update in project(event, present=record.present, compaction_updates=self._native_compaction):
+        for update in project(event, present=record.present, compaction_updates=self.features.compaction):
             self._update(record.id, update)
         kind = event.type
         if kind == "assistant/chunk":
@@ -685,6 +686,16 @@ class AcpFrontend:
         frame = {"jsonrpc": "2.0", "method": method, "params": params}
         self._send(json.dumps(frame, separators=(",", ":"), allow_nan=False).encode())
 
+    def post_notice(self, notice: Notice) -> None:
+        """Post *notice* on the ``session/notice`` seam (this front end renders it like anyone's)."""
+        post_notice(self._ctx, notice)
+
+    def on_notice(self, notice: Notice) -> None:
+        """``session/notice``: shown on the session's stream as the client can (:mod:`._notices`)."""
+        if notice.session_id in self._sessions:
+            for update in notice_updates(notice, self.features):
+                self._update(notice.session_id, update)
+
     def tool_update(self, session_id: str, update: dict[str, Any]) -> None:
         """Send an update about a running tool call (an editor terminal attached to its card)."""
         if session_id in self._sessions:
@@ -722,6 +733,7 @@ def acp_plugin(ctx: Context, options: AcpOptions) -> None:
     frontend = AcpFrontend(ctx, options)
     ctx.on(ev.SESSION_EVENT, frontend.on_session_event)
     ctx.on(ev.AGENT_STATUS, frontend.on_agent_status)
+    ctx.on(ev.SESSION_NOTICE, frontend.on_notice)
     ctx.on(ev.AGENT_REQUEST, frontend.route_request)
     if options.flow is not None:
         ctx.on(ev.LLM_STREAM, stream_gate(options.flow))

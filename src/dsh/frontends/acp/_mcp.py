@@ -1,6 +1,7 @@
 """The ACP front end's hooks into the MCP plugin (:mod:`dsh.mcp`): what ``initialize`` advertises, handing the
 ``mcpServers`` of ``session/new`` / ``load`` / ``resume`` over, closing a session's servers, and showing a server
-that is not available as one failed tool card (so every client shows it, once).
+that is not available as a notice (:mod:`dsh.notices`): a ``notice`` update for clients that show them, one
+failed tool card for any other (so every client shows it, once).
 
 With no ``mcp`` plugin loaded, ``mcpCapabilities`` says no transport works and the hooks do nothing.
 """
@@ -8,7 +9,7 @@ With no ``mcp`` plugin loaded, ``mcpCapabilities`` says no transport works and t
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from dsh.frontends.acp._ports import FrontendPort
@@ -32,20 +33,11 @@ def open_mcp(frontend: FrontendPort, record: AcpSession) -> None:
         return
     session_id = record.id
 
-    def report(server: str, message: str) -> None:
-        call_id = f"mcp-server-{next(_cards)}"
-        content: list[dict[str, Any]] = [{"type": "content", "content": {"type": "text", "text": message}}]
-        frontend.tool_update(
-            session_id,
-            {
-                "sessionUpdate": "tool_call",
-                "toolCallId": call_id,
-                "title": message,
-                "kind": "other",
-                "status": "failed",
-                "content": content,
-            },
-        )
+    def report(server: str, message: str) -> None:  # a notice; as a failed tool card for clients without them
+        from dsh.notices import Notice
+
+        key = f"mcp-server-{next(_cards)}"
+        frontend.post_notice(Notice(session_id, "error", message, source="mcp", fallback="card", key=key))
 
     frontend.connection.after_response(
         lambda: manager.open(session_id, record.mcp_servers, cwd=record.cwd, report=report)

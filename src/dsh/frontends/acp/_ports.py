@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from dsh.frontends.acp._features import ClientFeatures
     from dsh.frontends.acp._pickers import Pickers
     from dsh.frontends.acp._rpc import Connection
     from dsh.frontends.acp._session import AcpSession
+    from dsh.notices import Notice
 
 __all__ = ["FrontendPort"]
 
@@ -19,6 +21,7 @@ class FrontendPort(Protocol):
     connection: Connection
     client_capabilities: dict[str, Any]
     pickers: Pickers
+    features: ClientFeatures
 
     @property
     def mcp(self) -> Any: ...
@@ -28,3 +31,5 @@ class FrontendPort(Protocol):
     def owns(self, session_id: str) -> bool: ...
 
     def tool_update(self, session_id: str, update: dict[str, Any]) -> None: ...
+
+    def post_notice(self, notice: Notice) -> None: ...

@@ -17,6 +17,9 @@ Guarantees:
 * :meth:`BlobStore.release` drops every reference of an owner and deletes each object no other owner holds.
   ``put`` and ``release`` hold an exclusive ``flock`` on ``blobs/.lock``, so two dsh processes sharing a data
   directory never delete an object the other just referenced.
+* :meth:`BlobStore.put_file` streams: the source is hashed and copied in chunks of :data:`CHUNK` bytes (memory
+  bounded by one chunk whatever the file's size), and every all-zero chunk is left as a hole, so a sparse file (or
+  a run of zeros) takes no blocks in the store. :meth:`BlobStore.open` reads an object back as a stream.
 * Digests and owners are checked (hex digests; owners of 1-200 ``[A-Za-z0-9._-]``, not all dots, like session
   ids): no input names a path outside *root*.
 """
@@ -28,13 +31,23 @@ import fcntl
 import hashlib
 import os
 import re
+import secrets
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from dsh.plugins.persistence._durable import sync_directory, write_durably
 
-__all__ = ["BlobStore"]
+__all__ = ["CHUNK", "BlobStore"]
+
+CHUNK = 1 << 20
+"""Bytes read, hashed and written at a time by :meth:`BlobStore.put_file` (and by readers of :meth:`BlobStore.open`)."""
+_ZEROS = bytes(CHUNK)
+_INCOMING = ".incoming-"
+_STALE_INCOMING = 3600.0
+"""A streamed copy left by a writer killed mid-way is removed once it is this old (seconds)."""
 
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 _OWNER = re.compile(r"[A-Za-z0-9._-]{1,200}")
@@ -46,6 +59,7 @@ class BlobStore:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._swept = False
 
     # -- paths ------------------------------------------------------------------------------------------
 
@@ -82,7 +96,7 @@ class BlobStore:
     def put(self, owner: str, data: bytes) -> str:
         """Store *data* for *owner* (once, whoever else holds it); its sha256 hex digest. Durable on return."""
         digest = hashlib.sha256(data).hexdigest()
-        owner_dir = self._owner_dir(owner)
+        self._owner_dir(owner)  # checked before anything is written
         path = self._object(digest)
         with self._locked():
             if not path.exists():
@@ -90,12 +104,79 @@ class BlobStore:
                 temporary = path.with_name(f".{digest}.{os.getpid()}.tmp")
                 temporary.unlink(missing_ok=True)  # left by a crashed writer of this pid: we hold the lock
                 write_durably(path, data, temporary)
-            reference = owner_dir / digest
-            if not reference.exists():
-                owner_dir.mkdir(parents=True, exist_ok=True)
-                os.close(os.open(reference, os.O_WRONLY | os.O_CREAT, 0o600))
-                sync_directory(owner_dir)
+            self._reference(owner, digest)
         return digest
+
+    def put_file(self, owner: str, source: BinaryIO) -> tuple[str, int]:
+        """Stream *source* (a binary file, read from its current position to its end) into the store for *owner*:
+        ``(sha256 hex digest, size)``; durable on return. See the module docstring (chunks, holes)."""
+        self._owner_dir(owner)  # checked before anything is written
+        objects = self.root / "objects"
+        objects.mkdir(parents=True, exist_ok=True)
+        self._sweep_incoming(objects)
+        temporary = objects / f"{_INCOMING}{os.getpid()}-{secrets.token_hex(6)}.tmp"
+        hasher = hashlib.sha256()
+        size = 0
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:
+            try:
+                while chunk := source.read(CHUNK):
+                    hasher.update(chunk)
+                    size += len(chunk)
+                    if len(chunk) == CHUNK and chunk == _ZEROS:
+                        os.lseek(fd, CHUNK, os.SEEK_CUR)  # a hole: no block is written
+                        continue
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(fd, view) :]
+                os.ftruncate(fd, size)  # trailing holes count in the length
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            digest = hasher.hexdigest()
+            path = self._object(digest)
+            with self._locked():
+                if path.exists():
+                    temporary.unlink()
+                else:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(temporary, path)
+                    sync_directory(path.parent)
+                self._reference(owner, digest)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
+        return digest, size
+
+    def _reference(self, owner: str, digest: str) -> None:
+        owner_dir = self._owner_dir(owner)
+        reference = owner_dir / digest
+        if not reference.exists():
+            owner_dir.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(reference, os.O_WRONLY | os.O_CREAT, 0o600))
+            sync_directory(owner_dir)
+
+    def _sweep_incoming(self, objects: Path) -> None:
+        """Remove streamed copies that writers killed mid-way left behind (old ones only: another process may be
+        writing a young one)."""
+        if self._swept:
+            return
+        self._swept = True
+        now = time.time()
+        try:
+            names = [name for name in os.listdir(objects) if name.startswith(_INCOMING)]
+        except OSError:
+            return
+        for name in names:
+            try:
+                if now - os.stat(objects / name).st_mtime > _STALE_INCOMING:
+                    (objects / name).unlink()
+            except OSError:
+                continue
+
+    def open(self, digest: str) -> BinaryIO:
+        """A binary stream of *digest*'s bytes (the caller closes it); ``FileNotFoundError`` when not held."""
+        return self._object(digest).open("rb")
 
     def get(self, digest: str) -> bytes:
         """The bytes of *digest*; ``FileNotFoundError`` when the store does not hold them."""
