@@ -2,8 +2,9 @@
 
 One session runs, in one step, 45 reads of FIFOs, a fetch of a 5 MB HTML page (from a loopback server of the
 test), an edit that misses in a 1 MB file and the delete of a 1 GiB file; meanwhile a second session's
-``session/prompt`` on the echo model must answer within 5 times the time the same prompt takes on the idle
-daemon (measured in the same run, medians), and the daemon's peak RSS (``VmHWM``) stays under 512 MiB.
+``session/prompt`` on the echo model, sent again and again for as long as that step runs, must answer within 5
+times the time the same prompt takes on the idle daemon (medians, measured in the same run) and each within 1 s,
+and the daemon's peak RSS (``VmHWM``) stays under 512 MiB.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from acp import text_block
 
 from tests.context.test_sections import write_config
@@ -24,6 +26,8 @@ from tests.support.sdk import RecordingClient, connected_daemon
 
 PROMPTS = 9
 RATIO = 5.0
+SLOWEST = 1.0
+"""The issue's bound for every prompt of the second session while the heavy step runs (seconds)."""
 RSS_LIMIT = 512 * 1024 * 1024
 FIFOS = 45
 
@@ -51,6 +55,7 @@ def html_page(size: int) -> str:
     return "<html><head><title>Big</title></head><body>" + cell * (size // len(cell)) + "</body></html>"
 
 
+@pytest.mark.timeout(600)
 async def test_a_second_session_answers_while_one_session_runs_every_heavy_tool(tmp_path: Path) -> None:
     work = tmp_path
     for n in range(FIFOS):
@@ -107,17 +112,21 @@ async def test_a_second_session_answers_while_one_session_runs_every_heavy_tool(
             async with anyio.create_task_group() as group:
                 group.start_soon(run_busy)
                 with anyio.fail_after(120):
-                    await client.wait_until(lambda: announced() >= FIFOS + 4)  # the heavy step is under way
-                loaded = [await timed(f"loaded {n}") for n in range(PROMPTS)]
-                still_busy = not done.is_set()
-                with anyio.fail_after(300):
-                    await done.wait()
+                    await client.wait_until(lambda: announced() >= 2)  # the heavy step's first call is announced
+                loaded: list[float] = []
+                while not done.is_set():  # the whole heavy step: every phase of it is measured
+                    loaded.append(await timed(f"loaded {len(loaded)}"))
+                    await anyio.sleep(0.02)  # pacing, not synchronisation: a person types slower
             peak = peak_rss(daemon.process.pid)
-    assert still_busy, "the heavy step ended before the second session was measured: no load was measured"
+    assert len(loaded) >= PROMPTS, f"only {len(loaded)} prompts ran during the heavy step: no load was measured"
     ratio = statistics.median(loaded) / statistics.median(idle)
-    report = f"idle median {statistics.median(idle) * 1000:.1f} ms, loaded {statistics.median(loaded) * 1000:.1f} ms"
+    report = (
+        f"idle median {statistics.median(idle) * 1000:.1f} ms, under load median "
+        f"{statistics.median(loaded) * 1000:.1f} ms and slowest {max(loaded) * 1000:.0f} ms of {len(loaded)}"
+    )
     print(f"{report}: {ratio:.2f}x; peak RSS {peak >> 20} MiB")
     assert ratio <= RATIO, f"{report}: {ratio:.1f}x"
+    assert max(loaded) < SLOWEST, report
     assert peak < RSS_LIMIT, f"the daemon's peak RSS was {peak >> 20} MiB"
     assert not (work / "huge.bin").exists()
     assert "heavy work done" in client.text(busy)

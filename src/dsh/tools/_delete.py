@@ -8,8 +8,9 @@ Guarantees:
   run_command); it reads the file so the approval card shows what is removed (its text as a diff to nothing; none
   for a binary file, one over 64 KiB, or a path outside the session's roots, whose content must not reach the
   editor before the user grants it).
-* apply removes exactly the file prepare saw: when its bytes changed since (while the user was asked) it fails
-  ``CHANGED_SINCE`` and removes nothing. Paths outside the session's roots need the user's grant, as for edits.
+* apply removes exactly the file prepare saw: when its bytes changed since (while the user was asked; above
+  :data:`HASH_MAX`, its identity or stamp) it fails ``CHANGED_SINCE`` and removes nothing. Memory and time do
+  not grow with the file: at most :data:`HASH_MAX` bytes are read. Paths outside the session's roots need the user's grant, as for edits.
 * The read ledger stays honest without a step of its own: a file that is gone has no stamp, so a later
   ``write_file`` of the same path creates it afresh.
 """
@@ -58,13 +59,14 @@ class _Host(Protocol):
     def checked(self, execution: ToolExecution, target: ResolvedPath, raw: str) -> None: ...
 
 
-_CHUNK = 1 << 20
+HASH_MAX = 16 * 1024 * 1024
+"""Up to this size apply compares the file's bytes (a SHA-256) with what prepare saw; above it, its identity and
+stamp (device, inode, size, modification time): a 1 GiB delete never reads the file (issue 34)."""
 
 
-def _look(path: str, real: str) -> tuple[bytes, int, bytes]:
-    """``(sha256, size, head)`` of the file, *head* its first :data:`PREVIEW_MAX` + 1 bytes; refused unless
-    *path* is a regular file (not followed when a link). Read in chunks: a file of any size costs one chunk of
-    memory, never its size (issue 34)."""
+def _look(path: str, real: str) -> tuple[object, int, bytes]:
+    """``(fingerprint, size, head)`` of the file, *head* its first :data:`PREVIEW_MAX` + 1 bytes (nothing more
+    is read above :data:`HASH_MAX`); refused unless *path* is a regular file (not followed when a link)."""
     try:
         info = os.lstat(path)
     except FileNotFoundError:
@@ -77,16 +79,12 @@ def _look(path: str, real: str) -> tuple[bytes, int, bytes]:
         raise ToolError(f"{path} is a directory; delete_file removes one file (nothing was deleted)", "IS_DIRECTORY")
     if not stat.S_ISREG(info.st_mode):
         raise ToolError(f"{path} is not a regular file; nothing was deleted", "NOT_A_FILE")
-    digest = hashlib.sha256()
-    head = bytearray()
-    size = 0
     with open(real or path, "rb") as file:
-        while chunk := file.read(_CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
-            if len(head) <= PREVIEW_MAX:
-                head += chunk[: PREVIEW_MAX + 1 - len(head)]
-    return digest.digest(), size, bytes(head)
+        if info.st_size > HASH_MAX:
+            stamp = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+            return stamp, info.st_size, file.read(PREVIEW_MAX + 1)
+        data = file.read(HASH_MAX + 1)
+    return hashlib.sha256(data).digest(), len(data), data[: PREVIEW_MAX + 1]
 
 
 def _text_of(data: bytes) -> str | None:
@@ -110,7 +108,7 @@ def delete_file_spec(
 
     async def prepare(args: DeleteFileArgs, execution: ToolExecution) -> Prepared:
         target = host.locate(execution, args.path)
-        digest, size, head = await run_io(_look, target.path, target.real)
+        seen, size, head = await run_io(_look, target.path, target.real)
         shown = _shown(target.path, cwd_of(execution))
 
         async def apply() -> str:
@@ -118,7 +116,7 @@ def delete_file_spec(
 
             def remove() -> None:
                 now, _, _ = _look(target.path, target.real)
-                if now != digest:
+                if now != seen:
                     raise ToolError(
                         f"{shown} changed since this call was prepared (while it waited for approval); nothing "
                         "was deleted. Read the file again and decide anew.",

@@ -5,12 +5,13 @@ ledger, and apply's guard that a file is still what prepare read.
 
 from __future__ import annotations
 
+from dsh._text import plural
 from dsh.services.tools import ToolExecution
 from dsh.tools._background import BackgroundCommands
 from dsh.tools._budget import spill_roots
 from dsh.tools._common import changed, dir_and_exists, session_of, shown
 from dsh.tools._errors import OutsideRootsError, ToolError
-from dsh.tools._filetext import sniff_binary
+from dsh.tools._filetext import Binary, sniff_binary
 from dsh.tools._ledger import ReadLedger
 from dsh.tools._offload import run_io
 from dsh.tools._paths import ResolvedPath, is_granted, is_within
@@ -99,8 +100,11 @@ class ToolHost:
             raise ToolError(f"{target.path} is a directory, not a file", "IS_DIRECTORY")
         if not exists:  # a new file is not read first (through an editor, that read would report it missing)
             return await self.read_text(execution, target) if must_exist else None
-        if not must_exist and await run_io(sniff_binary, target.real) is not None:
-            return None  # not text: read_file cannot show it, so it cannot have been read; replaced as a whole
+        binary = None if must_exist else await run_io(sniff_binary, target.real)
+        if binary is not None:  # not text: replaced as a whole, once the model has looked at it (issue 34)
+            if target.inside:
+                await self.check_binary_read(execution, target, binary)
+            return None
         if target.inside:  # an outside path is checked by apply, once a gate granted it (refused before)
             await self.check_read(execution, target)
         return await self.read_text(execution, target)
@@ -108,6 +112,20 @@ class ToolHost:
     async def check_read(self, execution: ToolExecution, target: ResolvedPath) -> None:
         where = shown(target.path, self.ws.cwd(execution))
         await run_io(self.ledger.check, session_of(execution), target.real, where)
+
+    async def check_binary_read(self, execution: ToolExecution, target: ResolvedPath, binary: Binary) -> None:
+        """The ledger's check for a binary file, whose refusal says what it is: ``exists, N bytes, binary``."""
+        try:
+            await self.check_read(execution, target)
+        except ToolError as exc:
+            if exc.code != "NOT_READ":
+                raise
+            where = shown(target.path, self.ws.cwd(execution))
+            raise ToolError(
+                f"{where} exists, {plural(binary.size, 'byte')}, binary ({binary.mime}): read it or delete it "
+                "first; nothing was written",
+                "NOT_READ",
+            ) from None
 
     async def record_read(self, execution: ToolExecution, target: ResolvedPath) -> None:
         await run_io(self.ledger.record, session_of(execution), target.real)

@@ -4,7 +4,7 @@
 call kills it at once), so no page, however large, deep or hostile, can hold the daemon: the conversion never
 runs in the daemon's process.
 
-Guarantees: the page (UTF-8) is read from stdin; one JSON object ``{"text": …, "note": …}`` is written to
+Guarantees: it runs at a lower priority (``nice`` 10) than the daemon; the page (UTF-8) is read from stdin; one JSON object ``{"text": …, "note": …}`` is written to
 stdout. The Markdown conversion (:func:`dsh.tools._fetch.html_to_markdown`) gets *SOFT* seconds (an interval
 timer) and the process *MEMORY* MiB of address space (``RLIMIT_AS``); when it runs out of either, or the page is
 nested too deeply for it (``RecursionError``), the page's plain text is returned instead (a linear pass of the
@@ -15,6 +15,7 @@ why. A page that fails even that exits non-zero with one line on stderr.
 from __future__ import annotations
 
 import json
+import os
 import resource
 import signal
 import sys
@@ -77,6 +78,7 @@ def _alarm(signum: int, frame: object) -> None:
 def main() -> int:
     soft = float(sys.argv[1]) if len(sys.argv) > 1 else 10.0
     memory = int(sys.argv[2]) if len(sys.argv) > 2 else 1536
+    os.nice(10)  # the daemon's loop comes first when cores are scarce
     html = sys.stdin.buffer.read().decode("utf-8", "replace")
     limit = memory * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))

@@ -80,11 +80,13 @@ async def read_binary(host: ToolHost, execution: ToolExecution, target: Resolved
     image (:mod:`._images`; a model without vision gets its description instead); anything else is refused
     with its size and type."""
     where = shown(target.path, host.cwd(execution))
+    if target.real:  # the model now knows what the file is: a later write_file over it is not unseen
+        await host.record_read(execution, target)
     if binary.mime.startswith("image/") and target.real:
         return await read_image(target.real, where, binary.mime, binary.size)
     raise ToolError(
         f"{where} is a binary file ({binary.mime}, {plural(binary.size, 'byte')}), not text: read_file "
-        "shows only text files",
+        "shows only text files (write_file may now replace it whole, delete_file remove it)",
         "NOT_TEXT",
     )
 
