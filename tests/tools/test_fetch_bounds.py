@@ -66,6 +66,7 @@ async def test_a_conversion_past_its_soft_deadline_falls_back_to_plain_text(
     server: FakeProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_fetch, "CONVERT_SOFT", 0.2)
+    monkeypatch.setattr(_fetch, "MARKDOWN_MAX_CHARS", 1 << 30)
     page = "<html><body>" + "<p><b>w</b> <i>x</i></p>" * 60_000 + "<p>the end</p></body></html>"
     server.script(Reply(body=page, headers=HTML))
     with anyio.fail_after(60):
@@ -74,11 +75,24 @@ async def test_a_conversion_past_its_soft_deadline_falls_back_to_plain_text(
     assert outcome.text.rstrip().endswith("the end")
 
 
+async def test_a_page_over_the_markdown_size_is_its_plain_text_with_a_note(server: FakeProvider) -> None:
+    page = "<html><body><script>var x = 1;</script>" + "<p>w &amp; x</p>" * 100_000 + "<p>the end</p></body></html>"
+    server.script(Reply(body=page, headers=HTML))
+    with anyio.fail_after(60):
+        outcome = await fetch_markdown(f"{server.url}/big", allow_private=True)
+    assert outcome.text.startswith(
+        "[the page is over 1 MB, too large to convert to Markdown in time: this is the page's plain text]"
+    )
+    assert "w & x\n\nw & x" in outcome.text and outcome.text.endswith("the end")
+    assert "var x" not in outcome.text
+
+
 async def test_a_conversion_past_its_hard_deadline_is_killed_and_the_error_says_what_to_do(
     server: FakeProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_fetch, "CONVERT_SOFT", 600.0)
     monkeypatch.setattr(_fetch, "CONVERT_TIMEOUT", 0.5)
+    monkeypatch.setattr(_fetch, "MARKDOWN_MAX_CHARS", 1 << 30)
     page = "<html><body>" + "<p><b>w</b> <i>x</i></p>" * 60_000 + "</body></html>"
     server.script(Reply(body=page, headers=HTML))
     with anyio.fail_after(60), pytest.raises(ToolError) as caught:

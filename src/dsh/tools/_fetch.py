@@ -11,7 +11,8 @@ Guarantees:
   the check and the request (rebinding) is not caught.
 * HTML is converted to Markdown by :mod:`markdownify` (scripts, styles and navigation dropped) in a separate
   process (:mod:`dsh.tools._htmlworker`, issue 34): never in the daemon, at most :data:`CONVERT_SOFT` seconds
-  and :data:`CONVERT_MEMORY_MIB` MiB for the Markdown, then the page's plain text with a note saying why; the
+  and :data:`CONVERT_MEMORY_MIB` MiB for the Markdown (and only for pages up to :data:`MARKDOWN_MAX_CHARS`),
+  else the page's plain text with a note saying why; the
   process is killed at :data:`CONVERT_TIMEOUT` seconds and at once when the call is cancelled. Other text
   types (plain text, Markdown, JSON, XML, CSV) come as they are; anything else is refused with its type and
   size. The result is budgeted like any other (the full text spilled to a file when it is long).
@@ -39,8 +40,11 @@ MAX_REDIRECTS = 5
 TIMEOUT = 30.0
 """Seconds for the download (every hop); the conversion has its own deadline."""
 CONVERT_SOFT = 10.0
-CONVERT_TIMEOUT = 20.0
+CONVERT_TIMEOUT = 30.0
 CONVERT_MEMORY_MIB = 1536
+MARKDOWN_MAX_CHARS = 1 << 20
+"""A larger page is given as plain text at once: Markdown conversion grows faster than the page (5 MB took
+over 120 s), so it could never finish in time."""
 DECODE_STEP = 256 * 1024
 USER_AGENT = "dsh-fetch/1 (+https://github.com/; a coding agent reading documentation)"
 
@@ -206,7 +210,7 @@ async def _convert(raw: str, url: str) -> tuple[str, str]:
             "dsh.tools._htmlworker",
             raw.encode("utf-8", "surrogatepass"),
             timeout=CONVERT_TIMEOUT,
-            arguments=(str(CONVERT_SOFT), str(CONVERT_MEMORY_MIB)),
+            arguments=(str(CONVERT_SOFT), str(CONVERT_MEMORY_MIB), str(MARKDOWN_MAX_CHARS)),
         )
         result = orjson.loads(out)
     except WorkerFailed as exc:
