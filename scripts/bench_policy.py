@@ -1,6 +1,8 @@
 """What the tool call pipeline (RFC 0017) costs per call: ``ctx.tools.execute`` of ``read_file`` and of a prepared
 ``run_command`` refused in plan mode (prepare + decide, nothing runs), with the policy loaded and without it, and
-the shell split of a command line (first parse, then cached). Prints medians in microseconds; never fails.
+the shell split of a command line (first parse, then distinct lines), the split off the event loop (a worker thread
+for a line not seen before, the cache for one seen), and the worst inputs (a line just under 64 KiB, ``$(`` nested
+5,000 deep). Prints medians in microseconds; never fails.
 
     .venv/bin/python scripts/bench_policy.py [N]
 """
@@ -78,6 +80,32 @@ def main() -> None:
     print(
         f"split_command: first {first:.0f} µs (grammar load), then {(time.perf_counter() - start) / n * 1e6:.1f} µs each"
     )
+    print(f"split_command_async, a line not seen before (worker thread): {anyio.run(_async_splits, n):.1f} µs median")
+    print(
+        f"split_command_async, the same line again (cache, no thread):  {anyio.run(_async_splits, n, True):.1f} µs median"
+    )
+    worst = "cat " + " ".join(f"f{i}.txt" for i in range(6600))  # just under 64 KiB: the longest line parsed
+    start = time.perf_counter()
+    split_command(worst)
+    print(
+        f"split_command, a {len(worst) // 1024} KiB line: {(time.perf_counter() - start) * 1e3:.1f} ms (in the worker)"
+    )
+    deep = "echo " + "$(" * 5000 + "x" + ")" * 5000
+    start = time.perf_counter()
+    split_command(deep)
+    print(f"split_command, $( nested 5,000 deep: {(time.perf_counter() - start) * 1e3:.1f} ms (opaque)")
+
+
+async def _async_splits(n: int, same: bool = False) -> float:
+    from dsh.policy import split_command_async
+
+    times = []
+    for index in range(n):
+        line = "git diff --stat && ls -la src" if same else f"git diff --stat {index} && ls -la src"
+        start = time.perf_counter()
+        await split_command_async(line)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times[n // 10 :]) * 1e6
 
 
 if __name__ == "__main__":

@@ -79,10 +79,10 @@ async def test_every_rendered_field_is_shown_as_text_and_no_escape_reaches_the_t
         await tmux.wait_for(lambda s: f"thought{VISIBLE}" in s)
         await submit(tmux, "fail")
         await tmux.wait_for(lambda s: f"Error: errormessage{VISIBLE}" in s and chat_ready(s))
+        history = tmux.history()  # before the menu below covers the status line
         tmux.type("/hos")
         await tmux.wait_for(lambda s: f"commanddescription{VISIBLE}" in s)
         tmux.keys("C-u")
-        history = tmux.history()
         for tag in ("title", "message", "plan", "edittitle", "newtext", "catoutput", "model"):
             assert f"{tag}{VISIBLE}" in history, tag
         assert f"tmp/diffpath{VISIBLE}" in history

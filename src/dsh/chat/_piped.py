@@ -116,7 +116,7 @@ class PipedView:
                 continue
             self.end_turn()
             if reason != "end_turn":
-                self.err.write(f"[stop] {reason}\n")
+                self.err.write(f"[stop] {sanitize(reason, one_line=True)}\n")
         return status
 
     def _local(self, client: AcpClient, name: str, argument: str) -> None:

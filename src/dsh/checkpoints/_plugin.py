@@ -2,7 +2,7 @@
 
 Guarantees:
 
-* **Taken in the pipeline, before apply.** A ``tools/execute`` listener appended after the policy pipeline sees
+* **Taken in the pipeline, before apply.** The ``checkpoint`` stage (inside the policy's ``ask``) sees
   only calls that were prepared and allowed (``execution.prepared``); for a tool of an editing kind (edit,
   delete, move) it stores each path's state before the call runs, at most once per path and turn
   (``checkpoint/file``, bytes in the blob store, read and hashed in chunks), and after a call that succeeded what
@@ -11,6 +11,9 @@ Guarantees:
 * **Bounded.** A file over the size limit (``max_file_size``, default 64 MiB) is not stored: before the call
   runs the user is asked, told that the file will not be restorable; without a yes the call does not run.
   Memory while checkpointing stays bounded by one chunk, and runs of zeros take no space in the store.
+* **Large edits stored small.** A result's ``display.diff`` over 64 KiB of text is replaced by the changed region
+  with three lines of context (:mod:`._excerpt`): the session log and the editor's frame no longer carry the
+  whole file twice; the whole texts are in the checkpoint store, which is what ``/rewind`` uses.
 * **Blobs are shared by content** (:class:`dsh.plugins.persistence.BlobStore`) under the owner
   ``<session id>.checkpoints``; deleting the session releases that owner, deleting the bytes nobody else holds.
 * **Not tracked**: what shell commands change (``run_command``), files an editor holds but that dsh never
@@ -29,6 +32,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 from typing import TYPE_CHECKING, Any
@@ -37,6 +41,7 @@ import anyio
 
 from dsh import events as ev
 from dsh._log import get_logger
+from dsh.checkpoints._excerpt import shrink_diff
 from dsh.checkpoints._files import (
     MemoryBlobs,
     Target,
@@ -159,7 +164,7 @@ class Checkpoints:
     # -- taking checkpoints ----------------------------------------------------------------------------------
 
     async def execute(self, execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
-        """``tools/execute``, appended (inside the pipeline): checkpoint, run, record what was left."""
+        """The ``checkpoint`` stage (inside ``ask``: allowed calls only): checkpoint, run, record what was left."""
         prepared, agent = execution.prepared, execution.agent
         if prepared is None or agent is None or not (prepared.paths or prepared.command):
             return await next_()
@@ -225,6 +230,16 @@ class Checkpoints:
                     state = await anyio.to_thread.run_sync(state_local, path)
                 self._left(session, path, state)
         return result
+
+    async def shrink(self, execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
+        """The ``checkpoint`` stage, after :meth:`execute` (so outside ``apply``, which attaches ``display``): a large edit's
+        diff is logged and shown as its changed region (:func:`._excerpt.shrink_diff`)."""
+        result = await next_()
+        display = result.display
+        if display is None or "diff" not in display:
+            return result
+        shrunk = await anyio.to_thread.run_sync(shrink_diff, display)
+        return result if shrunk is display else dataclasses.replace(result, display=shrunk)
 
     # -- /rewind ---------------------------------------------------------------------------------------------
 
@@ -433,13 +448,14 @@ def _blob_store(ctx: Context) -> Blobs:
 
 @plugin("checkpoints", inject=("tools", "commands"))
 def checkpoints_plugin(ctx: Context, config: object) -> None:
-    """Checkpoint file changes on ``tools/execute`` and register ``/rewind`` (see the module docstring).
-    *config*: ``{"max_file_size": bytes}`` (default :data:`DEFAULT_MAX_FILE_SIZE`), or None."""
+    """Checkpoint file changes in the tool pipeline's ``checkpoint`` stage and register ``/rewind`` (see the
+    module docstring). *config*: ``{"max_file_size": bytes}`` (default :data:`DEFAULT_MAX_FILE_SIZE`), or None."""
     limit = DEFAULT_MAX_FILE_SIZE
     if isinstance(config, dict) and isinstance(config.get("max_file_size"), int):
         limit = config["max_file_size"]
     checkpoints = Checkpoints(ctx, _blob_store(ctx), max_file_size=limit)
-    ctx.on(ev.TOOLS_EXECUTE, checkpoints.execute)
+    ctx.tools.stage("checkpoint", checkpoints.execute)
+    ctx.tools.stage("checkpoint", checkpoints.shrink)  # inside execute: sees apply's display
     ctx.on(ev.SESSION_DISPOSED, checkpoints.forget)
     ctx.commands.register(
         "rewind",

@@ -1,11 +1,13 @@
 """One tool call pipeline and one permission policy for every front end (RFC 0017; see ``README.md``).
 
 * :func:`policy_plugin` (loaded by :func:`dsh.app.load_core`) provides ``ctx.policy`` (:class:`Policies`: each
-  session's :class:`SessionPolicy`, its mode and rules) and runs every tool call through prepare → decide →
-  ask → apply → budget on ``tools/execute``.
+  session's :class:`SessionPolicy`, its mode and rules) and fills the ``prepare``, ``decide`` and ``ask`` stages
+  of the tool call pipeline (the stages and their order: :data:`dsh.services.tools.STAGES`, RFC 0027).
 * :func:`approve` / ``user/approve``: how the pipeline, or any package, asks the user; front ends implement it.
 * :data:`MODES`: the modes, defined once (ids, names, descriptions for the user, text for the model).
-* :func:`split_command`, :func:`is_read_only`: shell commands split into simple commands; the read-only set.
+* :func:`split_command` (:func:`split_command_async` off the event loop), :func:`is_read_only`,
+  :func:`command_paths`: shell commands read conservatively, the read-only allow-list, the paths a command reads;
+  :func:`escape_control`: a command as a person must be shown it.
 
 Importing this package is cheap: the bash grammar loads on the first command checked.
 """
@@ -35,7 +37,16 @@ from dsh.policy._rules import (
     parse_pattern,
     rules_from_log,
 )
-from dsh.policy._shell import ShellSplit, SimpleCommand, command_prefix, is_read_only, split_command
+from dsh.policy._shell import (
+    ShellSplit,
+    SimpleCommand,
+    command_paths,
+    command_prefix,
+    escape_control,
+    is_read_only,
+    split_command,
+    split_command_async,
+)
 
 __all__ = [
     "ALLOW_ALWAYS",
@@ -64,7 +75,9 @@ __all__ = [
     "Verdict",
     "approve",
     "budget",
+    "command_paths",
     "command_prefix",
+    "escape_control",
     "is_read_only",
     "mode_named",
     "parse_pattern",
@@ -73,5 +86,6 @@ __all__ = [
     "refusal_of",
     "rules_from_log",
     "split_command",
+    "split_command_async",
     "unattended_policy",
 ]

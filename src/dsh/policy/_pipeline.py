@@ -1,28 +1,31 @@
-"""The tool call pipeline: prepare → decide → ask → apply → budget, one ``tools/execute`` listener for every front end.
+"""The permission policy's stages of the tool call pipeline: ``prepare``, ``decide`` and ``ask`` (the stages
+themselves, their order and how other packages join them: :data:`dsh.services.tools.STAGES`, RFC 0027).
 
 Guarantees, for every call of an agent's session:
 
-* **prepare**: a tool with ``prepare`` computes what the call would do; if it cannot apply (no match, ambiguous
-  match, bad path, invalid arguments) the call ends with the tool's error and nobody is asked.
+* **prepare**: a tool with ``prepare`` computes what the call would do (``ToolExecution.prepared`` for every
+  stage inside); if it cannot apply (no match, ambiguous match, bad path, invalid arguments) the call ends with
+  the tool's error and nobody is asked.
 * **decide**: :meth:`SessionPolicy.decide` on the session's mode and rules, with the facts prepare found (paths,
   paths outside the roots, the command). Tools without ``prepare`` are judged on their kind and on the paths of
-  their ``meta["paths"]`` (or their card's locations), resolved against the session's roots.
-* **ask**: through ``user/approve`` (:func:`dsh.policy.approve`); the options name the scope an "always" answer
-  records. An "always" answer becomes a session rule, logged as ``permission/rule``. No answer (cancelled,
-  unattended, failed) means the call does not run.
-* **apply**: only after allow; paths outside the roots are granted for this one call; ``tool/running`` is logged;
-  the chain below gets the :class:`~dsh.services.tools.Prepared` (``ToolExecution.prepared``), so what runs is
-  exactly what was approved.
-* **budget**: every result leaving the chain is bounded (:mod:`._budget`).
+  their ``meta["paths"]`` (or their card's locations), resolved against the session's roots. A refused call ends
+  here.
+* **ask**: through ``user/approve`` (:func:`dsh.policy.approve`) when the verdict asks; the options name the
+  scope an "always" answer records. An "always" answer becomes a session rule, logged as ``permission/rule``. No
+  answer (cancelled, unattended, failed) means the call does not run. An allowed call (asked or not) is granted
+  its paths outside the roots for this one call (revoked when it ends), logged as ``tool/running``, and carries
+  ``ToolExecution.decision`` (whether the user was asked) to the stages inside.
 
 A refused call's result is an error with code ``PERMISSION_DENIED`` and a message the model can act on. A call
-without an agent (a direct ``ctx.tools.execute`` in a test) is only budgeted.
+without an agent (a direct ``ctx.tools.execute`` in a test) passes these stages untouched.
 """
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dsh._log import get_logger
@@ -35,18 +38,20 @@ from dsh.policy._approval import (
     ApprovalOption,
     approve,
 )
-from dsh.policy._budget import budget, limit_of
 from dsh.policy._rules import RULE_EVENT, RUNNING_EVENT, CallFacts, Decision, SessionPolicy
+from dsh.policy._shell import command_dirs, command_paths, is_read_only, split_command_async
 
 if TYPE_CHECKING:
     from dsh.kernel import Context, Next
-    from dsh.services.tools import Prepared, ToolDefinition, ToolExecution, ToolResult
+    from dsh.services.tools import Prepared, ToolDefinition, ToolExecution, ToolRegistry, ToolResult
 
 __all__ = ["REFUSED_CODE", "Pipeline", "refusal_of", "refused"]
 
 REFUSED_CODE = "PERMISSION_DENIED"
 
 log = get_logger("dsh.policy")
+_INLINE_PATHS = 16
+"""A command reading more paths than this has them resolved in a worker thread (each is a few ``lstat`` calls)."""
 
 
 def refused(execution: ToolExecution, message: str) -> ToolResult:
@@ -71,55 +76,119 @@ def refusal_of(event_type: str, data: Any) -> str | None:
     return " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
 
 
+@dataclass(frozen=True, slots=True)
+class _Decided:
+    """What ``decide`` hands to ``ask`` (this call's task only: a context variable)."""
+
+    facts: CallFacts
+    decision: Decision
+    policy: SessionPolicy
+    allow_label: str = "Allow"
+    """The "Allow" option's name (the sandbox names what allowing does when it is the reason for asking)."""
+
+
+_decided: contextvars.ContextVar[_Decided | None] = contextvars.ContextVar("dsh_policy_decided", default=None)
+
+
 class Pipeline:
+    """The policy's three stages (see the module docstring); :meth:`install` adds them to the tools registry."""
+
     def __init__(self, ctx: Context, policies: Any, unattended: str) -> None:
         self._ctx = ctx
         self._policies = policies
         self._unattended = unattended
 
-    async def execute(self, execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
-        """``tools/execute``, prepended: the whole pipeline (see the module docstring)."""
+    def install(self, tools: ToolRegistry) -> None:
+        tools.stage("prepare", self.prepare)
+        tools.stage("decide", self.decide)
+        tools.stage("ask", self.ask)
+
+    async def prepare(self, execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
+        """``prepare``: what the call will do, or the tool's error (nobody is asked)."""
         from dsh.services.tools import error_result
 
         agent = execution.agent
-        session_id = agent.session.id if agent is not None else None
+        if agent is None:
+            return await next_()
+        tool = self._ctx.tools.get(execution.name, agent.session.id)
+        if tool is None or tool.prepare is None:
+            return await next_()
+        try:
+            prepared = await tool.prepare(execution.arguments, execution)
+        except Exception as exc:  # cannot apply: the tool's error, and nobody is asked
+            return error_result(execution.call_id, exc)
+        return await next_(dataclasses.replace(execution, prepared=prepared))
+
+    async def decide(self, execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
+        """``decide``: the session policy's verdict; a refusal ends the call."""
+        agent = execution.agent
+        if agent is None:
+            return await next_()
+        session_id = agent.session.id
         tool = self._ctx.tools.get(execution.name, session_id)
-        if agent is None or session_id is None:
-            return await self._budget(await next_(), execution, tool)
-        prepared: Prepared | None = None
-        if tool is not None and tool.prepare is not None:
-            try:
-                prepared = await tool.prepare(execution.arguments, execution)
-            except Exception as exc:  # cannot apply: the tool's error, and nobody is asked
-                return error_result(execution.call_id, exc)
         policy: SessionPolicy = self._policies.session(session_id)
-        facts = self._facts(execution, tool, prepared)
+        facts = self._facts(execution, tool, execution.prepared)
+        if facts.command is not None:
+            facts = await self._command_facts(execution, facts, execution.prepared)
         decision = policy.decide(facts)
+        decision, allow_label = await self._sandbox_say(execution, facts, decision, policy.mode)
         if decision.verdict == "refuse":
             return refused(execution, decision.why)
+        token = _decided.set(_Decided(facts, decision, policy, allow_label))
+        try:
+            return await next_()
+        finally:
+            _decided.reset(token)
+
+    async def ask(self, execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
+        """``ask``: the user when the verdict asks; then the grants, ``tool/running`` and the call's decision."""
+        from dsh.services.tools import CallDecision
+
+        decided = _decided.get()
+        agent = execution.agent
+        if decided is None or agent is None:
+            return await next_()
+        _decided.set(None)  # a call the stages below start (a sub-agent's) decides for itself
+        facts, decision = decided.facts, decided.decision
+        choice: str | None = None
         if decision.verdict == "ask":
-            message = await self._ask(execution, tool, prepared, facts, decision, policy)
+            tool = self._ctx.tools.get(execution.name, agent.session.id)
+            choice, message = await self._ask(
+                execution, tool, execution.prepared, facts, decision, decided.policy, decided.allow_label
+            )
             if message is not None:
                 return refused(execution, message)
-        if facts.outside:
-            from dsh.tools import grant_outside
+        from dsh.tools import grant_outside, revoke_grants
 
-            for path in facts.outside:
-                grant_outside(execution, path)
-        agent.session.append(RUNNING_EVENT, {"call_id": execution.call_id})
-        if prepared is not None:
-            execution = dataclasses.replace(execution, prepared=prepared)
-        return await self._budget(await next_(execution), execution, tool)
+        for path in facts.outside:
+            grant_outside(execution, path)
+        try:
+            agent.session.append(RUNNING_EVENT, {"call_id": execution.call_id})
+            call = CallDecision(asked=decision.verdict == "ask", choice=choice, why=decision.why)
+            return await next_(dataclasses.replace(execution, decision=call))
+        finally:
+            revoke_grants(execution)
 
-    async def _budget(self, result: ToolResult, execution: ToolExecution, tool: ToolDefinition | None) -> ToolResult:
-        """The budget stage: the tools' output budget (``tool_budget``, :mod:`dsh.tools._budget`: head and tail
-        kept, the whole spilled to a file the result names) when the built-in tools are loaded, else the plain
-        ceiling of :mod:`._budget`."""
-        tool_budget = self._ctx.get("tool_budget")
-        if tool_budget is not None:
-            budgeted: ToolResult = await tool_budget(result, execution)
-            return budgeted
-        return budget(result, limit_of(tool))
+    async def _sandbox_say(
+        self, execution: ToolExecution, facts: CallFacts, decision: Decision, mode: str
+    ) -> tuple[Decision, str]:
+        """The sandbox's say on a command call (:meth:`dsh.sandbox.Sandbox.judge`, which also hands the level to
+        the ``contain`` stage): the decision, turned into a question where the sandbox wants one (no sandbox on
+        this machine, a command the sandbox stopped before), and the name of the "Allow" option."""
+        sandbox = self._ctx.get("sandbox")
+        if sandbox is None or facts.command is None or decision.verdict == "refuse":
+            return decision, "Allow"
+        split = await split_command_async(facts.command)  # cached: the decide stage split it already
+        read_only = not split.opaque and all(is_read_only(part) for part in split.commands)
+        judgement = sandbox.judge(
+            execution, facts.command, asks=decision.verdict == "ask", read_only=read_only, bypass=mode == "bypass"
+        )
+        if judgement.ask and judgement.why:
+            why = f"{decision.why}; {judgement.why}" if decision.verdict == "ask" and decision.why else judgement.why
+            decision = Decision("ask", why, decision.scopes, always=False)
+        elif not judgement.ask and decision.verdict == "ask":  # the test hook forcing the verdict (FORCE_NO_ASK_ENV)
+            decision = Decision("allow")
+        return decision, judgement.label or "Allow"
 
     # -- facts -------------------------------------------------------------------------------------------------
 
@@ -150,6 +219,34 @@ class Pipeline:
                 outside.append(path)
         return CallFacts(execution.name, kind, cwd, asks, tuple(paths), tuple(outside), domain=domain)
 
+    async def _command_facts(self, execution: ToolExecution, facts: CallFacts, prepared: Prepared | None) -> CallFacts:
+        """The command split off the event loop (:func:`._shell.split_command_async`), and the paths its read-only
+        parts read that lie outside the roots added to ``outside`` (so they ask, as ``read_file`` does)."""
+        assert facts.command is not None
+        split = await split_command_async(facts.command)
+        where = (prepared.cwd if prepared is not None else None) or facts.cwd
+        hazard = ""
+        if any(part.words[:1] == ("git",) and is_read_only(part) for part in split.commands):
+            hazard = _git_lookalike(command_dirs(split, where), facts.cwd)
+        paths = command_paths(split, where)
+        if not paths:
+            return dataclasses.replace(facts, split=split, hazard=hazard)
+        workspace = self._ctx.get("workspace")
+
+        def outside_of() -> list[str]:
+            if workspace is None:
+                return [path for path in paths if not _within(path, facts.cwd)]
+            return [path for path in paths if not workspace.resolve(execution, path).inside]
+
+        if len(paths) <= _INLINE_PATHS:
+            outside = outside_of()
+        else:
+            import anyio.to_thread
+
+            outside = await anyio.to_thread.run_sync(outside_of)
+        merged = tuple(dict.fromkeys((*facts.outside, *outside)))
+        return dataclasses.replace(facts, split=split, outside=merged, hazard=hazard)
+
     @staticmethod
     def _paths(execution: ToolExecution, tool: ToolDefinition, cwd: str) -> list[str]:
         """The absolute paths a tool without ``prepare`` would touch: its ``paths`` function, else its card."""
@@ -178,8 +275,10 @@ class Pipeline:
         facts: CallFacts,
         decision: Decision,
         policy: SessionPolicy,
-    ) -> str | None:
-        """Ask the user; None when the call may run, else the message the model gets."""
+        allow_label: str = "Allow",
+    ) -> tuple[str | None, str | None]:
+        """Ask the user: (the option chosen, None) when the call may run, else (None, the message the model
+        gets)."""
         agent = execution.agent
         assert agent is not None
         card = None
@@ -190,7 +289,7 @@ class Pipeline:
             except Exception:
                 log.warning("tool presenter failed", tool=execution.name)
         label = _scope_label(execution.name, facts, decision.scopes)
-        options = [ApprovalOption(ALLOW_ONCE, "Allow")]
+        options = [ApprovalOption(ALLOW_ONCE, allow_label)]
         if decision.always:
             options.append(ApprovalOption(ALLOW_ALWAYS, f"Always allow {label}"))
         options.append(ApprovalOption(REJECT_ONCE, "Reject"))
@@ -213,7 +312,7 @@ class Pipeline:
         verdict = await approve(self._ctx, approval)
         signal = execution.signal
         if signal is not None and signal.aborted:
-            return "Cancelled before it ran: the user cancelled the turn."
+            return None, "Cancelled before it ran: the user cancelled the turn."
         choice = verdict.choice
         if choice in (ALLOW_ALWAYS, REJECT_ALWAYS):
             for data in policy.remember(
@@ -221,12 +320,34 @@ class Pipeline:
             ):
                 agent.session.append(RULE_EVENT, data)
         if choice in (ALLOW_ONCE, ALLOW_ALWAYS):
-            return None
+            return choice, None
         if choice in (REJECT_ONCE, REJECT_ALWAYS):
-            return policy.refusal(execution.name, once=choice == REJECT_ONCE)
+            return None, policy.refusal(execution.name, once=choice == REJECT_ONCE)
         if verdict.reason == "unattended":
-            return self._unattended.format(tool=execution.name, why=decision.why)
-        return "The permission request was cancelled, so the tool did not run."
+            return None, self._unattended.format(tool=execution.name, why=decision.why)
+        return None, "The permission request was cancelled, so the tool did not run."
+
+
+def _git_lookalike(dirs: tuple[str, ...], cwd: str) -> str:
+    """Why git run in one of *dirs* might read a configuration the model wrote, or "": a directory on the way up
+    from where it runs (to the session's directory, or to the file system's root from outside it) that git would
+    take for a git directory (it holds a ``HEAD`` file: a bare repository whose ``config`` can name
+    ``core.fsmonitor``) or a ``.git`` *file* (it points git at another directory). A real repository's ``.git``
+    directory is neither. Edits under ``.git/`` ask (:mod:`._rules`), but these files need no ``.git`` in their
+    path."""
+    top = os.path.normpath(cwd)
+    for start in dirs:
+        current = os.path.normpath(start)
+        for _ in range(64):
+            if os.path.isfile(os.path.join(current, "HEAD")):
+                return "git would read a git directory there that is not the repository's own .git (it holds HEAD)"
+            if os.path.isfile(os.path.join(current, ".git")):
+                return "a .git file there points git at another directory, whose configuration can run programs"
+            parent = os.path.dirname(current)
+            if current == top or parent == current:
+                break
+            current = parent
+    return ""
 
 
 def _within(path: str, root: str) -> bool:

@@ -115,12 +115,13 @@ class Policies:
 
 @plugin("policy", inject=("tools",))
 def policy_plugin(ctx: Context, config: PolicyConfig | None) -> None:
-    """Provide ``policy`` and put the pipeline on ``tools/execute`` (see :mod:`dsh.policy`)."""
+    """Provide ``policy`` and add its stages (``prepare``, ``decide``, ``ask``) to the tool call pipeline (see
+    :mod:`dsh.policy`)."""
     from dsh.policy._pipeline import Pipeline
 
     policies = Policies(config or PolicyConfig())
     ctx.provide("policy", policies)
-    ctx.on(ev.TOOLS_EXECUTE, Pipeline(ctx, policies, policies.config.unattended).execute, prepend=True)
+    Pipeline(ctx, policies, policies.config.unattended).install(ctx.tools)
 
     def disposed(agent: Agent) -> None:
         policies.forget(agent.session.id)

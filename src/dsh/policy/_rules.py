@@ -11,17 +11,30 @@ session (allow or reject, with the scope the option named), which are recorded i
 The decision (:meth:`SessionPolicy.decide`), in order:
 
 1. A deny pattern or an "always reject" that matches refuses (deny wins over everything, even bypass).
-2. Reads and searches outside the roots are allowed when the session reads anywhere (``--allow-reads``).
+2. Reads and searches outside the roots are allowed when the session reads anywhere (``--allow-reads``); a
+   command's paths are never reads in this sense.
 3. Plan mode refuses edits, commands, tools that ask, and paths outside the roots.
 4. Bypass mode allows.
 5. Paths outside the session's roots ask (an "always allow" never reaches outside; a config ``allow`` pattern
-   that names the path does).
-6. An ``ask`` pattern that matches asks.
-7. A command is split into its simple commands (:mod:`._shell`); it is allowed only when every part is, by the
-   built-in read-only set or an allow rule; anything opaque asks.
-8. Edits: allowed in accept-edits mode or by an allow rule for the path; else ask.
-9. Other commands and tools that say they ``ask`` (MCP tools that are not read-only): an allow rule, else ask.
-10. Everything else (reads, searches) is allowed.
+   that names the path does). For a command these are the paths its read-only parts read or ``cd`` to
+   (:func:`._shell.command_paths`, resolved by the pipeline), so ``cat ../x`` asks as ``read_file`` of it does.
+6. Edits of a path with a ``.git`` component (the directory or a ``.git`` file) or named ``.gitattributes`` ask
+   in every mode, accept-edits included, with no "always" (git runs programs its configuration names); a config
+   ``allow`` pattern that names the path allows them.
+7. An ``ask`` pattern that matches asks.
+8. A command is split into its simple commands (:mod:`._shell`); it is allowed only when every part is, by the
+   built-in read-only set or an allow rule; anything opaque asks with no "always". A prefix rule (an "always
+   allow `cat`", a config ``run_command(npm test)``) never covers a part that writes a file by redirection, and
+   no "always" is offered for such a part: what the user saw (``cat a > b``) must not later allow ``cat a >
+   ../outside/authorized_keys``.
+9. Edits: allowed in accept-edits mode or by an allow rule for the path; else ask.
+10. Other commands and tools that say they ``ask`` (MCP tools that are not read-only): an allow rule, else ask.
+11. Everything else (reads, searches) is allowed.
+
+A path scope covers a path when the path is below it (or matches it as a glob) both as written and with every
+symlink of both resolved, so a symlink inside ``src/`` that points elsewhere is not covered by "always allow
+write_file in `src/`". A deny or ask pattern matches when either spelling does. Resolving those symlinks is the
+only file access of the decision.
 
 Legacy ``permission/rule`` events (before scopes) carry no scope: their "reject" still holds for the whole tool,
 their "allow" holds only for tools that are neither commands nor edits (a remembered tool-wide "always allow
@@ -38,7 +51,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from dsh.policy._modes import DEFAULT_MODE
-from dsh.policy._shell import SimpleCommand, command_prefix, is_read_only, split_command
+from dsh.policy._shell import ShellSplit, SimpleCommand, command_prefix, is_read_only, split_command
 from dsh.tools import is_within
 
 __all__ = [
@@ -111,6 +124,11 @@ class CallFacts:
     command: str | None = None
     domain: str | None = None
     """The host a network tool (``fetch_url``) would reach: its "always" answers are per domain (RFC 0018)."""
+    split: ShellSplit | None = None
+    """The command already split (the pipeline splits it off the event loop); None: split here."""
+    hazard: str = ""
+    """Why the pipeline found that this command must ask whatever the parts are (a directory git would take
+    for its own, say); empty: nothing found."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,13 +165,42 @@ def _glob(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out) + r"\Z", re.S)
 
 
-def _path_matches(scope: str, path: str, cwd: str) -> bool:
-    """*path* (absolute) is *scope* or below it, or matches it as a glob; *scope* relative to *cwd*."""
+def _path_matches(scope: str, path: str, cwd: str, *, strict: bool = True) -> bool:
+    """*path* (absolute) is *scope* or below it, or matches it as a glob; *scope* relative to *cwd*. *strict*
+    (allow rules): both as written and with symlinks resolved; otherwise (deny, ask): either way."""
     base = os.path.normpath(os.path.join(cwd, os.path.expanduser(scope)))
     path = os.path.normpath(path)
-    if not any(char in scope for char in "*?"):
+    lexical = _scope_covers(base, path)
+    if lexical != strict:
+        return lexical
+    return _scope_covers(_real_scope(base), os.path.realpath(path))
+
+
+def _scope_covers(base: str, path: str) -> bool:
+    if not any(char in base for char in "*?"):
         return is_within(path, base)
     return bool(_glob(base).match(path))
+
+
+def _real_scope(base: str) -> str:
+    """*base* with the symlinks of its literal directories resolved (a glob's tail is kept as written)."""
+    parts = base.split(os.sep)
+    for index, part in enumerate(parts):
+        if any(char in part for char in "*?"):
+            head = os.sep.join(parts[:index]) or os.sep
+            return os.path.join(os.path.realpath(head), *parts[index:])
+    return os.path.realpath(base)
+
+
+_GIT_CONTROL = frozenset({".git"})
+_GIT_FILES = frozenset({".gitattributes"})
+
+
+def _git_control(path: str) -> bool:
+    """Whether editing *path* could change what git runs: anything in a ``.git`` directory (or a ``.git`` file,
+    which names another git directory) or a ``.gitattributes`` file (it names diff and filter drivers)."""
+    parts = os.path.normpath(path).split(os.sep)
+    return any(part in _GIT_CONTROL for part in parts) or parts[-1] in _GIT_FILES
 
 
 def _prefix_matches(scope: str, words: Sequence[str]) -> bool:
@@ -182,10 +229,15 @@ class SessionPolicy:
             scope = rule.scope.lower()
             return facts.domain == scope or (scope.startswith("*.") and facts.domain.endswith(scope[1:]))
         if part is not None:
+            if rule.decision == "allow" and part.writes_file:
+                return False  # a prefix never covers a redirection's write (the user saw another target)
             return _prefix_matches(rule.scope, part.words)
         if facts.command is not None:
             return False
-        return bool(facts.paths) and all(_path_matches(rule.scope, path, facts.cwd) for path in facts.paths)
+        strict = rule.decision == "allow"
+        return bool(facts.paths) and all(
+            _path_matches(rule.scope, path, facts.cwd, strict=strict) for path in facts.paths
+        )
 
     def _matching(self, facts: CallFacts, decisions: tuple[str, ...], parts: Sequence[SimpleCommand]) -> Rule | None:
         for rule in self._of(facts.tool, *decisions):
@@ -202,7 +254,9 @@ class SessionPolicy:
 
     def decide(self, facts: CallFacts) -> Decision:
         """allow / ask / refuse for a call (see the module docstring for the order)."""
-        split = split_command(facts.command) if facts.command is not None else None
+        split = facts.split
+        if split is None and facts.command is not None:
+            split = split_command(facts.command)
         parts = split.commands if split is not None else ()
         denied = self._matching(facts, ("deny",), parts)
         if denied is not None:
@@ -218,8 +272,18 @@ class SessionPolicy:
             configured = [r for r in self._of(facts.tool, "allow") if r.origin == "config" and r.scope is not None]
             if not any(all(_path_matches(r.scope or "", p, facts.cwd) for p in facts.outside) for r in configured):
                 return Decision("ask", "it touches paths outside the session's directory", always=False)
+        if facts.kind in EDIT_KINDS and any(_git_control(path) for path in facts.paths):
+            configured = [r for r in self._of(facts.tool, "allow") if r.origin == "config" and r.scope is not None]
+            if not any(all(_path_matches(r.scope or "", p, facts.cwd) for p in facts.paths) for r in configured):
+                return Decision(
+                    "ask",
+                    "it changes git's own files (.git, .gitattributes), which can make git run programs",
+                    always=False,
+                )
         if split is not None:
-            return self._command(facts, split.commands, split.opaque)
+            if facts.hazard:
+                return Decision("ask", facts.hazard, always=False)
+            return self._command(facts, split)
         if self._matching(facts, ("ask",), ()) is not None:
             return Decision("ask", "a permissions rule says to ask", self._path_scopes(facts))
         if facts.kind in EDIT_KINDS and not facts.asks:
@@ -234,9 +298,10 @@ class SessionPolicy:
             return Decision("ask", "this tool asks first")
         return Decision("allow")
 
-    def _command(self, facts: CallFacts, parts: Sequence[SimpleCommand], opaque: bool) -> Decision:
-        if opaque:
-            return Decision("ask", "the command is not a plain list of simple commands", always=False)
+    def _command(self, facts: CallFacts, split: ShellSplit) -> Decision:
+        if split.opaque:
+            return Decision("ask", f"the command cannot be read exactly: {split.reason}", always=False)
+        parts = split.commands
         asked = [part for part in parts if self._part_rule(facts, part, "ask") is not None]
         pending = [
             part
@@ -245,9 +310,10 @@ class SessionPolicy:
         ]
         if not pending:
             return Decision("allow")
-        scopes = tuple(dict.fromkeys(" ".join(command_prefix(part)) for part in pending))
+        rememberable = [part for part in pending if not part.writes_file]
+        scopes = tuple(dict.fromkeys(" ".join(command_prefix(part)) for part in rememberable))
         why = "a permissions rule says to ask" if asked else "commands that may change something ask first"
-        return Decision("ask", why, scopes)
+        return Decision("ask", why, scopes, always=bool(scopes))
 
     def _part_rule(self, facts: CallFacts, part: SimpleCommand, decision: str) -> Rule | None:
         for rule in self._of(facts.tool, decision):

@@ -20,7 +20,7 @@ __all__ = ["reaper_plugin"]
 log = get_logger("dsh.reaper")
 
 
-@plugin("reaper")
+@plugin("reaper", inject=("tools",))
 def reaper_plugin(ctx: Context, config: object = None) -> None:
     async def tagging(execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
         agent = execution.agent
@@ -48,6 +48,6 @@ def reaper_plugin(ctx: Context, config: object = None) -> None:
             if ended:
                 log.info("ended leftover processes at exit", pids=ended)
 
-    ctx.on(ev.TOOLS_EXECUTE, tagging, prepend=True)
+    ctx.tools.stage("contain", tagging)
     ctx.on(ev.AGENT_DISPOSED, disposed)
     ctx.effect(at_exit)

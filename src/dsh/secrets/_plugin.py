@@ -4,10 +4,10 @@ Guarantees while it is loaded:
 
 * :func:`dsh.secrets.child_environment` uses the policy built from this plugin's providers and ``secrets``
   section (removed again when the plugin's scope is disposed).
-* Every tool result leaves ``tools/execute`` with the secret values of the policy replaced by
-  ``[redacted NAME]`` in its content text, its error and its display (the listener is prepended when the plugin
-  applies, so it wraps the tools and their workspace: what the model, the session file and the editor get is
-  redacted). An exception of an inner listener or tool becomes the usual error result first, then is redacted.
+* Every tool result leaves the tool pipeline with the secret values of the policy replaced by
+  ``[redacted NAME]`` in its content text, its error and its display (the ``redact`` stage wraps every stage but
+  ``budget``, whatever the load order: what the model, the session file, the spill file and the editor get is
+  redacted). An exception of an inner stage or tool becomes the usual error result first, then is redacted.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from dsh import events as ev
 from dsh.kernel import plugin
 from dsh.secrets._policy import SecretPolicy, install_policy, redact_json
 
@@ -50,7 +49,7 @@ def redact_result(result: ToolResult, policy: SecretPolicy) -> ToolResult:
     return replace(result, content=content, error=error, display=display)
 
 
-@plugin("secrets")
+@plugin("secrets", inject=("tools",))
 def secrets_plugin(ctx: Context, config: dict[str, Any] | None) -> None:
     """*config*: ``{"providers": dict[str, ProviderSettings] | None, "secrets": SecretsConfig | None}``."""
     config = config or {}
@@ -66,7 +65,7 @@ def secrets_plugin(ctx: Context, config: dict[str, Any] | None) -> None:
             result = error_result(execution.call_id, exc)
         return redact_result(result, policy)
 
-    ctx.on(ev.TOOLS_EXECUTE, redacting, prepend=True)
+    ctx.tools.stage("redact", redacting)
 
 
 def describe_withheld(

@@ -19,13 +19,22 @@ Guarantees:
   ``apply`` does exactly that. The policy pipeline (:mod:`dsh.policy`) prepares, decides, asks, then passes
   the :class:`Prepared` down the chain in ``ToolExecution.prepared``; the innermost default runs its
   ``apply``. Without the pipeline, a prepared tool's ``execute`` is prepare followed by apply.
+* **The declared pipeline** (RFC 0027): every call runs through named stages in the fixed order of
+  :data:`STAGES`, outermost first: ``budget``, ``redact``, ``limits``, ``prepare``, ``decide``, ``ask``,
+  ``checkpoint``, ``contain``, ``apply``; then the ``tools/execute`` waterfall (whose innermost default runs the
+  tool). A package adds a :data:`Step` to a stage with :meth:`ToolRegistry.stage`; a step is a waterfall
+  listener ``(execution, next) -> result``: it acts on the way in before calling ``next`` and on the result on
+  the way out, so the ``budget`` stage is the last to see a result and ``redact`` the one before it, whatever
+  order the plugins were loaded in. Steps of one stage run in registration order and must not depend on it;
+  ``budget`` holds one step at most (the output budget runs once per call). A step is removed with the scope
+  that added it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, TypeVar, get_args
 
 from pydantic import BaseModel, ValidationError
 
@@ -41,12 +50,16 @@ if TYPE_CHECKING:
     from dsh.services.llm import GenerateRequest
 
 __all__ = [
+    "STAGES",
+    "CallDecision",
     "Prepared",
+    "Stage",
     "ToolCard",
     "ToolDefinition",
     "ToolExecution",
     "ToolRegistry",
     "ToolResult",
+    "ToolStep",
     "define_prepared_tool",
     "define_tool",
     "error_result",
@@ -67,7 +80,24 @@ class ToolExecution:
     agent: Agent | None = None
     signal: CancelToken | None = None
     prepared: Prepared | None = None
-    """Set by the policy pipeline once the call was prepared and allowed: the innermost default applies it."""
+    """Set by the ``prepare`` stage (the policy's) once the call was prepared: the stages inside it see what the
+    call will do, and the innermost default applies exactly that."""
+    decision: CallDecision | None = None
+    """Set by the ``decide`` and ``ask`` stages (the policy's) for a call allowed to go on; None when no policy
+    decided (no policy loaded, or a call without an agent)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallDecision:
+    """How a call was let through, for the stages inside ``ask`` (``checkpoint``, ``contain``, ``apply``)."""
+
+    asked: bool
+    """True: the user was asked and allowed it (``choice`` says how); False: it runs with no question (the mode
+    or a rule allowed it)."""
+    choice: str | None = None
+    """The option the user chose when asked (``allow_once``, ``allow_always``), else None."""
+    why: str = ""
+    """The decision's reason (the rule or the mode that allowed it, or why it asked)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,11 +262,61 @@ def error_result(call_id: str, error: BaseException) -> ToolResult:
     )
 
 
+Stage: TypeAlias = Literal["budget", "redact", "limits", "prepare", "decide", "ask", "checkpoint", "contain", "apply"]
+"""A named stage of the tool call pipeline."""
+
+STAGES: tuple[Stage, ...] = get_args(Stage)
+"""The stages, outermost first (see the module docstring and RFC 0027):
+
+* ``budget``: the output budget, the last to see a result (one step: the tools' budget, spilling the whole).
+* ``redact``: secret values out of every result (whatever refused, failed or ran inside it).
+* ``limits``: refusals that need no decision (a sub-agent's type).
+* ``prepare``: what the call will do (``ToolExecution.prepared``); a call that cannot apply ends here.
+* ``decide``: the permission policy's verdict; a refused call ends here.
+* ``ask``: the user, when the verdict asks; an allowed call is granted its outside paths and logged as running
+  (``ToolExecution.decision`` says whether anyone was asked).
+* ``checkpoint``: what an edit or a command is about to change, kept for ``/rewind``.
+* ``contain``: around running: the processes the call starts (tagged with its session; confinement).
+* ``apply``: the innermost: the result's ``is_error``/``display`` channel, then the ``tools/execute`` waterfall.
+"""
+
+ToolStep: TypeAlias = "Callable[[ToolExecution, Next[ToolExecution, ToolResult]], Awaitable[ToolResult]]"
+"""A stage's step: a ``tools/execute`` listener, ``(execution, next) -> result``."""
+
+_SINGLE: frozenset[Stage] = frozenset({"budget"})
+
+
 class ToolRegistry:
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
         self._tools: dict[str, ToolDefinition] = {}
         self._session_tools: dict[str, dict[str, ToolDefinition]] = {}
+        self._stages: dict[Stage, list[ToolStep]] = {name: [] for name in STAGES}
+        self._chain: tuple[ToolStep, ...] = ()
+
+    # -- the pipeline's stages --------------------------------------------------------------------------
+
+    def stage(self, stage: Stage, step: ToolStep) -> Disposer:
+        """Add *step* to *stage* (see :data:`STAGES`); removed with the calling scope. Raises ``ValueError`` for
+        an unknown stage, or a second step in ``budget``."""
+        steps = self._stages.get(stage)
+        if steps is None:
+            raise ValueError(f"unknown tool pipeline stage {stage!r}; the stages are {', '.join(STAGES)}")
+        if stage in _SINGLE and steps:
+            raise ValueError(f"the {stage!r} stage already has its step (it runs once per call)")
+        steps.append(step)
+        self._chain = tuple(s for name in STAGES for s in self._stages[name])
+
+        def remove() -> None:
+            if step in steps:
+                steps.remove(step)
+                self._chain = tuple(s for name in STAGES for s in self._stages[name])
+
+        return (current_scope() or self._ctx.scope).effect(remove)
+
+    def stages(self) -> list[tuple[Stage, ToolStep]]:
+        """Every step with its stage, in the order a call meets them (outermost first)."""
+        return [(name, step) for name in STAGES for step in self._stages[name]]
 
     def register(self, tool: ToolDefinition, *, session: str | None = None) -> Disposer:
         """Register *tool* globally, or for *session* only (see the module docstring)."""
@@ -287,12 +367,20 @@ class ToolRegistry:
         return [tool.schema() for tool in self._tools.values()]
 
     async def execute(self, execution: ToolExecution) -> ToolResult:
-        """Run one call through ``tools/execute``; never raises (except cancellation)."""
+        """Run one call through the stages and then ``tools/execute``; never raises (except cancellation)."""
         try:
-            result: ToolResult = await self._ctx.waterfall(ev.TOOLS_EXECUTE, execution, default=self._run)
-            return result
+            return await self._step(self._chain, 0, execution)
         except Exception as exc:
             return error_result(execution.call_id, exc)
+
+    def _step(self, chain: tuple[ToolStep, ...], index: int, execution: ToolExecution) -> Awaitable[ToolResult]:
+        if index == len(chain):
+            return self._ctx.waterfall(ev.TOOLS_EXECUTE, execution, default=self._run)
+
+        def next_(rewritten: ToolExecution | None = None, /) -> Awaitable[ToolResult]:
+            return self._step(chain, index + 1, execution if rewritten is None else rewritten)
+
+        return chain[index](execution, next_)
 
     async def _run(self, execution: ToolExecution) -> ToolResult:
         agent = execution.agent

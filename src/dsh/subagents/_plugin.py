@@ -371,7 +371,7 @@ def subagents_plugin(ctx: Context, config: SubagentsConfig | None) -> None:
             if child.state != "running":
                 subagents.children.pop(child.session_id, None)
 
-    ctx.on(ev.TOOLS_EXECUTE, limits, prepend=True)
+    ctx.tools.stage("limits", limits)
     ctx.on(ev.SYSTEM_PROMPT_ASSEMBLE, offered, prepend=True)
     ctx.on(ev.SESSION_EVENT, subagents.progress)
     ctx.on(ev.AGENT_DISPOSED, forget)

@@ -189,8 +189,6 @@ async def apply_budget(result: ToolResult, execution: ToolExecution, root: str) 
     """*result* held to its tool's budget: each text block over it is cut (head, a line naming the spill file,
     tail) and the whole text is written once to a spill file whose path the result carries (``spill``)."""
 
-    if result.spill is not None:  # already budgeted (the pipeline's stage and this step may both run)
-        return result
     budget = budget_for(execution.name)
     texts = [_text_of(block) for block in result.content]
     if not any(text is not None and over_budget(text, budget) for text in texts):
@@ -209,8 +207,8 @@ async def apply_budget(result: ToolResult, execution: ToolExecution, root: str) 
 
 
 def budget_step(root: str) -> Callable[[ToolExecution, Next[ToolExecution, ToolResult]], Awaitable[ToolResult]]:
-    """The ``tools/execute`` listener that applies the budget (prepended by the tools plugin, after the
-    secrets plugin's redaction: what is spilled is what the model could have seen)."""
+    """The pipeline's ``budget`` step (the outermost stage, outside ``redact``: what is spilled is what the model
+    could have seen, redacted)."""
 
     async def step(execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
         return await apply_budget(await next_(), execution, root)

@@ -31,7 +31,7 @@ Guarantees:
   cancelled, and still returns its output. Results carry ``display`` for people: ``{"diff": {path, old_text,
   new_text}}`` for writes and edits (``old_text`` None for a new file), ``{exit_code, signal, timed_out,
   cancelled, truncated, terminal_id?}`` for commands. A tool body returns only text: ``is_error`` and
-  ``display`` reach the :class:`ToolResult` through this plugin's ``tools/execute`` listener (a context
+  ``display`` reach the :class:`ToolResult` through this plugin's ``apply`` stage step (a context
   variable per call), so they are set on results of ``ctx.tools.execute`` and absent when a definition's
   ``execute`` is called directly.
 * Output for the model is bounded: :data:`READ_MAX_LINES` lines / :data:`READ_MAX_CHARS` characters per read

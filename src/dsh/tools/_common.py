@@ -72,7 +72,7 @@ def report(*, is_error: bool = False, display: dict[str, Any] | None = None) -> 
 
 
 async def finish_call(execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
-    """``tools/execute`` (appended, so inside any gate): give the call a channel for ``is_error`` and
+    """The ``apply`` stage (innermost, inside any gate): give the call a channel for ``is_error`` and
     ``display``, apply it to the result, and revoke the call's grants once it ended, whatever happened."""
     box = _Outcome()
     token = _outcome.set(box)

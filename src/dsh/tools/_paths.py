@@ -13,10 +13,11 @@ Guarantees:
 The grant convention (for gates such as the ACP permission gate):
 
 * A gate that approves a call touching outside paths calls :func:`grant_outside(execution, path)` for each
-  absolute path (the paths of the tool's card locations), *before* it calls ``next`` in ``tools/execute``.
+  absolute path (the paths of the tool's card locations), *before* it calls ``next`` (the policy's ``ask``
+  stage does).
 * A grant covers that path and everything below it, for that one call only: it is keyed by the call's session
-  id and ``call_id``, and the built-in tools plugin revokes it when the call ends, whatever the outcome (its
-  ``tools/execute`` listener runs inside the gate's). :func:`revoke_grants` does the same by hand.
+  id and ``call_id``, and the gate revokes it when the call ends, whatever the outcome (the built-in tools'
+  ``apply`` step too, inside any gate). :func:`revoke_grants` does the same by hand.
 * The registry is process-wide and bounded (the oldest calls' grants are dropped past
   :data:`MAX_GRANTED_CALLS`), so grants for calls that never ran cannot pile up.
 """

@@ -9,7 +9,6 @@ like the real ones (a test compares them), they only load late.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from dsh import events as ev
@@ -97,7 +96,7 @@ def builtin_tools_plugin(ctx: Context, config: Mapping[str, Any] | None) -> None
     disposing it withdraws the services, removes the tools and stops every background command."""
     from dsh.services.tools import ToolDefinition
     from dsh.tools._background import BackgroundCommands
-    from dsh.tools._budget import add_spill_root, apply_budget, budget_step, default_spill_root, remove_spill_root
+    from dsh.tools._budget import add_spill_root, budget_step, default_spill_root, remove_spill_root
     from dsh.tools._catalogue import ASKS, CATALOGUE, CONCURRENT
     from dsh.tools._ledger import ReadLedger
     from dsh.tools._workspace import Workspace
@@ -105,7 +104,7 @@ def builtin_tools_plugin(ctx: Context, config: Mapping[str, Any] | None) -> None
     options = dict(config or {})
     workspace = Workspace(ctx)
     ctx.provide("workspace", workspace)
-    ctx.on(ev.TOOLS_EXECUTE, _finish)
+    ctx.tools.stage("apply", _finish)
     spill_root, temporary = default_spill_root(options.get("data_dir"))
     add_spill_root(spill_root)
 
@@ -117,11 +116,9 @@ def builtin_tools_plugin(ctx: Context, config: Mapping[str, Any] | None) -> None
             shutil.rmtree(spill_root, ignore_errors=True)
 
     ctx.effect(drop_spills)
-    # The policy pipeline's budget stage calls ``tool_budget``; without the pipeline, the step below does (a
-    # result already within budget passes it unchanged, so applying both is harmless). Prepended: outside the
-    # secrets plugin's redaction (loaded before us), so what is spilled is redacted too.
-    ctx.provide("tool_budget", partial(apply_budget, root=spill_root))
-    ctx.on(ev.TOOLS_EXECUTE, budget_step(spill_root), prepend=True)
+    # The output budget is the pipeline's ``budget`` stage: outside ``redact`` whatever the load order, so what
+    # is spilled is redacted too; it runs once per call.
+    ctx.tools.stage("budget", budget_step(spill_root))
     ledger = ReadLedger()
     background = BackgroundCommands(ctx)
     ctx.provide("background_commands", background)

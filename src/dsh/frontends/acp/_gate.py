@@ -3,13 +3,16 @@
 The policy (modes, rules, what asks) is core (:mod:`dsh.policy`); this desk only asks. Guarantees: the
 ``tool_call`` card is out before any request (the loop logs the call before executing it); the request's tool
 call carries the card (title, kind, locations) and the prepared diff (for ``write_file`` too: a new file's
-content, an overwrite's old and new text); the options are the pipeline's (their names say the scope an
+content, an overwrite's old and new text); a command is shown whole in the request's content and on one line in
+its title, its control and invisible characters escaped (:func:`command_shown`; ``rawInput`` stays the exact
+arguments, which JSON escapes anyway); the options are the pipeline's (their names say the scope an
 "always" answer records); when the turn is cancelled the client's ``cancelled`` answer is awaited briefly
 (``Connection.request_until``), and only a request it leaves unanswered is withdrawn (``$/cancel_request``).
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -17,13 +20,16 @@ import anyio
 from dsh._log import get_logger
 from dsh.frontends.acp._projection import card_fields
 from dsh.frontends.acp._rpc import RpcError
-from dsh.policy import Approval, Verdict
+from dsh.policy import Approval, Verdict, escape_control
 
 if TYPE_CHECKING:
     from dsh.frontends.acp._ports import FrontendPort
     from dsh.kernel import Next
 
 __all__ = ["ApprovalDesk", "permission_params"]
+
+TITLE_COMMAND = 160
+"""A command longer than this (once escaped) is cut in the request's title; its content always has all of it."""
 
 log = get_logger("dsh.acp")
 _KINDS = frozenset({"read", "edit", "delete", "move", "search", "execute", "fetch"})
@@ -45,11 +51,30 @@ def permission_params(approval: Approval) -> dict[str, Any]:
     if approval.diff is not None:
         path, old, new = approval.diff
         tool_call["content"] = [{"type": "diff", "path": path, "oldText": old, "newText": new}]
+    if approval.command is not None:
+        tool_call["title"], shown = command_shown(approval.command)
+        tool_call.setdefault("content", []).append({"type": "content", "content": {"type": "text", "text": shown}})
     return {
         "sessionId": approval.session_id,
         "toolCall": tool_call,
         "options": [{"optionId": option.id, "name": option.label, "kind": option.id} for option in approval.options],
     }
+
+
+def command_shown(command: str) -> tuple[str, str]:
+    """The title and the text a permission request shows for *command*: control and invisible characters
+    escaped (:func:`dsh.policy.escape_control`), so that no editor can display one command while another runs;
+    the title on one line (newlines escaped, cut after :data:`TITLE_COMMAND` characters with a note saying so),
+    the text whole, in a Markdown code fence longer than any run of backticks in it (so that no Markdown in the
+    command can hide part of it)."""
+    one_line = escape_control(command, newlines=True)
+    title = f"Run {one_line}"
+    if len(one_line) > TITLE_COMMAND:
+        title = f"Run {one_line[:TITLE_COMMAND]}… ({len(one_line) - TITLE_COMMAND} more characters, shown below)"
+    whole = escape_control(command)
+    longest = max((len(run) for run in re.findall(r"`+", whole)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return title, f"{fence}sh\n{whole}\n{fence}"
 
 
 class ApprovalDesk:

@@ -1,7 +1,8 @@
 """Session events → ACP ``session/update`` payloads: one pure function, shared by live streaming and replay.
 
 Purity is the point: a replayed log produces exactly the updates the live session produced (plus the user's
-own messages, which a live client already shows), so ``session/load`` cannot drift from what the user saw.
+own messages, which a live client already shows, and a mark on a turn that was cancelled or interrupted, which a
+live client learnt from the prompt's answer), so ``session/load`` cannot drift from what the user saw.
 
 Mapping:
 
@@ -26,6 +27,8 @@ Mapping:
 |                                       | ``usage_update`` with the new figure when the window is known |
 | ``plan/update``                       | ``plan`` (the complete list of entries)                      |
 | ``command/output``                    | ``agent_message_chunk`` (replay: the ``/command`` line first) |
+| ``turn/end`` cancelled or interrupted | ``session_info_update`` with ``_meta.dsh.turnEnd``           |
+| (replay only)                         | (``cancelled``, ``interrupted``): a client can mark the turn |
 | anything else                         | none                                                         |
 """
 
@@ -38,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from dsh._jsonlimits import exceeds_depth, text_may_exceed
+from dsh.policy import escape_control
 from dsh.services.sessions import ChunkEvent, SessionEvent, dumps_json, parse_json
 
 if TYPE_CHECKING:
@@ -123,8 +127,13 @@ Presenter = Callable[[str, Any], "ToolCard | None"]
 
 
 def card_fields(card: ToolCard) -> dict[str, Any]:
-    """The ACP ``ToolCall`` fields of a card: title, kind, locations and the diff it is about to make."""
-    fields: dict[str, Any] = {"title": card.title, "kind": card.kind if card.kind in _ACP_KINDS else "other"}
+    """The ACP ``ToolCall`` fields of a card: title, kind, locations and the diff it is about to make. The title
+    has its control and invisible characters escaped (:func:`dsh.policy.escape_control`): an editor never shows
+    a title that hides or rewrites part of what the call does."""
+    fields: dict[str, Any] = {
+        "title": escape_control(card.title, newlines=True),
+        "kind": card.kind if card.kind in _ACP_KINDS else "other",
+    }
     if card.locations:
         fields["locations"] = [
             {"path": path} if line is None else {"path": path, "line": line} for path, line in card.locations
@@ -190,6 +199,10 @@ def _compaction(event: SessionEvent, native: bool) -> list[dict[str, Any]]:
     if usage is not None:
         updates.append(usage)
     return updates
+
+
+_TURN_ENDS = {"aborted": "cancelled", "interrupted": "interrupted"}
+"""Turn ends a replay marks (``turn/end`` reason kinds), as the stop reason a client saw, or would have."""
 
 
 def _text(text: str) -> dict[str, Any]:
@@ -271,6 +284,10 @@ def project(
         return _compaction(event, compaction_updates)
     if kind == "plan/update":
         return [{"sessionUpdate": "plan", "entries": data.get("entries", [])}]
+    if kind == "turn/end" and replay:  # live, the prompt's stop reason says it
+        reason = data.get("reason")
+        ended = _TURN_ENDS.get(str(reason.get("kind"))) if isinstance(reason, dict) else None
+        return [{"sessionUpdate": "session_info_update", "_meta": {"dsh": {"turnEnd": ended}}}] if ended else []
     if kind == "command/output":
         updates = [_text_chunk("agent_message_chunk", str(data.get("text", "")), f"c{event.seq}")]
         if replay:

@@ -21,7 +21,11 @@ WIDTH = 100
 
 
 def describe_call(name: str, arguments: str) -> str:
-    """``run_command: make test``: the tool and its main argument (the command, the path, the pattern)."""
+    """``run_command: make test``: the tool and its main argument (the command, the path, the pattern), on one line,
+    its control and invisible characters escaped (:func:`dsh.policy.escape_control`): a terminal never shows a
+    command that hides or rewrites part of what runs."""
+    from dsh.policy import escape_control
+
     try:
         parsed: Any = json.loads(arguments)
     except ValueError:
@@ -33,7 +37,7 @@ def describe_call(name: str, arguments: str) -> str:
                 detail = parsed[key]
                 break
     line = f"{name}: {detail}" if detail else name
-    line = " ".join(line.split())
+    line = " ".join(escape_control(line).split())
     return line if len(line) <= WIDTH else line[: WIDTH - 1] + "…"
 
 

@@ -1,0 +1,118 @@
+"""The hostile-command corpus over the wire (issue #33 acceptance; the corpus: :mod:`tests.support.hostile_commands`).
+
+A real ``dsh acp`` daemon with the scripted model and the official SDK client, which declines every question;
+one batch of tool calls per session: default, accept-edits and plan mode, and inside an ``explore`` sub-agent;
+then ``dsh exec --allow-reads`` (with and without ``--allow-edits``), where nobody can be asked. After each run:
+nothing was written outside what the edit tools were allowed to write, no program the model or the repository
+chose ran, no secret from outside the roots reached anything dsh stored or printed, and every hostile command
+(but the git ones, which are harmless once their configuration was refused) was asked or refused, never run.
+
+``layer``: ``parser`` is dsh as it ships; ``sandbox`` forces the parser's verdict to "read-only, run it"
+(:data:`~tests.support.hostile_commands.FORCED_READ_ONLY_PLUGIN`), so that the OS sandbox alone must hold.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.support.editor import EditorClient, run_editor, write_script
+from tests.support.headless import exec_run
+from tests.support.hostile_commands import (
+    CORPUS,
+    EDITS,
+    FORCED_READ_ONLY_PLUGIN,
+    World,
+    check_world,
+    make_world,
+    results_by_id,
+    script_steps,
+    snapshot,
+)
+from tests.support.subagent_tools import PLUGIN
+
+LAYERS = ["parser", "sandbox"]
+DEADLINE = 120.0
+ACCEPT_EDITS_WRITES = tuple(path for path, _ in EDITS if ".git" not in path.split("/") and path != ".gitattributes")
+
+
+def _layer_env(layer: str) -> dict[str, str]:
+    plugins = [PLUGIN]
+    if layer == "sandbox":
+        if FORCED_READ_ONLY_PLUGIN is None:
+            pytest.skip("the sandbox's forced-verdict hook has not landed yet (issue #33 item 1)")
+        plugins.append(FORCED_READ_ONLY_PLUGIN)
+    return {"DSH_PLUGINS": ",".join(plugins)}
+
+
+def _assert_asked_or_refused(world: World, prefix: str, layer: str) -> None:
+    """Every hostile call of the batch *prefix* ended refused or declined (never ran), but the git class."""
+    if layer != "parser":
+        return  # the sandbox layer runs everything on purpose; the world check is its proof
+    results = results_by_id(world)
+    ran = []
+    for index, hostile in enumerate(CORPUS):
+        result = results.get(f"{prefix}h{index}")
+        assert result is not None, f"no result for {prefix}h{index} ({hostile.command[:60]!r})"
+        if hostile.kind == "git configuration":
+            continue
+        if (result.get("error") or {}).get("code") != "PERMISSION_DENIED":
+            ran.append(f"{hostile.kind}: {hostile.command[:80]!r}")
+    assert not ran, "ran without a question:\n" + "\n".join(ran)
+
+
+def _task(call_id: str) -> dict[str, Any]:
+    return {"name": "task", "arguments": {"description": "look", "prompt": "look around"}, "id": call_id}
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+async def test_the_corpus_in_every_mode_and_in_an_explore_sub_agent(tmp_path: Path, layer: str) -> None:
+    env = _layer_env(layer)
+    world = make_world(tmp_path)
+    sessions = ("default", "accept-edits", "plan", "explore")
+    steps: list[dict[str, Any]] = []
+    for name in sessions:
+        prefix = name[0] + name[-1]
+        if name == "explore":
+            steps.append({"tool_calls": [_task(f"{prefix}task")]})
+            steps.extend(script_steps(world, prefix))  # the child's steps
+            steps.append({"text": "explored"})
+        else:
+            steps.extend(script_steps(world, prefix))
+    model = write_script(tmp_path / "script.json", steps)
+    before = snapshot(world)
+    client = EditorClient(["reject_once"] * 2000)
+    async with run_editor(tmp_path, model, client, project=world.project, env=env) as editor:
+        for name in sessions:
+            session = (await editor.new_session()).session_id
+            if name != "explore":
+                await editor.conn.set_session_mode(session_id=session, mode_id=name)
+            with anyio.fail_after(DEADLINE):
+                assert (await editor.prompt(session, "go")).stop_reason == "end_turn"
+        asked = client.permissions()
+    check_world(world, before, allowed_writes=ACCEPT_EDITS_WRITES)
+    for name in ("default", "accept-edits", "plan", "explore"):
+        _assert_asked_or_refused(world, name[0] + name[-1], layer)
+    if layer == "parser":
+        titles = [request["toolCall"]["title"] for request in asked]
+        assert all("\x1b" not in title and "\r" not in title and "\u202e" not in title for title in titles)
+        assert any("\\x1b" in title for title in titles)  # the control-character commands were shown escaped
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+@pytest.mark.parametrize("edits", [False, True], ids=["allow-reads", "allow-reads-and-edits"])
+def test_the_corpus_in_dsh_exec_with_allow_reads(tmp_path: Path, layer: str, edits: bool) -> None:
+    env = _layer_env(layer)
+    world = make_world(tmp_path)
+    model = write_script(tmp_path / "script.json", script_steps(world, "x"))
+    before = snapshot(world)
+    flags = ["--json", "--allow-reads", *(["--allow-edits"] if edits else [])]
+    run = exec_run(tmp_path, *flags, "go", model=model, env=env, cwd=world.project)
+    assert run.code == (1 if layer == "parser" else 0), run.stderr[-2000:]  # 1: calls were refused
+    shown = [line for line in run.stderr.splitlines() if line.startswith("dsh: run_command:")]
+    assert shown and not any(char in line for line in shown for char in "\x1b\r\u202e\u200b")
+    check_world(world, before, allowed_writes=ACCEPT_EDITS_WRITES if edits else (), printed=run.stdout + run.stderr)
+    _assert_asked_or_refused(world, "x", layer)
