@@ -4,6 +4,7 @@ and forgets each session's containment state when the session is disposed."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from dsh import events as ev
@@ -19,9 +20,14 @@ __all__ = ["sandbox_command_plugin", "sandbox_plugin"]
 
 
 @plugin("sandbox", inject=("tools",))
-def sandbox_plugin(ctx: Context, config: SandboxConfig | None) -> None:
-    """*config*: the file's ``sandbox`` section (None: the defaults)."""
-    sandbox = Sandbox(config, ctx=ctx)
+def sandbox_plugin(ctx: Context, config: SandboxConfig | Mapping[str, Any] | None) -> None:
+    """*config*: the file's ``sandbox`` section (None: the defaults), or ``{"config": section, "data_dir": path}``
+    (the sessions' private temporary directories go under the data directory)."""
+    data_dir = None
+    if isinstance(config, Mapping):
+        data_dir = config.get("data_dir")
+        config = config.get("config")
+    sandbox = Sandbox(config, ctx=ctx, data_dir=str(data_dir) if data_dir is not None else None)
     ctx.provide("sandbox", sandbox)
     ctx.tools.stage("contain", sandbox.contain_step)
     ctx.effect(sandbox.close)
@@ -40,9 +46,29 @@ def sandbox_plugin(ctx: Context, config: SandboxConfig | None) -> None:
     # daemon's exit (a worker thread would be joined at exit).
     threading.Thread(target=announce, name="dsh-sandbox-probe", daemon=True).start()
 
+    told: set[str] = set()
+
+    async def tell(session_id: str) -> None:
+        """A session's first turn on a machine without a sandbox: one notice (RFC 0033), besides the start-up log."""
+        import anyio
+
+        machine = await anyio.to_thread.run_sync(support)  # probed once; never on the event loop
+        if not machine.available:
+            from dsh.notices import Notice, post_notice
+
+            why = f"{machine.why}: every command asks first and runs unconfined once approved"
+            post_notice(ctx, Notice(session_id, "warning", "Commands run without a sandbox", why, source="sandbox"))
+
+    def turn_started(agent: Any, turn: int) -> None:
+        if agent.session.id not in told:
+            told.add(agent.session.id)
+            ctx.spawn(tell, agent.session.id, name=f"sandbox-notice:{agent.session.id}")
+
     def session_disposed(session: Any) -> None:
         sandbox.dispose_session(session.id)
+        told.discard(session.id)
 
+    ctx.on(ev.AGENT_TURN_START, turn_started)
     ctx.on(ev.SESSION_DISPOSED, session_disposed)
 
 
