@@ -67,6 +67,7 @@ class AcpClient:
         self.cwd = cwd
         self.config = config
         self.careful = careful
+        self._task_group = task_group
         self.view = view
         self.state = SessionState()
         self.agent_info: dict[str, Any] = {}
@@ -92,6 +93,7 @@ class AcpClient:
     async def initialize(self) -> None:
         from dsh import __version__
 
+        self._task_group.start_soon(sealed, self.config)  # while the agent starts; awaited by prompt()
         result = await self.connection.request(
             "initialize",
             {
@@ -115,7 +117,6 @@ class AcpClient:
         return value is True or isinstance(value, dict)
 
     async def new_session(self) -> None:
-        await sealed(self.config)  # before the agent can start anything that could read our environment
         self._early = []
         try:
             result = await self.connection.request("session/new", {"cwd": self.cwd, "mcpServers": []})
@@ -125,7 +126,6 @@ class AcpClient:
 
     async def load_session(self, session_id: str) -> None:
         """Load a stored session; its replay reaches the view as updates before this returns."""
-        await sealed(self.config)
         self._begin({}, session_id)
         result = await self.connection.request(
             "session/load", {"sessionId": session_id, "cwd": self.cwd, "mcpServers": []}
@@ -156,7 +156,9 @@ class AcpClient:
         return sessions
 
     async def prompt(self, blocks: list[dict[str, Any]]) -> str:
-        """Run one turn; its stop reason (``end_turn``, ``cancelled``, …)."""
+        """Run one turn; its stop reason (``end_turn``, ``cancelled``, …). The chat is sealed first (it started
+        sealing at ``initialize``): nothing the model runs can read the keys from our ``/proc``."""
+        await sealed(self.config)
         result = await self.connection.request("session/prompt", {"sessionId": self.session_id, "prompt": blocks})
         reason = result.get("stopReason") if isinstance(result, dict) else None
         return reason if isinstance(reason, str) else "end_turn"

@@ -12,9 +12,9 @@ Guarantees:
   (:func:`dsh.secrets.seal_process`): the withheld values leave its start-up environment block and libc's
   ``environ``, and the process becomes non-dumpable, so a command it runs cannot read a key from
   ``/proc/$PPID/environ`` or the chat's memory. :func:`sealed` does it once, with the configuration file's
-  rules, in a worker thread (the policy's imports cost about 100 ms, kept off the first prompt line); the
-  client awaits it before it opens a session (before the agent can start anything, an MCP server included)
-  and before every command. Python's ``os.environ`` keeps the values: the agent the chat starts gets them in
+  rules, in a worker thread (the policy's imports cost about 100 ms, kept off the first prompt line and off
+  the session's start): the client starts it with ``initialize`` and awaits it before every ``session/prompt``
+  (before the model can run anything) and before every command it runs itself. Python's ``os.environ`` keeps the values: the agent the chat starts gets them in
   its (explicit) environment, and nothing else does.
 """
 
