@@ -37,8 +37,9 @@ from rich.text import Text
 from dsh.chat._commands import LocalCommand, parse_local
 from dsh.chat._mentions import prompt_blocks
 from dsh.chat._options import ChatOptions
-from dsh.chat._render import permission_keys
+from dsh.chat._render import option_label, permission_keys
 from dsh.chat._rpc import RpcError, describe
+from dsh.chat._sanitize import clean, sanitize
 from dsh.chat._shell import ShellRun, context_block, run_shell
 from dsh.chat._terminals import Terminal
 from dsh.chat._transcript import PROMPT_MARK, Transcript
@@ -316,7 +317,7 @@ class TtyView:
         line = self.client.state.status_line()
         agent = self.client.agent_info
         name = str(agent.get("title") or agent.get("name") or "") if not line else ""
-        return " " + " · ".join(part for part in (name, line, title) if part)
+        return " " + sanitize(" · ".join(part for part in (name, line, title) if part), one_line=True)
 
     def _invalidate(self) -> None:
         if self._session is not None and self._session.app.is_running:
@@ -339,16 +340,18 @@ class TtyView:
         try:
             await self.client.set_option(command.name, value)
         except RpcError as error:
-            self.console.print(Text(f"Could not set the {command.name}: {error.message}", style="red"))
+            self.console.print(Text(f"Could not set the {command.name}: {sanitize(error.message)}", style="red"))
             return
-        self.console.print(Text(f"{command.name}: {self.client.state.current(command.name)}", style="dim"))
+        current = sanitize(str(self.client.state.current(command.name)), one_line=True)
+        self.console.print(Text(f"{command.name}: {current}", style="dim"))
 
     async def _pick(self, category: str) -> str | None:
         from dsh.chat._picker import pick
 
         choices = self.client.state.choices(category)
         options = [
-            (value, label + (f"  ({description})" if description else "")) for value, label, description in choices
+            (value, sanitize(label + (f"  ({description})" if description else ""), one_line=True))
+            for value, label, description in choices
         ]
         picked = await pick(f"Pick the {category}:", options, default=self.client.state.current(category))
         self._typed = picked.typed
@@ -393,7 +396,7 @@ class TtyView:
         if client.state.title is None:
             titles = {str(s["sessionId"]): s.get("title") for s in sessions}
             client.state.title = titles.get(chosen) if isinstance(titles.get(chosen), str) else None
-        self.console.print(Text(f"Resumed {client.state.title or chosen}.", style="dim"))
+        self.console.print(Text(f"Resumed {sanitize(client.state.title or chosen, one_line=True)}.", style="dim"))
         self._ready.set()
         return True
 
@@ -423,12 +426,12 @@ class TtyView:
                     except RpcError as error:  # the turn failed (a missing key, say): say why, keep the session
                         reason = "end_turn"
                         self.transcript.end_segment()
-                        self.console.print(Text(f"Error: {describe(error)}", style="bold red"))
+                        self.console.print(Text(f"Error: {sanitize(describe(error))}", style="bold red"))
             self._turn_scope = None
         if self._failure is not None:
             raise self._failure
         if reason != "end_turn":
-            self.console.print(Text(f"({reason.replace('_', ' ')})", style="yellow"))
+            self.console.print(Text(f"({sanitize(reason.replace('_', ' '), one_line=True)})", style="yellow"))
 
     def _on_keys(self, keys: Any) -> None:
         # a lone Esc byte is held back as the start of a sequence until flushed: keys arrive whole in one read
@@ -495,13 +498,13 @@ class TtyView:
                 self._cancelling = False
         output = run.output.rstrip("\n")
         if output:
-            self.console.print(Text(output), markup=False, highlight=False)
+            self.console.print(Text(sanitize(output)), markup=False, highlight=False)  # a cat of a hostile file
         style = "dim" if run.exit_code == 0 else "yellow"
         self.console.print(Text(f"{run.ending()} · goes with your next message", style=style))
         self._shell_runs.append(run)
 
     async def ask_permission(self, tool_call: dict[str, Any], options: list[dict[str, Any]]) -> str | None:
-        self.transcript.ask(tool_call, options)
+        self.transcript.ask(clean(tool_call), options)  # the question itself: fixed labels (_render)
         mapping = permission_keys(options)
         event = anyio.Event()
         holder: list[str | None] = []
@@ -512,7 +515,7 @@ class TtyView:
             choice = holder[0]
         finally:
             self._answer = None
-            name = next((str(o.get("name")) for o in options if o.get("optionId") == choice), "cancelled")
+            name = next((option_label(o) for o in options if o.get("optionId") == choice), "cancelled")
             self.transcript.answered(name)
         return choice
 
@@ -520,7 +523,7 @@ class TtyView:
         self.transcript.on_terminal(terminal)
 
     def on_update(self, update: dict[str, Any]) -> None:
-        self.transcript.on_update(update)
+        self.transcript.on_update(clean(update))  # agent data enters rendering here: every string sanitised
         self._invalidate()
 
 
@@ -536,4 +539,5 @@ def _session_label(session: dict[str, Any]) -> str:
     title = session.get("title") if isinstance(session.get("title"), str) else None
     updated = str(session.get("updatedAt") or "")
     when = updated[:16].replace("T", " ") if updated else ""
+    title = sanitize(title, one_line=True) if title else None
     return f"{title or '(untitled)'}  ·  {when}" if when else title or "(untitled)"
