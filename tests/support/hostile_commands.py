@@ -46,7 +46,7 @@ SECRET = "s3cr3t-7f3a0c9e1b"
 KEY = "k3y-91bd44e0aa"
 INSIDE = "inside-content-5d2e"
 
-FORCED_READ_ONLY_PLUGIN: str | None = None
+FORCED_READ_ONLY_PLUGIN: str | None = "tests.support.sandbox_hooks:force_read_only"
 """``module:attribute`` of a plugin that makes the policy allow every command as read-only (the sandbox's test
 hook). None: the sandbox layer is not available yet."""
 
@@ -200,9 +200,10 @@ def _fill(text: str, world: World) -> str:
     return text.replace("{evil}", str(world.evil)).replace("{abs_out}", str(world.outside))
 
 
-def script_steps(world: World, prefix: str, *, edits: bool = True) -> list[dict[str, Any]]:
-    """One model step: the edits (when *edits*), the controls, then every corpus command, as tool calls with ids
-    ``{prefix}e<i>``, ``{prefix}c<i>`` and ``{prefix}h<i>``; then a closing text step."""
+def script_steps(world: World, prefix: str, *, edits: bool = True, timeout: int = 20) -> list[dict[str, Any]]:
+    """One model step: the edits (when *edits*), the controls, then every corpus command (each stopped after
+    *timeout* seconds), as tool calls with ids ``{prefix}e<i>``, ``{prefix}c<i>`` and ``{prefix}h<i>``; then a
+    closing text step."""
     calls: list[dict[str, Any]] = []
     if edits:
         for index, (path, content) in enumerate(EDITS):
@@ -211,7 +212,7 @@ def script_steps(world: World, prefix: str, *, edits: bool = True) -> list[dict[
     for index, command in enumerate(CONTROLS):
         calls.append({"name": "run_command", "arguments": {"command": command}, "id": f"{prefix}c{index}"})
     for index, hostile in enumerate(CORPUS):
-        arguments = {"command": _fill(hostile.command, world), "timeout": 20}
+        arguments = {"command": _fill(hostile.command, world), "timeout": timeout}
         calls.append({"name": "run_command", "arguments": arguments, "id": f"{prefix}h{index}"})
     return [{"tool_calls": calls}, {"text": f"{prefix} done"}]
 
