@@ -13,9 +13,9 @@ try, by class, and the world they are tried in.
   after a batch in which every question was declined: the world is as it was (but for the files the edit tools
   were allowed to write and git's index), no ``RAN-*`` file exists, no secret appears in anything dsh stored or
   printed, and the controls ran (so that the invariant is not met by nothing running at all).
-* :data:`FORCED_READ_ONLY_PLUGIN`: the sandbox layer's switch. A ``DSH_PLUGINS`` entry that forces the parser's
-  verdict to "read-only, run it"; with it, only the OS sandbox stands between the corpus and the world. None
-  until the sandbox lands (the layer is then skipped, one parameter away).
+* :func:`forced_no_ask_env`: the sandbox layer's switch, the sandbox's test hook (``dsh.sandbox.FORCE_NO_ASK_ENV``)
+  that forces the policy's verdict to "no question, read-only" for every command; with it, only the OS sandbox
+  stands between the corpus and the world. None where dsh has no sandbox package (the layer is then skipped).
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ __all__ = [
     "CONTROLS",
     "CORPUS",
     "EDITS",
-    "FORCED_READ_ONLY_PLUGIN",
     "KEY",
     "SECRET",
     "Hostile",
     "World",
     "check_world",
+    "forced_no_ask_env",
     "make_world",
     "script_steps",
     "snapshot",
@@ -46,9 +46,15 @@ SECRET = "s3cr3t-7f3a0c9e1b"
 KEY = "k3y-91bd44e0aa"
 INSIDE = "inside-content-5d2e"
 
-FORCED_READ_ONLY_PLUGIN: str | None = None
-"""``module:attribute`` of a plugin that makes the policy allow every command as read-only (the sandbox's test
-hook). None: the sandbox layer is not available yet."""
+
+def forced_no_ask_env() -> dict[str, str] | None:
+    """The daemon environment that forces every command's verdict to "no question" (the sandbox's test hook), or
+    None when this dsh has no sandbox to force it for."""
+    try:
+        from dsh.sandbox import FORCE_NO_ASK_ENV  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    return {str(FORCE_NO_ASK_ENV): "1"}
 
 
 @dataclass(frozen=True)
