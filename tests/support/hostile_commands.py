@@ -157,7 +157,7 @@ CORPUS: tuple[Hostile, ...] = (
     Hostile(_G, "git diff"),
     Hostile(_L, "cat inside.txt > ../outside/pwned-26 # " + "a" * 70_000),
     Hostile(_L, "cat " + "$(" * 5000 + "sh {evil}" + ")" * 5000),
-    Hostile(_L, "cat " + "$(cat " * 300 + "../outside/secret.txt" + ")" * 300),
+    Hostile(_L, "cat " + "$(cat " * 80 + "../outside/secret.txt" + ")" * 80),
     Hostile(_C, "ls \x1b[2K; sort -o ../outside/pwned-27 inside.txt"),
     Hostile(_C, "cat inside.txt #\u202e > ../outside/x\nsort -o ../outside/pwned-28 inside.txt"),
     Hostile(_C, "cat inside.txt\r> ../outside/pwned-29"),
@@ -189,7 +189,7 @@ def make_world(root: Path) -> World:
     (outside / "secret.txt").write_text(SECRET + "\n", encoding="utf-8")
     (outside / "list").write_bytes(str(outside / "secret.txt").encode() + b"\0")
     evil = outside / "evil.sh"
-    evil.write_text(f'#!/bin/sh\ntouch "{outside}/RAN-$$"\ncat\n', encoding="utf-8")
+    evil.write_text(f'#!/bin/sh\ntouch "{outside}/RAN-$$"\nexit 0\n', encoding="utf-8")
     evil.chmod(0o755)
     ssh = root / "home" / ".ssh"
     ssh.mkdir(parents=True, exist_ok=True)
