@@ -11,8 +11,13 @@ Every answer is checked (stop reasons, no JSON-RPC error); the daemon's RSS is s
 slope (MiB per minute) is fitted by least squares over the samples after the warm-up (the first fifth of the
 run, at least 10 s when there is time). Target (issue #30): under 1 MiB per minute after warm-up over 10 minutes.
 
-Run: ``.venv/bin/python scripts/stress_soak.py --seconds 600``; ``--short`` is the test suite's mode (a few
-seconds: every operation at least once, no slope claimed). Exit status 1 when a check fails.
+``--sessions N`` drives N sessions concurrently, each its own loop of the operations above (the MCP server on
+every ``--mcp-every``-th session: 1 in 10 by default when N > 1); the summary gives RSS at start, after warm-up,
+at the end, the peak and the slope (issue #42: 100 sessions over 20 minutes, under 1 MiB per minute).
+
+Run: ``.venv/bin/python scripts/stress_soak.py --seconds 600``, ``--sessions 100 --seconds 1200``; ``--short``
+is the test suite's mode (a few seconds: every operation at least once, no slope claimed). Exit status 1 when a
+check fails.
 """
 
 from __future__ import annotations
@@ -153,7 +158,7 @@ class Client:
         self.process.stdin.write(json.dumps(message).encode() + b"\n")  # drained by the next send or call
         return future
 
-    async def call(self, method: str, params: dict[str, Any], deadline: float = 30.0) -> Any:
+    async def call(self, method: str, params: dict[str, Any], deadline: float = 60.0) -> Any:
         answer = await asyncio.wait_for(self.start(method, params), deadline)
         if "error" in answer:
             raise Failure(f"{method} answered an error: {json.dumps(answer['error'])[:300]}")
@@ -190,7 +195,7 @@ class Report:
         self.operations[name] = self.operations.get(name, 0) + 1
 
 
-async def soak(seconds: float, workdir: Path) -> Report:
+async def soak(seconds: float, workdir: Path, sessions: int = 1, mcp_every: int = 1) -> Report:
     report = Report(warm_up=min(max(seconds / 5, 10.0), seconds / 2))
     data = workdir / "data"
     project = workdir / "project"
@@ -236,8 +241,8 @@ async def soak(seconds: float, workdir: Path) -> Report:
     try:
         await client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
 
-        async def open_session() -> str:
-            result = await client.call("session/new", {"cwd": str(project), "mcpServers": [mcp]})
+        async def open_session(with_mcp: bool = True) -> str:
+            result = await client.call("session/new", {"cwd": str(project), "mcpServers": [mcp] if with_mcp else []})
             session = str(result["sessionId"])
             await client.call("session/set_mode", {"sessionId": session, "modeId": "bypass"})
             report.count("new")
@@ -263,36 +268,51 @@ async def soak(seconds: float, workdir: Path) -> Report:
             report.count("cancel")
 
         started = time.monotonic()
-        session = await open_session()
-        old: list[str] = []
-        next_sample = 0.0
-        rounds = 0
-        while True:
-            elapsed = time.monotonic() - started
-            if elapsed >= next_sample:
-                report.samples.append((elapsed, rss(process.pid)))
-                next_sample = elapsed + 1.0
-            if elapsed >= seconds and rounds >= 1:
-                break
-            rounds += 1
-            await prompt(session, "tool please")
-            await prompt(session, "mcp please")
-            await prompt(session, "text please")
-            await cancelled(session)
-            if rounds % 3 == 0:
-                await client.call("session/list", {})
-                report.count("list")
-            if rounds % 5 == 0:
-                await client.call("session/close", {"sessionId": session})
-                report.count("close")
-                old.append(session)
-                session = await open_session()
-                if len(old) > 1:
-                    again = old.pop(0)
-                    await client.call("session/load", {"sessionId": again, "cwd": str(project), "mcpServers": []})
-                    report.count("load")
-                    await client.call("session/close", {"sessionId": again})
+        stop = asyncio.Event()
+
+        async def sampler() -> None:
+            while not stop.is_set():
+                report.samples.append((time.monotonic() - started, rss(process.pid)))
+                try:
+                    await asyncio.wait_for(stop.wait(), 1.0)
+                except TimeoutError:
+                    pass
+
+        async def worker(index: int) -> None:
+            with_mcp = index % mcp_every == 0
+            session = await open_session(with_mcp)
+            old: list[str] = []
+            rounds = 0
+            while True:
+                if time.monotonic() - started >= seconds and rounds >= 1:
+                    break
+                rounds += 1
+                await prompt(session, "tool please")
+                if with_mcp:
+                    await prompt(session, "mcp please")
+                await prompt(session, "text please")
+                await cancelled(session)
+                if rounds % 3 == 0:
+                    await client.call("session/list", {}, deadline=120.0)
+                    report.count("list")
+                if rounds % 5 == 0:
+                    await client.call("session/close", {"sessionId": session})
                     report.count("close")
+                    old.append(session)
+                    session = await open_session(with_mcp)
+                    if len(old) > 1:
+                        again = old.pop(0)
+                        await client.call("session/load", {"sessionId": again, "cwd": str(project), "mcpServers": []})
+                        report.count("load")
+                        await client.call("session/close", {"sessionId": again})
+                        report.count("close")
+
+        sampling = asyncio.ensure_future(sampler())
+        try:
+            await asyncio.gather(*(worker(index) for index in range(sessions)))
+        finally:
+            stop.set()
+            await sampling
         report.samples.append((time.monotonic() - started, rss(process.pid)))
     finally:
         if process.stdin is not None:
@@ -316,13 +336,16 @@ async def soak(seconds: float, workdir: Path) -> Report:
     return report
 
 
-def run(seconds: float) -> tuple[Report, str]:
+def run(seconds: float, sessions: int = 1, mcp_every: int = 1) -> tuple[Report, str]:
     with tempfile.TemporaryDirectory(prefix="dsh-soak-") as workdir:
-        report = asyncio.run(soak(seconds, Path(workdir)))
+        report = asyncio.run(soak(seconds, Path(workdir), sessions, mcp_every))
     warm = [(t, r) for t, r in report.samples if t >= report.warm_up]
     first, last = report.samples[0][1] >> 20, report.samples[-1][1] >> 20
+    peak = max(r for _, r in report.samples) >> 20
+    warmed = warm[0][1] >> 20 if warm else first
     summary = (
-        f"{seconds:.0f} s: {sum(report.operations.values())} operations {report.operations}; RSS {first} -> {last} MiB; "
+        f"{seconds:.0f} s, {sessions} concurrent sessions: {sum(report.operations.values())} operations "
+        f"{report.operations}; RSS {first} -> {warmed} (after warm-up) -> {last} MiB, peak {peak} MiB; "
         f"slope after {report.warm_up:.0f} s warm-up: {slope(warm):+.2f} MiB/min ({len(warm)} samples)"
     )
     return report, summary
@@ -332,9 +355,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=600.0)
     parser.add_argument("--short", action="store_true", help="a few seconds: every operation once, no slope claim")
+    parser.add_argument("--sessions", type=int, default=1, help="sessions driven concurrently (default 1)")
+    parser.add_argument(
+        "--mcp-every",
+        type=int,
+        default=0,
+        help="every Nth session has the MCP server (default: all of 1, 1 in 10 of more)",
+    )
     args = parser.parse_args()
+    mcp_every = args.mcp_every or (1 if args.sessions == 1 else 10)
     try:
-        _, summary = run(3.0 if args.short else args.seconds)
+        _, summary = run(3.0 if args.short else args.seconds, args.sessions, mcp_every)
     except Failure as exc:
         sys.stdout.write(f"FAILED: {exc}\n")
         return 1

@@ -299,7 +299,6 @@ def test_a_replayed_user_message_without_a_usable_message_id_has_no_message_id(s
 OTHER_EVENTS: list[tuple[str, dict[str, Any]]] = [
     ("turn/start", {"turn": 1, "trigger": {"kind": "message", "source": {"kind": "user"}}}),
     ("turn/end", {"turn": 1, "reason": {"kind": "completed"}}),
-    ("turn/end", {"turn": 1, "reason": {"kind": "aborted", "reason": "session/cancel"}}),
     ("step/start", {"turn": 1, "step": 0}),
     ("step/end", {"turn": 1, "step": 0}),
     ("assistant/message", {"turn": 1, "step": 0, "content": [{"type": "text", "text": "Hello"}]}),
@@ -315,6 +314,18 @@ OTHER_EVENTS: list[tuple[str, dict[str, Any]]] = [
 @pytest.mark.parametrize("replay", [False, True])
 def test_every_other_event_projects_to_nothing(kind: str, data: dict[str, Any], replay: bool) -> None:
     assert project(event(kind, data), replay=replay) == []
+
+
+@pytest.mark.parametrize(("kind", "ended"), [("aborted", "cancelled"), ("interrupted", "interrupted")])
+def test_a_replayed_turn_that_did_not_end_normally_is_marked_for_the_client(kind: str, ended: str) -> None:
+    """Issue 43: a resumed cancelled turn says so. Live, the prompt's stop reason says it; a replay has no prompt
+    answer, so it marks the turn with ``_meta.dsh.turnEnd`` on a ``session_info_update`` (valid ACP, shown by
+    nothing that does not know it)."""
+    end = event("turn/end", {"turn": 1, "reason": {"kind": kind, "reason": "session/cancel"}})
+    assert project(end) == []
+    updates = project(end, replay=True)
+    assert updates == [{"sessionUpdate": "session_info_update", "_meta": {"dsh": {"turnEnd": ended}}}]
+    assert_valid(updates)
 
 
 # -- properties ------------------------------------------------------------------------------------------
@@ -375,7 +386,7 @@ def test_projection_is_a_pure_function_and_every_output_validates(item: SessionE
     assert first == second
     assert item.data == before  # the event is never modified
     assert_valid(first)
-    if item.type != "user/message":
+    if item.type not in ("user/message", "turn/end"):
         assert project(item, replay=not replay) == first  # live and replay share every other mapping
 
 

@@ -12,6 +12,8 @@ replays a stored session's lines as ``session/update`` notifications (each parse
 then answers. No crash repair, no locking, no history for a model: the floor of a durable agent on the SDK,
 for ``scripts/bench_persistence.py``'s load figure.
 
+With ``SDK_PEER_DELAY`` set (seconds) it waits that long after each piece it sends: a reply slow enough to stop.
+
 Run: ``.venv/bin/python scripts/peers/sdk_echo_agent.py`` (speaks ACP on stdin/stdout).
 """
 
@@ -51,6 +53,7 @@ class EchoAgent:
         self._cancelled: dict[str, asyncio.Event] = {}
         data_dir = os.environ.get("SDK_PEER_DATA_DIR")
         self._data_dir = Path(data_dir) if data_dir else None
+        self._delay = float(os.environ.get("SDK_PEER_DELAY") or 0)
 
     def on_connect(self, conn: Client) -> None:
         self._client = conn
@@ -84,6 +87,8 @@ class EchoAgent:
                 update = update_agent_message_text(piece)
                 log.write(update.model_dump_json(by_alias=True, exclude_none=True) + "\n")
                 await self._client.session_update(session_id, update)
+                if self._delay:
+                    await asyncio.sleep(self._delay)  # a slow reply, for tests that stop one
         return PromptResponse(stop_reason="cancelled" if cancelled.is_set() else "end_turn")
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any) -> Any:

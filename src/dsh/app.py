@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from dsh.kernel import Context
     from dsh.policy import PolicyConfig
     from dsh.providers import ProviderSettings
+    from dsh.sandbox import SandboxConfig
     from dsh.secrets import SecretsConfig
 
 from dsh.settings import DEFAULT_MODEL
@@ -35,6 +36,7 @@ def load_core(
     tools: ToolsConfig | None = None,
     policy: PolicyConfig | Literal[False] | None = None,
     subagent_model: str | None = None,
+    sandbox: SandboxConfig | None = None,
 ) -> None:
     """Load the interface services, the ``commands`` service with the built-in commands, the ``echo`` and ``scripted`` models, the remote providers (the built-ins,
     with *providers* merged over them) and the agent loop into *ctx*; with *data_dir*, also the JSONL session
@@ -46,7 +48,8 @@ def load_core(
     pipeline and the permission policy (:mod:`dsh.policy`; default: ``default`` mode, no rules, nobody to ask, so
     a call that would ask is refused); ``policy=False`` leaves it out (tests of the tools and the loop alone:
     calls run unattended, as a direct ``ctx.tools.execute`` would). *subagent_model* is the sub-agents' default
-    model (:mod:`dsh.subagents`; None: the parent's).
+    model (:mod:`dsh.subagents`; None: the parent's). *sandbox* is the file's ``sandbox`` section (:mod:`dsh.sandbox`:
+    at which level commands run; the ``sandbox`` plugin is always loaded).
 
     Application order does not matter: each plugin applies once the services it injects exist, and the
     packages that wrap a tool call (sub-agent limits, the policy, checkpoints, the reaper, secret redaction, the
@@ -79,6 +82,9 @@ def load_core(
     ctx.plugin(remote_providers_plugin, providers)
     ctx.plugin(secrets_plugin, {"providers": providers, "secrets": secrets})
     ctx.plugin(reaper_plugin)
+    from dsh.sandbox import sandbox_plugin
+
+    ctx.plugin(sandbox_plugin, sandbox)
     ctx.plugin(tools_plugin)
     ctx.plugin(llm_plugin)
     ctx.plugin(agents_plugin)
@@ -116,3 +122,6 @@ def load_core(
         ctx.plugin(
             checkpoints_plugin, {"max_file_size": int(tools.checkpoint_max_file_size)} if tools is not None else None
         )
+    from dsh.sandbox import sandbox_command_plugin
+
+    ctx.plugin(sandbox_command_plugin)

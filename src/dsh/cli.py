@@ -270,6 +270,10 @@ def _exec(
     settings = settings_for(
         config, model=model, system_prompt=system, data_dir=data_dir, log_level=log_level, log_file=log_file
     )
+    if not ephemeral:
+        from dsh.settings import create_data_dir
+
+        create_data_dir(settings, "dsh exec")
     options = ExecOptions(
         task=task,
         cwd=workdir,
@@ -327,6 +331,9 @@ def acp(
             agent_events=agent_events,
             record=record,
         )
+    from dsh._entry import note_if_terminal
+
+    note_if_terminal()
     if replay_models is not None:
         import json
         from dataclasses import replace
@@ -335,15 +342,42 @@ def acp(
     raise typer.Exit(run(options))
 
 
-@app.command(
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
-    add_help_option=False,
-)
-def chat(ctx: typer.Context) -> None:
-    """Chat with dsh (or any ACP agent) in the terminal; piped input runs one prompt per line (`dsh chat --help`)."""
+@app.command()
+def chat(
+    agent: Annotated[
+        str | None, typer.Option("--agent", metavar="COMMAND", help="Talk to this ACP agent instead of `dsh acp`.")
+    ] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Pick a stored session and load it.")] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Without a terminal: allow every permission request once.")
+    ] = False,
+    trace: Annotated[
+        str | None, typer.Option("--trace", metavar="FILE", help="Append every ACP frame, both ways, to FILE.")
+    ] = None,
+    model: ModelOption = None,
+    data_dir: DataDirOption = None,
+    config: ConfigOption = None,
+    cwd: Annotated[
+        str | None, typer.Option(metavar="DIR", help="The session's working directory (default: this one).")
+    ] = None,
+) -> None:
+    """Chat with dsh (or any ACP agent) in the terminal: Enter sends, Esc stops a turn, Ctrl+D exits (the keys are in the README); piped input runs one prompt per line and prints the replies."""
     from dsh.chat import main as chat_main
 
-    raise typer.Exit(chat_main(list(ctx.args)))
+    # `dsh chat` normally never reaches typer (dsh._entry sends it to the chat's own quick parser, which shows
+    # this command's help): this forwards what typer parsed to that same parser
+    argv = [flag for flag, on in (("--resume", resume), ("--yes", yes)) if on]
+    for flag, value in (
+        ("--agent", agent),
+        ("--trace", trace),
+        ("--model", model),
+        ("--data-dir", data_dir),
+        ("--config", config),
+        ("--cwd", cwd),
+    ):
+        if value is not None:
+            argv += [flag, value]
+    raise typer.Exit(chat_main(argv))
 
 
 @app.command()
@@ -394,13 +428,18 @@ def sessions_list(
         ),
     ] = False,
 ) -> None:
-    """One line per stored session, newest first: id, last update, working directory, title."""
+    """One line per stored session, newest first: id, last update, working directory, title; stderr names the store read."""
     import anyio
 
     from dsh.frontends import sessions_cli
 
     with sessions_cli.reported_errors():
-        root = Path(settings_for(config, data_dir=data_dir).data_dir)
+        settings = settings_for(config, data_dir=data_dir)
+        root = Path(settings.data_dir)
+        if not root.exists():  # a typo in --data-dir is not an empty store
+            typer.echo(f"No sessions: {root} ({settings.origin('data_dir')}) does not exist.")
+            return
+        typer.echo(f"dsh: sessions in {root} ({settings.origin('data_dir')})", err=True)  # which store this is
         every = anyio.run(partial(sessions_cli.list_sessions, root, cwd, include_empty=True))
         infos = every if all_ else [info for info in every if not info.empty and info.parent_call is None]
         empty = 0 if all_ else sum(1 for info in every if info.empty)
@@ -541,10 +580,10 @@ def _load_config_or_exit(config: str | None) -> tuple[Path | None, DshConfig | N
     on stderr and ends the command with status 1."""
     from dsh.config import ConfigError, find_config_file, load_config
 
-    path = find_config_file(config or os.environ.get("DSH_CONFIG") or None)
-    if path is None:
-        return None, None
     try:
+        path = find_config_file(config or os.environ.get("DSH_CONFIG") or None)
+        if path is None:
+            return None, None
         return path, load_config(path)
     except ConfigError as error:
         typer.echo(f"dsh: {error.message}", err=True)
@@ -578,7 +617,7 @@ def config_show(
     ] = False,
     cwd: Annotated[str | None, typer.Option(metavar="DIR", help="With --system-prompt: a session in DIR.")] = None,
 ) -> None:
-    """Print the effective configuration as YAML, secrets masked as *** (keys from the environment by name)."""
+    """Print the effective configuration as YAML: every section and key of the configuration model with its value, where it came from (default, file, environment) and, for keys the file sets, their defaults; secrets masked as *** (keys from the environment by name)."""
     from dsh.config import render_config
 
     path, loaded = _load_config_or_exit(config)
@@ -587,7 +626,8 @@ def config_show(
         from dsh.frontends.acp import show_system_prompt
 
         raise typer.Exit(show_system_prompt(settings, cwd))
-    typer.echo(render_config(loaded, source=path, env=os.environ), nl=False)
+    origin = "--config" if config else "DSH_CONFIG" if os.environ.get("DSH_CONFIG") else None
+    typer.echo(render_config(loaded, source=path, env=os.environ, config_origin=origin), nl=False)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,6 +35,7 @@ from dsh.images.config import ImagesConfig
 from dsh.mcp import McpServerConfig
 from dsh.policy import PermissionsConfig
 from dsh.providers import ProviderSettings
+from dsh.sandbox import SandboxConfig
 from dsh.secrets import SecretsConfig
 from dsh.settings import DEFAULT_MODEL
 
@@ -58,6 +59,9 @@ MASK = "***"
 OVERRIDING_VARIABLES = {"model": "DSH_MODEL", "system_prompt": "DSH_SYSTEM_PROMPT", "data_dir": "DSH_DATA_DIR"}
 """The variables ``dsh acp`` lets override a key of the file (``show`` names the ones that are set)."""
 _SECRET_HEADER_WORDS = ("auth", "key", "token", "secret", "password", "cookie", "session", "signature", "credential")
+
+_SECRET_KEY_WORDS = ("api_key", "apikey", "token", "secret", "password", "credential", "authorization")
+"""Keys of a section whose value ``show`` masks (narrower than headers: ``resume_session_id`` is not a secret)."""
 
 NonEmpty = Annotated[str, Field(min_length=1)]
 
@@ -118,6 +122,8 @@ class DshConfig(BaseModel):
     """MCP servers of every session, by name (:mod:`dsh.mcp`); an editor-given server of the same name wins."""
     secrets: SecretsConfig = Field(default_factory=SecretsConfig)
     """What the processes dsh starts for tools do not see (see :mod:`dsh.secrets`)."""
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    """At which level approved commands run and whether they reach the network (see :mod:`dsh.sandbox`)."""
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     """The built-in tools' settings (:mod:`dsh.tools`)."""
     permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
@@ -192,11 +198,19 @@ def default_config_path() -> Path:
 def find_config_file(explicit: str | Path | None) -> Path | None:
     """The file to load: *explicit* (``--config``, else ``DSH_CONFIG``, chosen by the caller; returned even when
     missing, so that loading it reports it), else :func:`default_config_path` only if it is a file, else None.
-    Reads nothing but the default path's existence."""
+    Reads nothing but the default path's existence; a default path that is a dangling symlink raises
+    :class:`ConfigError` naming it (the user meant a file to be there: ignoring it would drop its settings
+    without a word)."""
     if explicit is not None and str(explicit) != "":
         return Path(explicit).expanduser()
     default = default_config_path()
+    if default.is_symlink() and not default.exists():
+        raise ConfigError(default, [_dangling(default)], heading="cannot read configuration file")
     return default if default.is_file() else None
+
+
+def _dangling(path: Path) -> str:
+    return f"it is a symlink to {os.readlink(path)}, which does not exist; fix or remove the link"
 
 
 def load_config(path: str | Path) -> DshConfig:
@@ -403,9 +417,15 @@ def _default_data_dir() -> str:
 # -- show and check --------------------------------------------------------------------------------------------
 
 
-def render_config(config: DshConfig | None, *, source: Path | None, env: Mapping[str, str]) -> str:
-    """The effective configuration as YAML: every key with its value or default, the built-in providers merged
-    with the configured ones, and the models offered. The output is itself a valid configuration file.
+def render_config(
+    config: DshConfig | None, *, source: Path | None, env: Mapping[str, str], config_origin: str | None = None
+) -> str:
+    """The effective configuration as YAML, generated from :class:`DshConfig`'s fields (every section and key,
+    with its value or default, in the model's order; a comment before each says where it came from), the
+    built-in providers merged with the configured ones, and the models offered. The output is itself a valid
+    configuration file (the file's values: a ``DSH_MODEL``, ``DSH_SYSTEM_PROMPT`` or ``DSH_DATA_DIR`` that
+    overrides one is named in its comment); *config_origin* says how *source* was chosen (``--config``,
+    ``DSH_CONFIG``).
 
     Secrets never appear: an inline ``api_key`` is ``***``, so is every header whose name looks secret
     (authorization, key, token, cookie, …) and the password of a ``base_url``; keys taken from the environment
@@ -419,23 +439,22 @@ def render_config(config: DshConfig | None, *, source: Path | None, env: Mapping
 
     config = config if config is not None else DshConfig()
     model = config.model or DEFAULT_MODEL
-    data: dict[str, Any] = {
+    shown: dict[str, Any] = {  # the keys whose effective value is more than the file's (or masked)
         "model": model,
         "models": list(offered_models(model, config.models)),
         "system_prompt": config.system_prompt,
         "data_dir": config.data_dir or _default_data_dir(),
         "providers": {name: _masked(settings) for name, settings in merge_providers(config.providers).items()},
-        "agents": [agent.model_dump(mode="json") for agent in config.agents],
-        "system_prompt_sections": dict(config.system_prompt_sections),
-        "compaction": config.compaction.model_dump(mode="json"),
-        "secrets": config.secrets.model_dump(mode="json"),
-        "images": config.images.model_dump(mode="json"),
         "mcp_servers": {name: _masked_server(server) for name, server in config.mcp_servers.items()},
+        "agents": [agent.model_dump(mode="json") for agent in config.agents],
     }
+    dumped = config.model_dump(mode="json")
     where = str(source) if source is not None else "no configuration file (defaults)"
     lines = [
-        f"# dsh configuration: {where}",
+        f"# dsh configuration: {where}" + (f" (from {config_origin})" if config_origin and source else ""),
         f"# secrets are shown as {MASK}; keys from environment variables by the variable's name only",
+        "# every key of every section is shown with its value; a comment before each section says where it came",
+        "# from (default, file, environment) and the default of each key the file sets",
     ]
     lines += [
         f"# {variable} is set and overrides `{key}` for `dsh acp`"
@@ -445,8 +464,57 @@ def render_config(config: DshConfig | None, *, source: Path | None, env: Mapping
     from dsh.secrets import describe_withheld
 
     lines += describe_withheld(config.providers, config.secrets, env)
-    body = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000)
-    return "\n".join(lines) + "\n" + body
+    from dsh.sandbox import Sandbox
+
+    lines.append(f"# {Sandbox(config.sandbox).describe()}")
+    body: list[str] = []
+    for name in DshConfig.model_fields:  # generated from the model: a section added later shows up here
+        value = shown[name] if name in shown else _mask_secret_keys(dumped[name])
+        body.append(_origin_comment(config, name, env))
+        body.append(yaml.safe_dump({name: value}, sort_keys=False, allow_unicode=True, width=1000).rstrip("\n"))
+    return "\n".join(lines + body) + "\n"
+
+
+def _origin_comment(config: DshConfig, name: str, env: Mapping[str, str]) -> str:
+    """``# compaction: file (threshold; default 0.8)``: where a top-level key's value comes from and, for a section,
+    which of its keys the file sets and their defaults."""
+    variable = OVERRIDING_VARIABLES.get(name)
+    if variable is not None and env.get(variable):
+        return f"# {name}: environment ({variable} overrides the {'file' if name in config.model_fields_set else 'default'})"
+    if name not in config.model_fields_set:
+        return f"# {name}: default"
+    section = getattr(config, name)
+    if not isinstance(section, BaseModel):
+        return f"# {name}: file"
+    defaults = type(section)()
+    given = [
+        f"{key} (default {_short(getattr(defaults, key))})"
+        for key in type(section).model_fields
+        if key in section.model_fields_set
+    ]
+    return f"# {name}: file" + (f": {', '.join(given)}; the rest default" if given else "")
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def _mask_secret_keys(value: Any) -> Any:
+    """A section's dumped value with every key that names a secret (``api_key``, ``token``, ``password``, …)
+    shown as ``***`` when set: a section added later never prints a secret by accident."""
+    if isinstance(value, dict):
+        return {
+            key: MASK
+            if item not in (None, "", [], {}) and any(word in str(key).lower() for word in _SECRET_KEY_WORDS)
+            else _mask_secret_keys(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_mask_secret_keys(item) for item in value]
+    return value
 
 
 def _masked(settings: ProviderSettings) -> dict[str, Any]:

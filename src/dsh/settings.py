@@ -43,6 +43,8 @@ __all__ = [
     "SettingError",
     "SettingSpec",
     "Settings",
+    "create_data_dir",
+    "create_missing_dir",
     "default_config_path",
     "default_data_dir",
     "exit_on_error",
@@ -279,7 +281,39 @@ def _config_file(explicit: str | None, env: Mapping[str, str]) -> Path | None:
     if chosen:
         return Path(chosen).expanduser()
     default = default_config_path()
+    if default.is_symlink() and not default.exists():
+        from dsh.config import ConfigError, find_config_file  # rare: the configuration module only then
+
+        try:
+            find_config_file(None)
+        except ConfigError as error:
+            raise SettingError(error.message, RUNTIME) from None
     return default if default.is_file() else None
+
+
+def create_missing_dir(path: str | Path, origin: str, command: str) -> bool:
+    """Create the data directory *path* when it does not exist (parents too) and say so in one line on stderr
+    (``COMMAND: created the data directory PATH (ORIGIN); it did not exist``): scripts rely on the creation, and
+    the line makes a typo visible. True when it created it; an existing path, or one that cannot be created, is
+    left to the persistence plugin (which reports what is wrong with it)."""
+    target = Path(path).expanduser()
+    if target.exists() or target.is_symlink():
+        return False
+    try:
+        target.mkdir(parents=True)
+    except OSError:
+        return False
+    sys.stderr.write(f"{command}: created the data directory {target} ({origin}); it did not exist\n")
+    sys.stderr.flush()
+    return True
+
+
+def create_data_dir(settings: Settings, command: str) -> bool:
+    """:func:`create_missing_dir` for a data directory the user named (a flag, a variable, the file); the default
+    one is created quietly when first used."""
+    if settings.sources.get("data_dir", "default") == "default":
+        return False
+    return create_missing_dir(settings.data_dir, settings.origin("data_dir"), command)
 
 
 def fail(message: str, exit_code: int = RUNTIME) -> NoReturn:

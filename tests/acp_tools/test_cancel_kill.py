@@ -47,7 +47,8 @@ def marked_processes(marker: str) -> list[int]:
 
 async def test_cancel_kills_a_running_sleep_and_leaves_no_orphan(tmp_path: Path) -> None:
     marker = f"dsh-test-marker-{uuid.uuid4().hex}"
-    fifo = tmp_path / "started.fifo"
+    (tmp_path / "project").mkdir()
+    fifo = tmp_path / "project" / "started.fifo"  # inside the roots: the command runs sandboxed (workspace-write)
     os.mkfifo(fifo)
     command = f"DSH_TEST_MARKER={marker} sleep 60 & echo started > {fifo}; wait; : {marker}"
     model = write_script(tmp_path / "script.json", [call("run_command", "c1", command=command)])

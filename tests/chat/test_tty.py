@@ -274,3 +274,150 @@ async def test_the_status_line_shows_context_used_of_the_window_and_the_cost(tmp
     status = screen.splitlines()[-1]
     # 1,010 tokens in gpt-4.1's built-in window of 1,047,576, and a cost in dollars
     assert re.search(r"gpt-4\.1 · Default · context 0% \(1\.0k/1\.0M\) · \$0\.\d{4}", status), status
+
+
+# -- issue 43: the peers' habits, as a person sees them -----------------------------------------------------------
+
+ROWS = 5000
+
+
+def mode_shown(screen: str) -> str:
+    """The mode the status line at the bottom shows (its second part: model · mode · …)."""
+    parts = screen.splitlines()[-1].split(" · ")
+    return parts[1].strip() if len(parts) > 1 else ""
+
+
+async def test_the_peers_habits_against_dsh(tmp_path: Path) -> None:
+    """Soft line breaks in a 5,000-line reply; Esc stops a turn, closes the / menu and a picker; a digit picks at
+    once; typing with a picker open goes to the prompt; !cmd; Shift+Tab; the / menu says more entries exist; a
+    resumed cancelled turn says so."""
+    (tmp_path / "tangerine-file.txt").write_text("x\n")
+    rows = "\n".join(f"row {n}" for n in range(1, ROWS + 1))
+    slow = {"text": " ".join(f"slow{n}" for n in range(1, 41)), "delay": 0.3}
+    model = write_script(tmp_path / "s.json", [{"text": rows}, slow, {"text": "picked up"}, {"text": "seen it"}])
+    trace = tmp_path / "trace"
+    env = sandbox_env(tmp_path, model)
+    with tmux_chat(tmp_path, ["--trace", str(trace)], env, tmp_path, height=40) as tmux:
+        await tmux.wait_for(prompt_ready)
+        # soft line breaks: every row on a line of its own, the reply as long as it was written
+        await submit(tmux, "rows please")
+        await tmux.wait_for(lambda s: f"row {ROWS}" in s and prompt_ready(s), within=60)
+        history = tmux.history().splitlines()
+        assert [line for line in history if re.fullmatch(r"row \d+", line.strip())] == [
+            f"row {n}" for n in range(1, ROWS + 1)
+        ]
+        # Esc stops a running turn
+        await submit(tmux, "talk slowly")
+        await tmux.wait_for(lambda s: "slow2" in s)
+        tmux.keys("Escape")
+        stopped = await tmux.wait_for(lambda s: "(cancelled)" in s and prompt_ready(s), within=15)
+        assert "slow40" not in stopped
+        # the / menu: more entries than rows, and it says so; Esc closes it and keeps what was typed
+        tmux.type("/")
+        menu = await tmux.wait_for(lambda s: "/status" in s and "more" in s.splitlines()[-1])
+        assert re.search(r"↓ \d+ more", menu.splitlines()[-1]), menu
+        tmux.keys("Escape")
+        await tmux.wait_for(lambda s: "/status" not in s and prompt_ready(s))
+        tmux.keys("BSpace")
+        # a picker: Esc closes it, a digit picks at once
+        mode = mode_shown(await tmux.wait_for(prompt_ready))
+        await submit(tmux, "/mode")
+        await tmux.wait_for(lambda s: "Pick the mode:" in s and "Bypass" in s)
+        tmux.keys("Escape")
+        await tmux.wait_for(lambda s: "Pick the mode:" not in s and prompt_ready(s))
+        assert mode_shown(tmux.screen()) == mode
+        await submit(tmux, "/mode")
+        picker = await tmux.wait_for(lambda s: "Pick the mode:" in s and "Bypass" in s)
+        third = next(line for line in picker.splitlines() if line.strip().lstrip(">").strip().startswith("3."))
+        third_name = third.split("3.", 1)[1].split("(")[0].strip()
+        tmux.keys("3")
+        await tmux.wait_for(lambda s: "Pick the mode:" not in s and prompt_ready(s) and mode_shown(s) == third_name)
+        # typing while a picker is open: the picker closes and the text is a prompt, nothing is picked
+        await submit(tmux, "/mode")
+        await tmux.wait_for(lambda s: "Pick the mode:" in s)
+        tmux.type("hello there")
+        await tmux.wait_for(lambda s: PROMPT + "hello there" in s and "Pick the mode:" not in s)
+        tmux.keys("Enter")
+        await tmux.wait_for(lambda s: "picked up" in s and prompt_ready(s))
+        assert mode_shown(tmux.screen()) == third_name
+        # Shift+Tab: the next mode
+        tmux.keys("BTab")
+        await tmux.wait_for(lambda s: prompt_ready(s) and mode_shown(s) not in ("", third_name))
+        # !cmd: run by the chat, shown, and sent with the next prompt
+        await submit(tmux, "!ls")
+        shown = await tmux.wait_for(lambda s: "[exit code: 0]" in s and prompt_ready(s))
+        assert "tangerine-file.txt" in shown
+        await submit(tmux, "what did I see")
+        await tmux.wait_for(lambda s: "seen it" in s and prompt_ready(s))
+        tmux.keys("C-d")
+        assert await tmux.exit_status(within=20) == 0
+    frames = read_trace(trace)
+    assert check_chat_frames(frames) == []
+    prompts = [f["params"]["prompt"] for d, f in frames if d == ">" and f.get("method") == "session/prompt"]
+    assert [p[-1]["text"] for p in prompts] == ["rows please", "talk slowly", "hello there", "what did I see"]
+    assert all(len(p) == 1 for p in prompts[:3])
+    context = prompts[3][0]["text"]
+    assert "$ ls" in context and "tangerine-file.txt" in context and "[exit code: 0]" in context
+    set_modes = [f["params"]["value"] for d, f in frames if d == ">" and f.get("method") == "session/set_config_option"]
+    assert len(set_modes) == 2  # the digit, then Shift+Tab: Esc and the typed text picked nothing
+    # the cancelled turn, resumed, says it was cancelled
+    with tmux_chat(tmp_path, ["--resume"], env, tmp_path) as tmux:
+        await tmux.wait_for(lambda s: "Resume which session?" in s and "rows please" in s)
+        tmux.keys("x")  # not a choice: refused visibly, the picker stays
+        await tmux.wait_for(lambda s: "'x' is not a choice here" in s and "Resume which session?" in s)
+        tmux.keys("1")
+        resumed = await tmux.wait_for(lambda s: "Resumed" in s and prompt_ready(s), within=30)
+        lines = tmux.history().splitlines()
+        asked = lines.index(PROMPT + "talk slowly")
+        assert "(cancelled)" in lines[asked:], resumed
+        assert lines.index("(cancelled)", asked) < lines.index(PROMPT + "hello there")
+
+
+async def test_the_peers_habits_against_the_sdk_example_agent(tmp_path: Path) -> None:
+    """The same keys against another agent (the ACP SDK's echo agent, slowed down): soft line breaks, Esc stops a
+    turn and closes the / menu, !cmd goes with the next prompt, Shift+Tab with no modes does nothing."""
+    (tmp_path / "lime-file.txt").write_text("x\n")
+    env = sandbox_env(tmp_path, "echo", extra={"SDK_PEER_DELAY": "0.1"})
+    trace = tmp_path / "trace"
+    with tmux_chat(tmp_path, ["--agent", SDK_ECHO_AGENT, "--trace", str(trace)], env, tmp_path) as tmux:
+
+        def ready(screen: str) -> bool:  # an empty prompt above the status line, no turn running
+            lines = [line for line in screen.splitlines() if line.strip()]
+            return len(lines) > 1 and lines[-1].strip() == "SDK echo peer" and lines[-2] == PROMPT.strip()
+
+        await tmux.wait_for(ready)
+        tmux.type("alpha")
+        tmux.keys("M-Enter")
+        tmux.type("beta")
+        tmux.keys("M-Enter")
+        tmux.type("gamma")
+        await tmux.wait_for(lambda s: "  gamma" in s)
+        tmux.keys("Enter")
+        echoed = await tmux.wait_for(lambda s: s.splitlines().count("gamma") == 1 and ready(s))
+        lines = echoed.splitlines()
+        at = lines.index("alpha")
+        assert lines[at : at + 3] == ["alpha", "beta", "gamma"]  # one line each, as sent
+        await submit(tmux, " ".join(f"w{n}" for n in range(1, 26)))
+        await tmux.wait_for(lambda s: "w1 w2" in s and "Ctrl+C cancels" in s)
+        tmux.keys("Escape")
+        stopped = await tmux.wait_for(lambda s: "(cancelled)" in s and ready(s), within=15)
+        reply = stopped.split("(cancelled)")[0].splitlines()[-1]
+        assert reply.startswith("w1") and "w25" not in reply
+        tmux.type("/")
+        await tmux.wait_for(lambda s: "/thoughts" in s and "Esc closes" in s)
+        tmux.keys("Escape")
+        await tmux.wait_for(lambda s: "/thoughts" not in s)
+        tmux.keys("BSpace", "BTab")  # no modes: nothing to cycle, nothing sent
+        await submit(tmux, "!ls")
+        await tmux.wait_for(lambda s: "lime-file.txt" in s and "[exit code: 0]" in s and ready(s))
+        await submit(tmux, "and now")
+        await tmux.wait_for(lambda s: "and now" in s.splitlines() and ready(s))
+        tmux.keys("C-d")
+        assert await tmux.exit_status(within=20) == 0
+    frames = read_trace(trace)
+    assert check_chat_frames(frames) == []
+    sent = [f for d, f in frames if d == ">" and f.get("method", "").startswith("session/")]
+    assert [f["method"] for f in sent].count("session/set_config_option") == 0
+    prompts = [f["params"]["prompt"] for f in sent if f["method"] == "session/prompt"]
+    assert "$ ls" in prompts[-1][0]["text"] and "lime-file.txt" in prompts[-1][0]["text"]
+    assert prompts[-1][1] == {"type": "text", "text": "and now"}

@@ -40,7 +40,7 @@ def alive(pid: int) -> bool:
 async def test_kill_9_of_the_daemon_kills_a_running_command(tmp_path: Path) -> None:
     project = tmp_path / "project"
     project.mkdir()
-    fifo = tmp_path / "started.fifo"
+    fifo = project / "started.fifo"  # inside the roots: the command runs sandboxed (workspace-write)
     os.mkfifo(fifo)
     marker = project / "marker"
     command = f"echo $$ > {fifo}; sleep 2; touch {marker}"

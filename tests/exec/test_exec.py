@@ -8,6 +8,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -348,3 +349,32 @@ def test_a_command_cannot_read_the_key_from_the_runs_environ(tmp_path: Path) -> 
         assert b"DSH_MODEL=" in environ and b"OPENAI_API_KEY=" in environ  # the run's block, read whole
         assert key.encode() not in environ
     assert key not in run.stdout
+
+
+async def _interrupt_after(tmp_path: Path, delay: float | None) -> tuple[int, list[dict[str, Any]], str]:
+    """Start ``dsh exec --json`` on a long reply; SIGINT after *delay* seconds (None: once it streams)."""
+    long_reply = {"text": " ".join(f"w{i}" for i in range(3000)), "delay": 0.02}
+    model = write_script(tmp_path / "long.json", [long_reply])
+    with anyio.fail_after(60):
+        async with spawn_exec(tmp_path, "--json", "tell me a long story", model=model) as running:
+            if delay is None:
+                await running.wait_for("agent/stream-chunk")
+            else:
+                await anyio.sleep(delay)
+            running.process.send_signal(signal.SIGINT)
+            while await running.next_line() is not None:
+                pass
+            code = await running.process.wait()
+    return code, running.lines, (tmp_path / "exec.stderr.log").read_text(errors="replace")
+
+
+@pytest.mark.parametrize("delay", [0.15, 0.4, 0.8, 1.5, None])
+async def test_sigint_at_any_moment_ends_with_one_result_line_and_130(tmp_path: Path, delay: float | None) -> None:
+    """Issue 42 item 5: from start-up (imports, parsing, the application starting) to the streaming turn, a Ctrl+C
+    ends the run with exit 130 and exactly one result line, never a traceback."""
+    code, lines, stderr = await _interrupt_after(tmp_path, delay)
+    assert code == 130, stderr[-2000:]
+    assert "Traceback" not in stderr and "Aborted" not in stderr, stderr[-2000:]
+    results = [line for line in lines if line["type"] == "result"]
+    assert len(results) == 1 and lines[-1] is results[0], lines[-3:]
+    assert results[0]["stopReason"] == "cancelled"

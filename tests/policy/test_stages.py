@@ -93,6 +93,7 @@ async def test_every_package_sits_in_its_stage() -> None:
         ("ask", "dsh.policy"),
         ("checkpoint", "dsh.checkpoints"),
         ("contain", "dsh.reaper"),
+        ("contain", "dsh.sandbox"),
         ("apply", "dsh.tools"),
     ]
 

@@ -137,6 +137,8 @@ def tmux_chat(
     socket_dir = Path(tempfile.mkdtemp(prefix="dsh-tmux-"))  # a short path: a unix socket's is limited to ~107 bytes
     socket = socket_dir / "sock"
     tmux = Tmux(socket)
+    conf = socket_dir / "tmux.conf"
+    conf.write_text("set -g history-limit 20000\n")  # a 5,000-line reply stays in the scrollback, whole
     env_args = [f"{name}={value}" for name, value in env.items()]
     chat = shlex.join(["env", "-i", *env_args, "TERM=xterm-256color", *CHAT, *args])
     command = f"{chat}; echo $? > {shlex.quote(str(tmux.status_file))}"
@@ -146,7 +148,7 @@ def tmux_chat(
             "-S",
             str(socket),
             "-f",
-            "/dev/null",
+            str(conf),
             "new-session",
             "-d",
             "-s",

@@ -35,6 +35,8 @@ def sandbox_env(
         paths.append(os.environ["PYTHONPATH"])
     home = workdir / "home"
     home.mkdir(exist_ok=True)
+    if data_dir is None:  # as after a first run: a data directory dsh has to create says so on stderr (issue 43)
+        (workdir / "dsh-data").mkdir(exist_ok=True)
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "PYTHONPATH": os.pathsep.join(paths),

@@ -7,6 +7,7 @@ ends the chat with one line on stderr (and the tail of the agent's stderr) and s
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from typing import IO, TYPE_CHECKING
@@ -40,6 +41,12 @@ async def run_chat(options: ChatOptions, *, interactive: bool) -> int:
         sys.stderr.write(f"dsh chat: {error}\n")
         return 2
     cwd = options.working_directory()
+    if options.agent is None:  # said here: the daemon's stderr is not on the screen
+        from dsh.settings import create_missing_dir
+
+        named = options.data_dir or os.environ.get("DSH_DATA_DIR")
+        if named:
+            create_missing_dir(named, "--data-dir" if options.data_dir else "DSH_DATA_DIR", "dsh chat")
     trace: IO[bytes] | None = open(options.trace, "ab") if options.trace else None  # noqa: SIM115, ASYNC230 - closed below; before any task runs
     try:
         async with spawn_agent(argv, options.agent_environment(), cwd) as agent:

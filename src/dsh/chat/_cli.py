@@ -1,22 +1,33 @@
 """``dsh chat``'s command line, parsed with argparse: the chat is started by hand and often, and typer's
 import and per-option set-up cost about 150 ms of the 0.5 s the first prompt line may take. ``dsh._entry``
-sends ``dsh chat …`` here directly; the typer application only lists the command and forwards to
-:func:`main`, so there is one parser.
+sends ``dsh chat …`` here directly. ``--help`` is the typer application's (``dsh.cli.chat``, the same options,
+drawn like every other command's help), and a usage error is one line in the typer commands' form; the typer
+command forwards what it parsed to :func:`main`, so options are parsed here either way
+(``tests/chat/test_parts.py`` checks both know the same options).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import NoReturn
 
 from dsh.chat._options import ChatOptions
 
 __all__ = ["main", "parse"]
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        """One line, as the typer commands say it: ``dsh chat: MESSAGE (see `dsh chat --help`)``, status 2."""
+        sys.stderr.write(f"dsh chat: {message} (see `dsh chat --help`)\n")
+        raise SystemExit(2)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="dsh chat",
+        add_help=False,
         description=(
             "Chat with dsh (or any ACP agent) in the terminal. On a terminal: Enter sends, Alt+Enter adds a line, "
             "/ lists commands, @path attaches a file, Ctrl+C cancels a turn, Ctrl+D exits. Piped input runs one "
@@ -54,5 +65,13 @@ def parse(argv: list[str]) -> ChatOptions:
 def main(argv: list[str] | None = None) -> int:
     from dsh.chat import run
 
-    options = parse(sys.argv[2:] if argv is None else argv)
+    args = sys.argv[2:] if argv is None else argv
+    if "--help" in args or "-h" in args:
+        from dsh.cli import main as cli_main  # typer's help, drawn like every other command's
+
+        return cli_main(["chat", "--help"])
+    try:
+        options = parse(args)
+    except SystemExit as stop:
+        return int(stop.code or 0)
     return run(options)

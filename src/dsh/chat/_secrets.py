@@ -28,10 +28,10 @@ def _policy(config: str | None) -> SecretPolicy:
     from dsh.config import ConfigError, find_config_file, load_config
     from dsh.secrets import current_policy, policy_for
 
-    path = find_config_file(config or os.environ.get("DSH_CONFIG") or None)
-    if path is None:
-        return current_policy()
     try:
+        path = find_config_file(config or os.environ.get("DSH_CONFIG") or None)
+        if path is None:
+            return current_policy()
         loaded = load_config(path)
     except ConfigError:
         return current_policy()

@@ -1,7 +1,9 @@
 """Streaming Markdown into a terminal's scrollback: lines that can no longer change are printed once, the
 last few stay in the live region and are redrawn as text arrives.
 
-Guarantees: the text is rendered as Markdown (rich) at the console's width every time it grows; every line but
+Guarantees: the text is rendered as Markdown (rich) at the console's width every time it grows, a single newline
+kept as a line break (as the editors' agent panels do: models write file lists, status lines and commands one per
+line; code blocks, lists and tables render as Markdown has them, and a reply of N lines shows N lines); every line but
 the last :data:`LIVE_LINES` is committed (printed above the live region, never printed twice); :meth:`finish`
 commits the rest. A Markdown construct that reflows earlier lines after they were committed (a table whose
 width changes, say) keeps its committed lines: the scrollback is never rewritten. Re-rendering costs one
@@ -11,14 +13,25 @@ Markdown parse of the whole message per refresh, bounded by the view's refresh r
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.segment import Segment
 from rich.text import Text
 
-__all__ = ["LIVE_LINES", "Lines", "MarkdownStream"]
+__all__ = ["LIVE_LINES", "Lines", "MarkdownStream", "keep_line_breaks"]
 
 LIVE_LINES = 6
+
+
+def keep_line_breaks(tokens: Iterable[Any]) -> None:
+    """Make every soft line break of parsed Markdown (markdown-it tokens) a hard one, in place: CommonMark joins
+    a paragraph's lines with a space, which turns a model's one-per-line list into one long line. Only inline
+    content has soft breaks, so code blocks, tables and list structure are untouched."""
+    for token in tokens:
+        for child in token.children or ():
+            if child.type == "softbreak":
+                child.type = "hardbreak"
 
 
 class Lines:
@@ -52,9 +65,12 @@ class MarkdownStream:
             from rich.markdown import Markdown  # markdown-it and its parsers: paid at the first reply, not at start-up
 
             source = self.text.rstrip("\n")
-            renderable: RenderableType = (
-                Markdown(source, style=self.style) if self.markdown else Text(source, style=self.style)
-            )
+            renderable: RenderableType
+            if self.markdown:
+                renderable = Markdown(source, style=self.style)
+                keep_line_breaks(renderable.parsed)
+            else:
+                renderable = Text(source, style=self.style)
             options = self.console.options.update(width=max(20, self.console.width - 1))
             self._lines = self.console.render_lines(renderable, options, pad=False)
             while self._lines and not "".join(s.text for s in self._lines[-1]).strip():

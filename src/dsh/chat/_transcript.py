@@ -37,6 +37,15 @@ FINAL = ("completed", "failed")
 TEXT_UPDATES = {"agent_message_chunk": "message", "agent_thought_chunk": "thought", "user_message_chunk": "user"}
 
 
+def turn_end(update: dict[str, Any]) -> str | None:
+    """How a replayed turn ended, when the agent says it did not end normally: dsh marks a cancelled or
+    interrupted turn of a ``session/load`` replay with ``_meta.dsh.turnEnd`` on a ``session_info_update``."""
+    meta = update.get("_meta")
+    dsh = meta.get("dsh") if isinstance(meta, dict) else None
+    ended = dsh.get("turnEnd") if isinstance(dsh, dict) else None
+    return ended if isinstance(ended, str) and ended else None
+
+
 class Transcript:
     def __init__(self, console: Console, state: Callable[[], SessionState], cwd: str) -> None:
         self.console = console
@@ -73,12 +82,17 @@ class Transcript:
             self._tool(update)
         elif kind == "plan":
             self._plan_changed = True
+        elif kind == "session_info_update":
+            ended = turn_end(update)
+            if ended is not None:  # a replayed turn that did not end normally (dsh says so on session/load)
+                self.end_segment()
+                self.console.print(Text(f"({ended})", style="yellow"))
 
     def on_terminal(self, terminal: Terminal) -> None:
         status = terminal.exit_status()
         end = ""
         if status is not None:
-            how = f"signal {status['signal']}" if "signal" in status else f"exit code {status['exitCode']}"
+            how = f"signal: {status['signal']}" if "signal" in status else f"exit code: {status['exitCode']}"
             end = f"\n[{how}]"
         self._terminal_text[terminal.terminal_id] = terminal.text().rstrip("\n") + end
 

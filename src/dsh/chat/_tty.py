@@ -4,17 +4,22 @@ Between turns a prompt_toolkit prompt owns the terminal (line editing, multi-lin
 completion, the status line below it). During a turn a rich live region at the bottom of the screen shows what
 is still changing (the last lines of the reply, running tool cards with their output, the plan, a permission
 question, the status line) while everything settled is printed once into the scrollback above it; the
-terminal is in raw mode so that keys reach the chat, not the screen: Ctrl+C cancels the turn, and ``y`` /
-``a`` / ``n`` (or an option's number) answer a permission question.
+terminal is in raw mode so that keys reach the chat, not the screen: Ctrl+C or Esc cancels the turn, and ``y``
+/ ``a`` / ``n`` (or an option's number) answer a permission question.
 
 Guarantees:
 
 * The first prompt line appears before the agent has answered ``initialize``: start-up runs behind it, and a
   message typed early waits for the session. An agent that exits ends the chat (status 1, its stderr's tail).
-* Ctrl+C during a turn sends ``session/cancel`` at once (a pending permission question is answered
+* Ctrl+C or Esc during a turn sends ``session/cancel`` at once (a pending permission question is answered
   ``cancelled``); the prompt comes back when the agent answers the turn, or after :data:`CANCEL_GRACE`
-  seconds if it does not (a second Ctrl+C stops waiting at once). Ctrl+C on an empty prompt twice in a row, or
-  Ctrl+D, exits; Ctrl+C on a non-empty prompt clears it.
+  seconds if it does not (a second Ctrl+C or Esc stops waiting at once). Ctrl+C on an empty prompt twice in a
+  row, or Ctrl+D, exits; Ctrl+C on a non-empty prompt clears it. Esc closes the ``/`` menu (and every picker:
+  :mod:`dsh.chat._picker`), and never exits.
+* Shift+Tab sets the session's next mode (in the agent's order, round), at the prompt.
+* ``!command`` runs the command in the user's shell, not through the agent (:mod:`dsh.chat._shell`): shown with
+  its output and exit code, and sent as context with the next prompt (once); Ctrl+C or Esc stops it.
+* A key typed into a ``/model`` or ``/mode`` picker that is not a choice closes it and starts the next prompt.
 * Every permission request is shown with its card (the diff or the command) before the question, and is
   answered exactly once.
 """
@@ -33,6 +38,7 @@ from dsh.chat._mentions import prompt_blocks
 from dsh.chat._options import ChatOptions
 from dsh.chat._render import permission_keys
 from dsh.chat._rpc import RpcError, describe
+from dsh.chat._shell import ShellRun, context_block, run_shell
 from dsh.chat._terminals import Terminal
 from dsh.chat._transcript import PROMPT_MARK, Transcript
 
@@ -59,6 +65,11 @@ class TtyView:
         self._cancelling = False
         self._turn_scope: anyio.CancelScope | None = None
         self._task_group: Any = None
+        self._typed = ""
+        """A key that closed a picker: the next prompt starts with it."""
+        self._shell_runs: list[ShellRun] = []
+        """``!command`` runs not yet sent: they go with the next prompt."""
+        self._menu_mark = ""
 
     @property
     def client(self) -> AcpClient:
@@ -79,7 +90,11 @@ class TtyView:
         self.console.print(
             Text.assemble(
                 ("dsh chat", "bold"),
-                ("  Enter sends · Alt+Enter new line · / commands · @ files · Ctrl+D exits", "dim"),
+                (
+                    "  Enter sends · Alt+Enter new line · / commands · @ files · !cmd shell · Shift+Tab mode · "
+                    "Esc stops · Ctrl+D exits",
+                    "dim",
+                ),
             )
         )
         # Ctrl+C is a key here: the prompt and the turn read it in raw mode. In the moment between two prompts
@@ -166,7 +181,8 @@ class TtyView:
             if self._failure is not None:
                 raise self._failure
             try:
-                text = await self._session.prompt_async(pre_run=self._exit_if_failed)
+                typed, self._typed = self._typed, ""
+                text = await self._session.prompt_async(pre_run=self._exit_if_failed, default=typed)
             except KeyboardInterrupt:
                 if armed:
                     return 0
@@ -177,6 +193,9 @@ class TtyView:
                 return 0
             armed = False
             if not text.strip():
+                continue
+            if text.startswith("!") and text[1:].strip():
+                await self._shell(text[1:].strip())
                 continue
             await self._session_ready()
             local = parse_local(text.strip(), self.client.state)
@@ -227,8 +246,19 @@ class TtyView:
             else:
                 event.app.exit(exception=KeyboardInterrupt())
 
+        @bindings.add("escape")
+        def _(event: KeyPressEvent) -> None:
+            # closes the / and @ menus (the text stays as typed); never exits, never clears what was typed
+            if event.current_buffer.complete_state is not None:
+                event.current_buffer.cancel_completion()
+
+        @bindings.add("s-tab")
+        def _(event: KeyPressEvent) -> None:
+            if self._ready.is_set() and self._failure is None:
+                self._task_group.start_soon(self._next_mode)
+
         style = Style.from_dict({"bottom-toolbar": "noreverse #888888", "prompt": "bold ansicyan"})
-        return PromptSession(
+        session: PromptSession[str] = PromptSession(
             message=[("class:prompt", PROMPT_MARK)],
             multiline=True,
             prompt_continuation="  ",
@@ -239,8 +269,38 @@ class TtyView:
             style=style,
             enable_history_search=False,
         )
+        session.app.after_render += self._after_render
+        return session
+
+    def _after_render(self, app: Any) -> None:
+        """The toolbar names what the completion menu hides; the menu is drawn after it, so when what it hides
+        changed, one more frame brings the toolbar up to date."""
+        mark = self._menu_hidden()
+        if mark != self._menu_mark:
+            self._menu_mark = mark
+            app.invalidate()
+
+    def _menu_hidden(self) -> str:
+        """``↓ 12 more · ↑ 3 more`` for the open completion menu's entries out of view ("" when all show)."""
+        from prompt_toolkit.layout.menus import CompletionsMenuControl
+
+        session = self._session
+        state = session.default_buffer.complete_state if session is not None else None
+        if session is None or state is None or not state.completions:
+            return ""
+        for window in session.app.layout.find_all_windows():
+            if isinstance(window.content, CompletionsMenuControl) and window.render_info is not None:
+                info = window.render_info
+                above = info.vertical_scroll
+                below = len(state.completions) - above - info.window_height
+                marks = [f"↓ {below} more" for _ in range(below > 0)] + [f"↑ {above} more" for _ in range(above > 0)]
+                return " · ".join(marks)
+        return ""
 
     def _toolbar(self) -> str:
+        if self._session is not None and self._session.default_buffer.complete_state is not None:
+            hidden = self._menu_mark
+            return " " + " · ".join(part for part in (hidden, "↑↓ moves · Tab/Enter picks · Esc closes") if part)
         if self._failure is not None:
             return " agent exited"
         if not self._ready.is_set():
@@ -279,24 +339,34 @@ class TtyView:
         self.console.print(Text(f"{command.name}: {self.client.state.current(command.name)}", style="dim"))
 
     async def _pick(self, category: str) -> str | None:
-        from prompt_toolkit.shortcuts.choice_input import ChoiceInput
+        from dsh.chat._picker import pick
 
         choices = self.client.state.choices(category)
         options = [
             (value, label + (f"  ({description})" if description else "")) for value, label, description in choices
         ]
-        picker = ChoiceInput(
-            message=f"Pick the {category}:", options=options, default=self.client.state.current(category)
-        )
+        picked = await pick(f"Pick the {category}:", options, default=self.client.state.current(category))
+        self._typed = picked.typed
+        return picked.value
+
+    async def _next_mode(self) -> None:
+        """Shift+Tab: the mode after the current one, round (the status line shows it)."""
+        state = self.client.state
+        values = [value for value, _, _ in state.choices("mode")]
+        if not values:
+            return
+        current = state.current("mode")
+        following = values[(values.index(current) + 1) % len(values)] if current in values else values[0]
         try:
-            return await picker.prompt_async()
-        except (KeyboardInterrupt, EOFError):
-            return None
+            await self.client.set_option("mode", following)
+        except (RpcError, ConnectionError):
+            pass  # the status line keeps showing the mode the agent has
+        self._invalidate()
 
     async def _resume(self) -> bool:
         """Pick a stored session and load it (its replay drawn like a turn), or start a new one when there is none;
         False when the agent cannot list and load sessions or the user backs out of the picker."""
-        from prompt_toolkit.shortcuts.choice_input import ChoiceInput
+        from dsh.chat._picker import pick
 
         client = self.client
         await client.initialize()
@@ -310,9 +380,8 @@ class TtyView:
             self._ready.set()
             return True
         options = [(str(s["sessionId"]), _session_label(s)) for s in sessions]
-        try:
-            chosen = await ChoiceInput(message="Resume which session?", options=options).prompt_async()
-        except (KeyboardInterrupt, EOFError):
+        chosen = (await pick("Resume which session?", options, typing="refuse")).value
+        if chosen is None:
             return False
         async with self.transcript.live_region(self._task_group):
             await client.load_session(chosen)
@@ -332,6 +401,10 @@ class TtyView:
         blocks = prompt_blocks(text, client.cwd, embed=client.can("promptCapabilities", "embeddedContext"))
         for block in blocks[1:]:
             self.console.print(Text(f"  attached {block.get('resource', block).get('uri')}", style="dim"))
+        if self._shell_runs:
+            blocks.insert(0, context_block(self._shell_runs))
+            self.console.print(Text(f"  with the output of {_shell_names(self._shell_runs)}", style="dim"))
+            self._shell_runs = []
         self.transcript.begin_turn()
         self._cancelling = False
         reason = "cancelled"
@@ -353,9 +426,10 @@ class TtyView:
             self.console.print(Text(f"({reason.replace('_', ' ')})", style="yellow"))
 
     def _on_keys(self, keys: Any) -> None:
-        for press in keys.read_keys():
-            key = press.key if isinstance(press.key, str) else str(press.key)
-            if key in ("c-c", "Keys.ControlC"):
+        # a lone Esc byte is held back as the start of a sequence until flushed: keys arrive whole in one read
+        for press in [*keys.read_keys(), *keys.flush_keys()]:
+            key = press.key.value if hasattr(press.key, "value") else str(press.key)
+            if key in ("c-c", "escape"):
                 self._cancel()
             elif self._answer is not None and key in self._answer[0]:
                 mapping, event, holder = self._answer
@@ -363,6 +437,8 @@ class TtyView:
                 event.set()
 
     def _cancel(self) -> None:
+        if self._turn_scope is None:
+            return
         if self._cancelling:
             if self._turn_scope is not None:
                 self._turn_scope.cancel()  # a second Ctrl+C: stop waiting for the agent
@@ -382,6 +458,34 @@ class TtyView:
         await anyio.sleep(CANCEL_GRACE)
         if turn is not None:
             turn.cancel()
+
+    async def _shell(self, command: str) -> None:
+        """``!command``: run it, show it, keep it for the next prompt; Ctrl+C or Esc stops it."""
+        from prompt_toolkit.input import create_input
+
+        from dsh.chat._secrets import command_environment
+
+        cwd = self.client.cwd
+        run = ShellRun(command, cwd)
+        self.console.print(Text(f"! {command}", style="bold magenta"))
+        keys = create_input()
+        with anyio.CancelScope() as scope:
+            self._turn_scope = scope
+            self._cancelling = True  # the first Ctrl+C or Esc stops it: there is no agent to ask
+            try:
+                with keys.raw_mode(), keys.attach(lambda: self._on_keys(keys)):
+                    await run_shell(run, command_environment(self.options.config))
+            except OSError as error:
+                run.output = f"{error.strerror or error}\n"
+            finally:
+                self._turn_scope = None
+                self._cancelling = False
+        output = run.output.rstrip("\n")
+        if output:
+            self.console.print(Text(output), markup=False, highlight=False)
+        style = "dim" if run.exit_code == 0 else "yellow"
+        self.console.print(Text(f"{run.ending()} · goes with your next message", style=style))
+        self._shell_runs.append(run)
 
     async def ask_permission(self, tool_call: dict[str, Any], options: list[dict[str, Any]]) -> str | None:
         self.transcript.ask(tool_call, options)
@@ -409,6 +513,10 @@ class TtyView:
 
 def _ignore(signum: int, frame: object) -> None:
     return None
+
+
+def _shell_names(runs: list[ShellRun]) -> str:
+    return ", ".join(f"!{run.command}" for run in runs)
 
 
 def _session_label(session: dict[str, Any]) -> str:

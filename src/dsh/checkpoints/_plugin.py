@@ -11,6 +11,9 @@ Guarantees:
 * **Bounded.** A file over the size limit (``max_file_size``, default 64 MiB) is not stored: before the call
   runs the user is asked, told that the file will not be restorable; without a yes the call does not run.
   Memory while checkpointing stays bounded by one chunk, and runs of zeros take no space in the store.
+* **Large edits stored small.** A result's ``display.diff`` over 64 KiB of text is replaced by the changed region
+  with three lines of context (:mod:`._excerpt`): the session log and the editor's frame no longer carry the
+  whole file twice; the whole texts are in the checkpoint store, which is what ``/rewind`` uses.
 * **Blobs are shared by content** (:class:`dsh.plugins.persistence.BlobStore`) under the owner
   ``<session id>.checkpoints``; deleting the session releases that owner, deleting the bytes nobody else holds.
 * **Not tracked**: what shell commands change (``run_command``), files an editor holds but that dsh never
@@ -29,6 +32,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 from typing import TYPE_CHECKING, Any
@@ -37,6 +41,7 @@ import anyio
 
 from dsh import events as ev
 from dsh._log import get_logger
+from dsh.checkpoints._excerpt import shrink_diff
 from dsh.checkpoints._files import (
     MemoryBlobs,
     Target,
@@ -225,6 +230,16 @@ class Checkpoints:
                     state = await anyio.to_thread.run_sync(state_local, path)
                 self._left(session, path, state)
         return result
+
+    async def shrink(self, execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
+        """The ``checkpoint`` stage, after :meth:`execute` (so outside ``apply``, which attaches ``display``): a large edit's
+        diff is logged and shown as its changed region (:func:`._excerpt.shrink_diff`)."""
+        result = await next_()
+        display = result.display
+        if display is None or "diff" not in display:
+            return result
+        shrunk = await anyio.to_thread.run_sync(shrink_diff, display)
+        return result if shrunk is display else dataclasses.replace(result, display=shrunk)
 
     # -- /rewind ---------------------------------------------------------------------------------------------
 
@@ -440,6 +455,7 @@ def checkpoints_plugin(ctx: Context, config: object) -> None:
         limit = config["max_file_size"]
     checkpoints = Checkpoints(ctx, _blob_store(ctx), max_file_size=limit)
     ctx.tools.stage("checkpoint", checkpoints.execute)
+    ctx.tools.stage("checkpoint", checkpoints.shrink)  # inside execute: sees apply's display
     ctx.on(ev.SESSION_DISPOSED, checkpoints.forget)
     ctx.commands.register(
         "rewind",

@@ -83,6 +83,8 @@ class _Decided:
     facts: CallFacts
     decision: Decision
     policy: SessionPolicy
+    allow_label: str = "Allow"
+    """The "Allow" option's name (the sandbox names what allowing does when it is the reason for asking)."""
 
 
 _decided: contextvars.ContextVar[_Decided | None] = contextvars.ContextVar("dsh_policy_decided", default=None)
@@ -129,9 +131,10 @@ class Pipeline:
         if facts.command is not None:
             facts = await self._command_facts(execution, facts, execution.prepared)
         decision = policy.decide(facts)
+        decision, allow_label = await self._sandbox_say(execution, facts, decision, policy.mode)
         if decision.verdict == "refuse":
             return refused(execution, decision.why)
-        token = _decided.set(_Decided(facts, decision, policy))
+        token = _decided.set(_Decided(facts, decision, policy, allow_label))
         try:
             return await next_()
         finally:
@@ -150,7 +153,9 @@ class Pipeline:
         choice: str | None = None
         if decision.verdict == "ask":
             tool = self._ctx.tools.get(execution.name, agent.session.id)
-            choice, message = await self._ask(execution, tool, execution.prepared, facts, decision, decided.policy)
+            choice, message = await self._ask(
+                execution, tool, execution.prepared, facts, decision, decided.policy, decided.allow_label
+            )
             if message is not None:
                 return refused(execution, message)
         from dsh.tools import grant_outside, revoke_grants
@@ -163,6 +168,27 @@ class Pipeline:
             return await next_(dataclasses.replace(execution, decision=call))
         finally:
             revoke_grants(execution)
+
+    async def _sandbox_say(
+        self, execution: ToolExecution, facts: CallFacts, decision: Decision, mode: str
+    ) -> tuple[Decision, str]:
+        """The sandbox's say on a command call (:meth:`dsh.sandbox.Sandbox.judge`, which also hands the level to
+        the ``contain`` stage): the decision, turned into a question where the sandbox wants one (no sandbox on
+        this machine, a command the sandbox stopped before), and the name of the "Allow" option."""
+        sandbox = self._ctx.get("sandbox")
+        if sandbox is None or facts.command is None or decision.verdict == "refuse":
+            return decision, "Allow"
+        split = await split_command_async(facts.command)  # cached: the decide stage split it already
+        read_only = not split.opaque and all(is_read_only(part) for part in split.commands)
+        judgement = sandbox.judge(
+            execution, facts.command, asks=decision.verdict == "ask", read_only=read_only, bypass=mode == "bypass"
+        )
+        if judgement.ask and judgement.why:
+            why = f"{decision.why}; {judgement.why}" if decision.verdict == "ask" and decision.why else judgement.why
+            decision = Decision("ask", why, decision.scopes, always=False)
+        elif not judgement.ask and decision.verdict == "ask":  # the test hook forcing the verdict (FORCE_NO_ASK_ENV)
+            decision = Decision("allow")
+        return decision, judgement.label or "Allow"
 
     # -- facts -------------------------------------------------------------------------------------------------
 
@@ -249,6 +275,7 @@ class Pipeline:
         facts: CallFacts,
         decision: Decision,
         policy: SessionPolicy,
+        allow_label: str = "Allow",
     ) -> tuple[str | None, str | None]:
         """Ask the user: (the option chosen, None) when the call may run, else (None, the message the model
         gets)."""
@@ -262,7 +289,7 @@ class Pipeline:
             except Exception:
                 log.warning("tool presenter failed", tool=execution.name)
         label = _scope_label(execution.name, facts, decision.scopes)
-        options = [ApprovalOption(ALLOW_ONCE, "Allow")]
+        options = [ApprovalOption(ALLOW_ONCE, allow_label)]
         if decision.always:
             options.append(ApprovalOption(ALLOW_ALWAYS, f"Always allow {label}"))
         options.append(ApprovalOption(REJECT_ONCE, "Reject"))

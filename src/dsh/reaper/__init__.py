@@ -12,12 +12,19 @@ session and with the daemon, including what escaped its process group (``setsid`
   that called :func:`become_subreaper`, so an application built inside a test runner never signals the
   runner's other children.
 
+* After the daemon itself is gone (``kill -9`` included), its **watchdog** ends the rest
+  (:func:`arm_watchdog`, started with the first child; :mod:`._watchdog`): a small process in its own session
+  that holds the read end of a pipe from the daemon and, when the pipe closes, kills every process whose
+  environment carries the daemon's token (``DSH_DAEMON_TAGS``), wherever it was re-parented.
+
 Linux only (``/proc``, ``prctl``); elsewhere the functions do nothing and say so.
 """
 
 from dsh.reaper._plugin import reaper_plugin
 from dsh.reaper._proc import (
+    DAEMON_VARIABLE,
     TAG_VARIABLE,
+    arm_watchdog,
     become_subreaper,
     current_tag,
     descendants,
@@ -26,10 +33,13 @@ from dsh.reaper._proc import (
     is_subreaper,
     tag_environment,
     tagged,
+    watchdog_pid,
 )
 
 __all__ = [
+    "DAEMON_VARIABLE",
     "TAG_VARIABLE",
+    "arm_watchdog",
     "become_subreaper",
     "current_tag",
     "descendants",
@@ -39,4 +49,5 @@ __all__ = [
     "reaper_plugin",
     "tag_environment",
     "tagged",
+    "watchdog_pid",
 ]

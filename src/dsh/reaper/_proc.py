@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextvars import ContextVar
+from pathlib import Path
 
 __all__ = [
+    "DAEMON_VARIABLE",
     "TAG_VARIABLE",
+    "arm_watchdog",
     "become_subreaper",
     "current_tag",
     "descendants",
@@ -20,10 +26,14 @@ __all__ = [
     "is_subreaper",
     "tag_environment",
     "tagged",
+    "watchdog_pid",
 ]
 
 TAG_VARIABLE = "DSH_SESSION_TAG"
 """The environment variable naming the session a process was started for (its descendants inherit it)."""
+DAEMON_VARIABLE = "DSH_DAEMON_TAGS"
+"""The environment variable listing (``:``-separated) the tokens of the dsh daemons a process was started under:
+the daemon's watchdog ends every process carrying its token when the daemon is gone (:mod:`._watchdog`)."""
 _PR_SET_CHILD_SUBREAPER = 36
 _REAP_WITHIN = 0.5
 _tag: ContextVar[str | None] = ContextVar("dsh_session_tag", default=None)
@@ -54,6 +64,59 @@ def is_subreaper() -> bool:
     return _subreaper
 
 
+_watchdog: subprocess.Popen[bytes] | None = None
+_watchdog_pipe: int | None = None
+_token: str | None = None
+_watchdog_lock = threading.Lock()
+
+
+def arm_watchdog() -> str | None:
+    """Start this daemon's watchdog (once; see :mod:`._watchdog`): from now on every child started with
+    :func:`tag_environment` carries this daemon's token and is ended by the watchdog when the daemon dies, kill -9
+    included. Only in a process that became a subreaper (a daemon: never in a test runner or a library user); None,
+    or why it could not."""
+    global _watchdog, _watchdog_pipe, _token
+    if not _subreaper:
+        return "not a daemon (no child subreaper)"
+    with _watchdog_lock:
+        if _watchdog is not None:
+            return None
+        token = secrets.token_hex(8)
+        reader, writer = os.pipe()  # both ends close-on-exec: no child of ours ever holds the daemon's end
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(Path(__file__).with_name("_watchdog.py")), token],
+                stdin=reader,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env={},
+                close_fds=True,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            os.close(writer)
+            return f"cannot start the watchdog: {exc}"
+        finally:
+            os.close(reader)
+        _watchdog, _watchdog_pipe, _token = process, writer, token
+    return None
+
+
+def watchdog_pid() -> int | None:
+    """The watchdog's pid (None before :func:`arm_watchdog`): it is the daemon's child, and must outlive it."""
+    return _watchdog.pid if _watchdog is not None else None
+
+
+def _daemon_tags() -> dict[str, str]:
+    if not _subreaper:
+        return {}
+    if _watchdog is None and arm_watchdog() is not None:
+        return {}
+    assert _token is not None
+    inherited = os.environ.get(DAEMON_VARIABLE, "")  # a daemon started by another dsh's command: both sweep
+    return {DAEMON_VARIABLE: f"{inherited}:{_token}" if inherited else _token}
+
+
 @contextlib.contextmanager
 def tagged(tag: str) -> Iterator[None]:
     """Processes started in this block (and in tasks it starts) carry *tag*."""
@@ -69,12 +132,14 @@ def current_tag() -> str | None:
 
 
 def tag_environment() -> dict[str, str]:
-    """What a child started now adds to its environment: ``{DSH_SESSION_TAG: tag}``, or nothing untagged."""
+    """What a child started now adds to its environment: ``{DSH_SESSION_TAG: tag}`` (nothing untagged) and, in a
+    daemon, ``{DSH_DAEMON_TAGS: ...}`` with this daemon's token (the watchdog is started on the first call)."""
+    tags = _daemon_tags()
     tag = _tag.get()
     if not tag:
-        return {}
+        return tags
     _handed_out.add(tag)
-    return {TAG_VARIABLE: tag}
+    return {**tags, TAG_VARIABLE: tag}
 
 
 def _parents() -> dict[int, int]:
@@ -97,8 +162,10 @@ def _parents() -> dict[int, int]:
 
 
 def descendants(root: int | None = None) -> list[int]:
-    """Every live descendant of *root* (default: this process), parents before children."""
+    """Every live descendant of *root* (default: this process), parents before children; this daemon's watchdog
+    (and nothing below it: it starts nothing) is left out."""
     root = os.getpid() if root is None else root
+    spared = watchdog_pid()
     children: dict[int, list[int]] = {}
     for pid, parent in _parents().items():
         children.setdefault(parent, []).append(pid)
@@ -107,6 +174,8 @@ def descendants(root: int | None = None) -> list[int]:
     while frontier:
         pid = frontier.pop()
         for child in children.get(pid, ()):
+            if child == spared:
+                continue
             found.append(child)
             frontier.append(child)
     return found

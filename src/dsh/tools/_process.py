@@ -214,6 +214,13 @@ async def _open(argv: list[str], cwd: str, cwd_fd: int | None, env: dict[str, st
 
     from anyio._core._eventloop import get_async_backend
 
+    from dsh.sandbox import active, git_environment
+
+    containment = active()
+    plan = await containment.plan() if containment is not None else None
+    env = git_environment(env, cwd)
+    if plan is not None:
+        env.update(plan.env)
     options: dict[str, Any] = {"cwd": cwd, "env": env, "start_new_session": True}
     steps: list[Callable[[], None]] = []
     if cwd_fd is not None:
@@ -223,8 +230,10 @@ async def _open(argv: list[str], cwd: str, cwd_fd: int | None, env: dict[str, st
         else:
             options["cwd"] = None
             steps.append(lambda: os.fchdir(cwd_fd))
-    wrapper = await _death_wrapper()
-    if wrapper is not None:
+    wrapper = None if plan is not None else await _death_wrapper()
+    if plan is not None:
+        steps.append(plan.preexec)  # confinement, with the parent-death signal set after the namespaces
+    elif wrapper is not None:
         argv = [wrapper, "--pdeathsig", "KILL", "--", *argv]
     else:
         die = _die_with_parent()
@@ -257,6 +266,7 @@ async def run_process(
     directly) in *cwd* (entered through the open directory *cwd_fd* when given: the directory that was
     checked, whatever *cwd* names now); see the module docstring for what is guaranteed."""
     import shutil
+    import subprocess
 
     from dsh.secrets import child_environment
 
@@ -275,7 +285,14 @@ async def run_process(
     truncated = False
     full = anyio.Event()
     done_reading = anyio.Event()
-    process = await _open(argv, cwd, cwd_fd, child_environment())
+    try:
+        process = await _open(argv, cwd, cwd_fd, child_environment())
+    except (OSError, subprocess.SubprocessError) as exc:
+        from dsh.sandbox import active
+
+        if active() is None or isinstance(exc, FileNotFoundError):
+            raise
+        return CommandResult(f"blocked by the sandbox: it could not be set up ({exc}); the command did not run", None)
 
     async def pump() -> None:
         nonlocal truncated, dropped
@@ -368,6 +385,12 @@ async def run_process(
         )
     else:
         output = _decode(bytes(buffer), cut_front=truncated and keep == "tail", cut_back=truncated and keep == "head")
+    from dsh.sandbox import active
+
+    containment = active()
+    blocked = containment.blocked(exit_code, output) if containment is not None else None
+    if blocked is not None:
+        output = f"{output.rstrip()}\n{blocked}"
     return CommandResult(
         output=output,
         exit_code=exit_code,

@@ -104,6 +104,9 @@ class _Controls:
         background = ctx.get("background_commands")
         if background is not None:
             rows.append(("Background commands", background.describe(record.id)))
+        sandbox = ctx.get("sandbox")
+        if sandbox is not None:
+            rows.append(("Sandbox", sandbox.describe(record.id)))
         return rows
 
 

@@ -97,7 +97,7 @@ class DaemonOptions:
         the same resolution as every other command). A bad value or file raises
         :class:`~dsh.settings.SettingError` (one line, exit status 2 or 1): this runs at start-up, before the
         daemon owns stdout, in both entry paths (``dsh._entry`` and the typer command)."""
-        from dsh.settings import SPECS, resolve_settings
+        from dsh.settings import SPECS, create_data_dir, resolve_settings
 
         flags = {"model": model, "system_prompt": system_prompt, "log_level": log_level, "log_file": log_file}
         flags |= {"data_dir": data_dir, "agent_events": "1" if agent_events else None, "record": record}
@@ -105,7 +105,9 @@ class DaemonOptions:
         # that died at start-up, so the persistence plugin reports an unusable directory on stderr and on every
         # session request instead of the settings check ending the process.
         specs = [replace(spec, check=_daemon_data_dir) if spec.name == "data_dir" else spec for spec in SPECS]
-        return cls.from_settings(resolve_settings(flags, config=config, specs=specs))
+        settings = resolve_settings(flags, config=config, specs=specs)
+        create_data_dir(settings, "dsh acp")
+        return cls.from_settings(settings)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DaemonOptions:
@@ -417,6 +419,7 @@ async def _serve_app(
             providers=loaded.providers if loaded is not None else None,
             context=context_from_file(loaded),
             secrets=loaded.secrets if loaded is not None else None,
+            sandbox=loaded.sandbox if loaded is not None else None,
             tools=loaded.tools if loaded is not None else None,
             policy=policy_config(loaded.permissions if loaded is not None else None),
             subagent_model=loaded.subagent_model if loaded is not None else None,
@@ -425,6 +428,9 @@ async def _serve_app(
         from dsh.mcp import McpOptions, mcp_plugin
 
         ctx.plugin(mcp_plugin, McpOptions(loaded.mcp_servers if loaded else {}, options.mcp_timeout))
+        from dsh.plugins.memory import memory_plugin
+
+        ctx.plugin(memory_plugin)  # closed sessions' cyclic garbage is collected (RFC 0031)
         if plugins:
             from dsh.extra_plugins import apply_plugins
 

@@ -5,7 +5,8 @@ end's sessions only, and only for what the client advertised in ``initialize``:
 
 * ``fs.readTextFile`` → ``fs/read_text_file``: reads see unsaved editor buffers.
 * ``fs.writeTextFile`` → ``fs/write_text_file``: the editor applies the edit (undo, review).
-* ``terminal`` → ``terminal/create`` (the card gets ``{type: "terminal", terminalId}`` at once, for live
+* ``terminal`` → ``terminal/create`` for commands that run unconfined (``sandbox: {approved: off}``; a
+  sandboxed command always runs locally: an editor's terminal cannot be confined, :mod:`dsh.sandbox`) (the card gets ``{type: "terminal", terminalId}`` at once, for live
   output), ``terminal/wait_for_exit`` raced against the timeout and the call's cancel signal, ``terminal/kill``
   when we stop it, ``terminal/output``, and always ``terminal/release``.
   ``terminal/create`` carries no ``env``: dsh adds no variable of its own to a command, and the editor's
@@ -80,8 +81,13 @@ class EditorDelegation:
         return None
 
     async def run(self, request: RunRequest, next_: Next[RunRequest, CommandResult]) -> CommandResult:
+        from dsh.sandbox import active
+
         session_id = self._session_id(request.execution)
+        containment = active()
         if session_id is None or not self._capability("terminal"):
+            return await next_()
+        if containment is not None and containment.level != "off":  # an editor's terminal cannot be sandboxed
             return await next_()
         from dsh.tools import CommandResult
 

@@ -1,7 +1,8 @@
 """Session events → ACP ``session/update`` payloads: one pure function, shared by live streaming and replay.
 
 Purity is the point: a replayed log produces exactly the updates the live session produced (plus the user's
-own messages, which a live client already shows), so ``session/load`` cannot drift from what the user saw.
+own messages, which a live client already shows, and a mark on a turn that was cancelled or interrupted, which a
+live client learnt from the prompt's answer), so ``session/load`` cannot drift from what the user saw.
 
 Mapping:
 
@@ -26,6 +27,8 @@ Mapping:
 |                                       | ``usage_update`` with the new figure when the window is known |
 | ``plan/update``                       | ``plan`` (the complete list of entries)                      |
 | ``command/output``                    | ``agent_message_chunk`` (replay: the ``/command`` line first) |
+| ``turn/end`` cancelled or interrupted | ``session_info_update`` with ``_meta.dsh.turnEnd``           |
+| (replay only)                         | (``cancelled``, ``interrupted``): a client can mark the turn |
 | anything else                         | none                                                         |
 """
 
@@ -198,6 +201,10 @@ def _compaction(event: SessionEvent, native: bool) -> list[dict[str, Any]]:
     return updates
 
 
+_TURN_ENDS = {"aborted": "cancelled", "interrupted": "interrupted"}
+"""Turn ends a replay marks (``turn/end`` reason kinds), as the stop reason a client saw, or would have."""
+
+
 def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
@@ -277,6 +284,10 @@ def project(
         return _compaction(event, compaction_updates)
     if kind == "plan/update":
         return [{"sessionUpdate": "plan", "entries": data.get("entries", [])}]
+    if kind == "turn/end" and replay:  # live, the prompt's stop reason says it
+        reason = data.get("reason")
+        ended = _TURN_ENDS.get(str(reason.get("kind"))) if isinstance(reason, dict) else None
+        return [{"sessionUpdate": "session_info_update", "_meta": {"dsh": {"turnEnd": ended}}}] if ended else []
     if kind == "command/output":
         updates = [_text_chunk("agent_message_chunk", str(data.get("text", "")), f"c{event.seq}")]
         if replay:

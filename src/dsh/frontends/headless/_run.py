@@ -52,7 +52,16 @@ if TYPE_CHECKING:
     from dsh.services.sessions import Session, SessionEvent
     from dsh.settings import Settings
 
-__all__ = ["ExecOptions", "run_exec"]
+__all__ = ["ExecOptions", "result_written", "run_exec"]
+
+_written = False
+
+
+def result_written() -> bool:
+    """Whether this process already wrote its run's result (the entry point's own interrupt handling, which
+    covers start-up and shut-down, then writes none)."""
+    return _written
+
 
 SECOND_SIGNAL_GRACE = 5.0
 """After the first interrupt, how long the turn gets to close before the run ends anyway."""
@@ -114,6 +123,8 @@ class _State:
     interrupted: bool = False
     limited: str | None = None
     handle: AgentHandle | None = None
+    last_words: Any = None
+    """Writes the result of a run ended by a second signal (set once the run's tracker exists)."""
 
 
 async def run_exec(options: ExecOptions, settings: Settings) -> int:
@@ -180,6 +191,7 @@ def _load(ctx: Context, options: ExecOptions, settings: Settings, policy: Policy
         data_dir=None if options.ephemeral else settings.data_dir,
         providers=loaded.providers if loaded is not None else None,
         secrets=loaded.secrets if loaded is not None else None,
+        sandbox=loaded.sandbox if loaded is not None else None,
         context=context_from_file(loaded),
         tools=loaded.tools if loaded is not None else None,
         policy=policy,
@@ -215,10 +227,19 @@ async def _run(options: ExecOptions, settings: Settings, state: _State) -> int:
             return EXIT_USAGE
         missing = ctx.llm.missing_credentials(settings.model)
         if missing is not None:
-            sys.stderr.write(f"dsh exec: model {settings.model} needs a key: {missing}\n")
+            how = f"export {missing}=…" if "." not in missing else f"set {missing} in {settings.config_path}"
+            sys.stderr.write(f"dsh exec: model {settings.model} needs an API key: {how}, or run `dsh setup`\n")
             return EXIT_USAGE
         session_id = options.session or str(uuid.uuid4())
         tracker = RunTracker(session_id)
+
+        def last_words() -> None:
+            global _written
+            if output.json and not _written:
+                _written = True
+                output.line(tracker.result(limited=state.limited, interrupted=True, cost=None))
+
+        state.last_words = last_words
         _listen(ctx, session_id, tracker, output)
         if options.json:
             from dsh.agent_stream import AgentStream
@@ -254,8 +275,10 @@ async def _run(options: ExecOptions, settings: Settings, state: _State) -> int:
 
 
 def _finish(result: dict[str, Any], output: _Output, ephemeral: bool) -> int:
+    global _written
     code = exit_code(result)
-    if output.json:
+    if output.json and not _written:
+        _written = True
         output.line(result)
     else:
         output.progress.clear()
@@ -378,6 +401,8 @@ async def _watch_signals(state: _State, signals: AsyncIterator[int]) -> None:
     """First SIGINT / SIGTERM: cancel the turn (the run then ends as interrupted); a second one: exit now."""
     async for _ in signals:
         if state.interrupted:
+            if state.last_words is not None:
+                state.last_words()
             sys.stderr.write("\ndsh exec: interrupted again; exiting now\n")
             sys.stderr.flush()
             os._exit(EXIT_INTERRUPTED)

@@ -129,10 +129,27 @@ class LlmService:
         from dsh._text import did_you_mean
 
         provider = model.split(":", 1)[0]
+        hint = did_you_mean(provider, self.providers())
+        if ":" not in model:  # a bare model name (`gpt-4.1`): the provider that serves it, when one is known to
+            hint = did_you_mean(model, [f"{name}:{model}" for name in self._claimants(model)]) or hint
         return (
-            f"no provider serves model {model!r}: no provider {provider!r}{did_you_mean(provider, self.providers())}; "
+            f"no provider serves model {model!r}: no provider {provider!r}{hint}; "
             f"available providers: {', '.join(self.providers()) or 'none'} (name a model as provider:model)"
         )
+
+    def _claimants(self, name: str) -> list[str]:
+        """The providers (with a ``provider:*`` adapter) known to serve a model called *name*: configured for it
+        (a described ``provider:name``) or, for the built-in providers, in their table of well-known models."""
+        from dsh.context import builtin_price, builtin_window  # only on this error path
+
+        out = []
+        for provider in self.providers():
+            model = f"{provider}:{name}"
+            if self._adapters.get(f"{provider}:*") is None:
+                continue
+            if model in self._info or builtin_window(model) is not None or builtin_price(model) is not None:
+                out.append(provider)
+        return out
 
     def register_credential_check(self, provider: str, check: Callable[[], str | None]) -> Disposer:
         """*check()* says what is missing to call *provider*'s models (None: nothing), e.g. "set OPENAI_API_KEY";

@@ -1,0 +1,72 @@
+"""The ``sandbox`` plugin: provides the ``sandbox`` service, says once at start-up what confines commands here,
+and forgets each session's containment state when the session is disposed."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from dsh import events as ev
+from dsh.kernel import plugin
+from dsh.sandbox._sandbox import FORCE_NO_ASK_ENV, Sandbox, log
+from dsh.sandbox._support import support
+
+if TYPE_CHECKING:
+    from dsh.kernel import Context
+    from dsh.sandbox._config import SandboxConfig
+
+__all__ = ["sandbox_command_plugin", "sandbox_plugin"]
+
+
+@plugin("sandbox", inject=("tools",))
+def sandbox_plugin(ctx: Context, config: SandboxConfig | None) -> None:
+    """*config*: the file's ``sandbox`` section (None: the defaults)."""
+    sandbox = Sandbox(config, ctx=ctx)
+    ctx.provide("sandbox", sandbox)
+    ctx.tools.stage("contain", sandbox.contain_step)
+    ctx.effect(sandbox.close)
+
+    def announce() -> None:
+        support()
+        line = sandbox.describe()
+        if sandbox.support.available:
+            log.info(line)
+        else:
+            log.warning(line)
+        if sandbox.force_no_ask:
+            log.warning(f"{FORCE_NO_ASK_ENV}=1: TEST HOOK, commands the policy would ask about run without asking")
+
+    # The namespace probe starts a process: not on the event loop, and in a daemon thread that never holds up the
+    # daemon's exit (a worker thread would be joined at exit).
+    threading.Thread(target=announce, name="dsh-sandbox-probe", daemon=True).start()
+
+    def session_disposed(session: Any) -> None:
+        sandbox.dispose_session(session.id)
+
+    ctx.on(ev.SESSION_DISPOSED, session_disposed)
+
+
+@plugin("sandbox_command", inject=("commands",))
+def sandbox_command_plugin(ctx: Context, config: object) -> None:
+    """``/sandbox``: show where this session's commands run, or choose where its approved commands run
+    (``workspace-write`` or ``off``); commands that run without a question stay at ``read-only`` either way."""
+    from dsh.commands import CommandResult, Invocation
+
+    async def handler(invocation: Invocation) -> CommandResult:
+        sandbox: Sandbox | None = ctx.get("sandbox")
+        if sandbox is None:
+            return CommandResult(text="No sandbox service in this daemon.")
+        session = invocation.agent.session.id
+        wanted = invocation.args.strip()
+        if wanted:
+            if wanted not in ("workspace-write", "off"):
+                return CommandResult(text=f"Unknown level {wanted!r}: choose workspace-write or off.")
+            sandbox.choose(session, "workspace-write" if wanted == "workspace-write" else "off")
+        current = sandbox.approved_level(session)
+        marks = [f"- {level}{' (current)' if level == current else ''}" for level in ("workspace-write", "off")]
+        lines = [sandbox.describe(session), "Approved commands run at (switch with /sandbox <level>):", *marks]
+        return CommandResult(text="\n".join(lines))
+
+    ctx.commands.register(
+        "sandbox", "Show the sandbox, or choose where approved commands run", handler, "[workspace-write|off]"
+    )
