@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from tests.support.chat import CHAT, SDK_ECHO_AGENT, check_chat_frames, read_trace, run_piped
-from tests.support.env import sandbox_env, write_script
+from tests.support.env import approved_commands_unconfined, sandbox_env, write_script
 
 ANSI = re.compile(r"\x1b\[")
 
@@ -59,7 +59,8 @@ def test_piped_yes_allows_and_the_chat_serves_the_file_writes(tmp_path: Path) ->
     ]
     model = write_script(tmp_path / "s.json", steps)
     trace = tmp_path / "trace.jsonl"
-    result = run_piped(["--yes", "--trace", str(trace)], "go\n", sandbox_env(tmp_path, model), tmp_path)
+    env = approved_commands_unconfined(sandbox_env(tmp_path, model))  # the command runs in the chat's terminal
+    result = run_piped(["--yes", "--trace", str(trace)], "go\n", env, tmp_path)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "f.txt").read_text() == "bye world\n"
     frames = read_trace(trace)

@@ -19,7 +19,7 @@ from tests.support.chat import (
     tmux_available,
     tmux_chat,
 )
-from tests.support.env import sandbox_env, write_script
+from tests.support.env import approved_commands_unconfined, sandbox_env, write_script
 from tests.support.provider_server import Reply, serve
 from tests.support.provider_wire import oa_text_reply
 
@@ -212,7 +212,8 @@ async def test_mode_picker_multi_line_input_plan_and_command_output(tmp_path: Pa
     ]
     model = write_script(tmp_path / "s.json", steps)
     trace = tmp_path / "trace"
-    with tmux_chat(tmp_path, ["--trace", str(trace)], sandbox_env(tmp_path, model), tmp_path) as tmux:
+    env = approved_commands_unconfined(sandbox_env(tmp_path, model))  # the command runs in the chat's terminal
+    with tmux_chat(tmp_path, ["--trace", str(trace)], env, tmp_path) as tmux:
         await tmux.wait_for(prompt_ready)
         await submit(tmux, "/mode")
         picker = await tmux.wait_for(lambda s: "Pick the mode:" in s and "Bypass permissions" in s)

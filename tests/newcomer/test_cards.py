@@ -12,18 +12,22 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.support.editor import EditorClient, FakeTerminal, call, run_editor, text_of, write_script
+from tests.support.env import approved_commands_unconfined, sandbox_env
 
 
 async def test_a_client_terminal_command_is_replayed_with_its_output_embedded(tmp_path: Path) -> None:
     model = write_script(tmp_path / "script.json", [call("run_command", "c1", command="make test"), {"text": "done"}])
     terminal = FakeTerminal(output="hi from the editor\n", exit_code=0)
-    async with run_editor(tmp_path, model, EditorClient(["allow_once"], terminal=terminal), terminal=True) as first:
+    unconfined = approved_commands_unconfined(sandbox_env(tmp_path, model))  # approved commands may go to the editor
+    async with run_editor(
+        tmp_path, model, EditorClient(["allow_once"], terminal=terminal), terminal=True, env=unconfined
+    ) as first:
         session = (await first.new_session()).session_id
         assert (await first.prompt(session, "test it")).stop_reason == "end_turn"
         live = first.final(session, "c1")
     assert {"type": "terminal", "terminalId": "term-1"} in live["content"]  # live: the editor's own terminal
 
-    async with run_editor(tmp_path, model, EditorClient([]), terminal=True, name="second") as second:
+    async with run_editor(tmp_path, model, EditorClient([]), terminal=True, name="second", env=unconfined) as second:
         await second.load_session(session)
         replayed = second.tool_updates(session, "c1")
         final = second.final(session, "c1")

@@ -62,3 +62,14 @@ def write_script(path: Path, steps: list[dict[str, Any]]) -> str:
     """Write a scripted-model script (JSON) to *path*; return the model name ``scripted:<path>`` that replays it."""
     path.write_text(json.dumps(steps), encoding="utf-8")
     return f"scripted:{path}"
+
+
+def approved_commands_unconfined(env: Mapping[str, str]) -> Mapping[str, str]:
+    """Write the configuration file of *env* (``$XDG_CONFIG_HOME/dsh/config.yaml``) with
+    ``sandbox: {approved: off}`` and return *env*: approved commands then go to the client's terminal
+    (``terminal/create``) when it offers one, as they did before the sandbox (RFC 0028: confined commands always
+    run locally, since an editor's process cannot be confined). For tests of that client-terminal path."""
+    config = Path(env["XDG_CONFIG_HOME"]) / "dsh" / "config.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("sandbox:\n  approved: off\n")  # YAML false, read as \"off\"
+    return env

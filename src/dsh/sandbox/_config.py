@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = ["ApprovedLevel", "SandboxConfig"]
 
@@ -20,6 +20,13 @@ class SandboxConfig(BaseModel):
     approved: ApprovedLevel = "workspace-write"
     """``workspace-write``: writes in the session's roots and its private temporary directory only; ``off``: no
     sandbox for approved commands."""
+
+    @field_validator("approved", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: Any) -> Any:
+        """YAML 1.1 reads a bare ``off`` as the boolean false: ``approved: off`` means ``"off"``, as written."""
+        return "off" if value is False else value
+
     network: bool | list[Annotated[str, Field(min_length=1)]] = True
     """Network for approved commands at ``workspace-write``: ``true``, ``false``, or a list of domains (not
     supported yet: a list means no network, said by ``dsh config show``)."""
