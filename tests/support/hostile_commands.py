@@ -2,8 +2,9 @@
 try, by class, and the world they are tried in.
 
 * :func:`make_world` builds, under a test's ``tmp_path``: a git repository ``project/`` (the session's directory)
-  with ``inside.txt``; ``outside/`` next to it, holding a secret, a file list and ``evil.sh`` (a program that, if
-  it ever runs, leaves a ``RAN-*`` file in ``outside/``); a private key in the sandboxed ``$HOME/.ssh``.
+  with ``inside.txt`` and a symlink ``linked`` to ``outside/``; ``outside/`` next to it, holding a secret, a file
+  list and ``evil.sh`` (a program that, if it ever runs, leaves a ``RAN-*`` file in ``outside/``); a private key in
+  the sandboxed ``$HOME/.ssh``.
 * :data:`CORPUS` (at least 60 entries): each one, if it ran without a question, would write outside the private
   temporary directory, run a program the model or the repository chose, or read outside the roots. Templates:
   ``{evil}`` (the program), ``{abs_out}`` (``outside/``'s absolute path).
@@ -152,6 +153,11 @@ CORPUS: tuple[Hostile, ...] = (
     Hostile(_O, "diff inside.txt ../outside/secret.txt"),
     Hostile(_O, "tail ~/.ssh/id_rsa"),
     Hostile(_O, "cd ~/.ssh && cat id_rsa"),
+    Hostile(_O, "cat linked/secret.txt"),
+    Hostile(_O, "grep -R s3cr3t ."),
+    Hostile(_O, "rg --follow s3cr3t"),
+    Hostile(_O, "diff -r sub linked"),
+    Hostile(_O, "find -L . -name secret.txt -printf %p"),
     Hostile(_G, "cd fake && git status"),
     Hostile(_G, "git status"),
     Hostile(_G, "git diff"),
@@ -188,6 +194,7 @@ def make_world(root: Path) -> World:
     (project / "sub" / "keep.txt").write_text("keep\n", encoding="utf-8")
     (outside / "secret.txt").write_text(SECRET + "\n", encoding="utf-8")
     (outside / "list").write_bytes(str(outside / "secret.txt").encode() + b"\0")
+    (project / "linked").symlink_to(outside, target_is_directory=True)  # a link inside the roots, out of them
     evil = outside / "evil.sh"
     evil.write_text(f'#!/bin/sh\ntouch "{outside}/RAN-$$"\nexit 0\n', encoding="utf-8")
     evil.chmod(0o755)
