@@ -8,7 +8,10 @@ then the messages in order, as JSON; Anthropic's ``cache_control`` markers left 
 that the request repeats byte for byte at its start: what a provider's prompt cache can reuse. Printed per
 format: the share (minimum and median) over the steps that did not follow a prune or a compaction, how many steps
 did, the tokens sent per step, the compactions and prunes, and for Anthropic whether every request put its four
-breakpoints on the system prompt, the last tool and the last two user messages.
+breakpoints on the system prompt, the last tool and the last two user messages. Halfway through the turn the
+session's mode is switched (default → accept-edits, as a mode picker does): the system prompt and the tool list
+must stay byte-identical through it (issue 35: the switch reaches the model as a message), and that step's share
+is counted like any other.
 
 Run: ``.venv/bin/python scripts/bench_prefix.py [--steps 200] [--size 12000] [--window 32000]``; ``--short`` is the
 quick mode the test suite runs (``tests/longturns/test_prefix_share.py``). Exit status 1 when an in-turn step
@@ -48,9 +51,29 @@ class Outcome:
     refused: int = 0
     completed: bool = False
     breakpoints_ok: bool | None = None
+    switched_at: int | None = None
+    """The step at which the mode was switched (its request carries the note)."""
+    switch_share: float | None = None
+    stable_head: bool = False
+    """The system prompt and the tools were byte-identical in every request (the mode switch included)."""
 
     def ok(self) -> bool:
-        return self.completed and not self.refused and all(share >= THRESHOLD for share in self.shares)
+        return (
+            self.completed
+            and not self.refused
+            and all(share >= THRESHOLD for share in self.shares)
+            and self.stable_head
+            and self.switched_at is not None
+        )
+
+
+def _head(body: dict[str, Any], wire: str) -> Any:
+    """The system prompt of a request (Chat Completions: its system message)."""
+    if wire == "responses":
+        return body.get("instructions")
+    if wire == "anthropic":
+        return _strip_markers(body.get("system"))
+    return [m for m in body.get("messages") or [] if m.get("role") == "system"]
 
 
 def _strip_markers(value: Any) -> Any:
@@ -111,6 +134,7 @@ async def run(wire: str, steps: int, size: int, window: int) -> Outcome:
     from tests.support.counting_model import CountingModel
     from tests.support.provider_server import serve
 
+    from dsh import events as ev
     from dsh.app import load_core
     from dsh.kernel import App
     from dsh.providers._settings import ProviderSettings
@@ -131,6 +155,15 @@ async def run(wire: str, steps: int, size: int, window: int) -> Outcome:
         async with App() as app:
             load_core(app.ctx, providers=providers, data_dir=Path(tmp) / "data")
             app.ctx.plugin(bulk_plugin)
+            half = max(2, steps // 2)
+
+            async def switch_mode(agent: Any, turn: int, step: int, request: Any, next_: Any) -> Any:
+                if step == half:  # what a mode picker does to the session's policy, mid-turn
+                    app.ctx.policy.session(agent.session.id).mode = "accept-edits"
+                    outcome.switched_at = step
+                return await next_(request)
+
+            app.ctx.on(ev.AGENT_REQUEST, switch_mode)
             handle = await app.ctx.agents.create(
                 agent_id="long", session_id="long", meta={"cwd": tmp}, agent_options=AgentOptions(model=WIRES[wire])
             )
@@ -161,6 +194,13 @@ async def run(wire: str, steps: int, size: int, window: int) -> Outcome:
             outcome.changed += 1
             continue
         outcome.shares.append(share(rendered[index - 1], rendered[index]))
+        if outcome.switched_at == index + 1:
+            outcome.switch_share = outcome.shares[-1]
+    heads = {
+        json.dumps([_head(body, wire), _strip_markers(body.get("tools") or [])], sort_keys=True)
+        for body in model.bodies
+    }
+    outcome.stable_head = len(heads) == 1
     if wire == "anthropic":
         outcome.breakpoints_ok = all(breakpoints_ok(body) for body in model.bodies)
     return outcome
@@ -176,6 +216,8 @@ def report(outcome: Outcome) -> str:
     )
     if outcome.breakpoints_ok is not None:
         line += f"  breakpoints {'ok' if outcome.breakpoints_ok else 'WRONG'}"
+    switch = f"{outcome.switch_share:.2%}" if outcome.switch_share is not None else "not measured"
+    line += f"  mode switch at step {outcome.switched_at}: share {switch}, system+tools {'identical' if outcome.stable_head else 'CHANGED'}"
     return line + ("" if outcome.completed else "  TURN FAILED")
 
 

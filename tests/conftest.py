@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from dsh.kernel import App, Context
+
+if TYPE_CHECKING:
+    from tests.support.provider_server import FakeProvider
 
 
 @pytest.fixture(scope="session")
@@ -41,6 +44,24 @@ async def app() -> AsyncIterator[App]:
     """A running, empty application (no plugins loaded)."""
     async with App() as application:
         yield application
+
+
+@pytest.fixture
+async def ctx(app: App, request: pytest.FixtureRequest) -> AsyncIterator[Context]:
+    """The running application with the test module's ``PLUGINS`` (a tuple of plugins) loaded, in order."""
+    for one in getattr(request.module, "PLUGINS", ()):
+        app.ctx.plugin(one)
+    yield app.ctx
+
+
+@pytest.fixture
+def server() -> Iterator[FakeProvider]:
+    """A fresh loopback fake provider (OpenAI- and Anthropic-compatible, also a plain web server) on 127.0.0.1,
+    stopped after the test."""
+    from tests.support.provider_server import serve
+
+    with serve() as fake:
+        yield fake
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,7 +10,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from dsh import events as ev
-from dsh.kernel import App, Context, plugin
+from dsh.kernel import Context, plugin
 from dsh.services.agents import (
     Agent,
     AgentHandle,
@@ -22,11 +21,8 @@ from dsh.services.agents import (
 )
 from tests.conftest import Recorder
 
-
-@pytest.fixture
-async def ctx(app: App) -> AsyncIterator[Context]:
-    app.ctx.plugin(agents_plugin)
-    yield app.ctx
+PLUGINS = (agents_plugin,)
+"""What the shared ``ctx`` fixture (``tests/conftest.py``) loads, in order."""
 
 
 @pytest.fixture

@@ -9,17 +9,15 @@ import pytest
 
 from dsh import events as ev
 from dsh.errors import DshError, LlmError
-from dsh.kernel import App, Context, Next, plugin
+from dsh.kernel import Context, Next, plugin
 from dsh.services.llm import GenerateRequest, LlmService, StreamChunk, llm_plugin
 from tests.conftest import Recorder
 
 NextFn = Next[GenerateRequest, AsyncIterator[StreamChunk]]
 
 
-@pytest.fixture
-async def ctx(app: App) -> AsyncIterator[Context]:
-    app.ctx.plugin(llm_plugin)
-    yield app.ctx
+PLUGINS = (llm_plugin,)
+"""What the shared ``ctx`` fixture (``tests/conftest.py``) loads, in order."""
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import json
 import math
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dsh import events as ev
-from dsh.kernel import App, Context, plugin
+from dsh.kernel import Context, plugin
 from dsh.services.sessions import (
     NotJsonError,
     Session,
@@ -30,10 +30,8 @@ from tests.conftest import Recorder
 ABS = os.path.abspath(os.sep)
 
 
-@pytest.fixture
-async def ctx(app: App) -> AsyncIterator[Context]:
-    app.ctx.plugin(sessions_plugin)
-    yield app.ctx
+PLUGINS = (sessions_plugin,)
+"""What the shared ``ctx`` fixture (``tests/conftest.py``) loads, in order."""
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import termios
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -21,17 +20,11 @@ import yaml
 
 from dsh.config import load_config
 from tests.support.env import sandbox_env
-from tests.support.provider_server import FakeProvider, Reply, serve
+from tests.support.provider_server import FakeProvider, Reply
 from tests.support.provider_wire import oa_text_reply
 
 WAIT = 30
 KEY = "sk-test-setup-0123456789"
-
-
-@pytest.fixture
-def server() -> Iterator[FakeProvider]:
-    with serve() as fake:
-        yield fake
 
 
 async def setup_cli(

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
 
 import pytest
 
 from dsh import events as ev
-from dsh.kernel import App, Context, Next, plugin
+from dsh.kernel import Context, Next, plugin
 from dsh.services.llm import ToolSchema
 from dsh.services.system_prompt import (
     PromptAssembly,
@@ -19,11 +18,8 @@ from dsh.services.system_prompt import (
 )
 from tests.conftest import Recorder
 
-
-@pytest.fixture
-async def ctx(app: App) -> AsyncIterator[Context]:
-    app.ctx.plugin(system_prompt_plugin)
-    yield app.ctx
+PLUGINS = (system_prompt_plugin,)
+"""What the shared ``ctx`` fixture (``tests/conftest.py``) loads, in order."""
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pydantic
@@ -26,11 +25,8 @@ from tests.conftest import Recorder
 NextFn = Next[ToolExecution, ToolResult]
 
 
-@pytest.fixture
-async def ctx(app: App) -> AsyncIterator[Context]:
-    app.ctx.plugin(tools_plugin)  # loaded first: it waits for system_prompt
-    app.ctx.plugin(system_prompt_plugin)
-    yield app.ctx
+PLUGINS = (tools_plugin, system_prompt_plugin)  # tools first: it waits for system_prompt
+"""What the shared ``ctx`` fixture (``tests/conftest.py``) loads, in order."""
 
 
 @pytest.fixture

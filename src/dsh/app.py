@@ -84,7 +84,7 @@ def load_core(
     ctx.plugin(reaper_plugin)
     from dsh.sandbox import sandbox_plugin
 
-    ctx.plugin(sandbox_plugin, sandbox)
+    ctx.plugin(sandbox_plugin, {"config": sandbox, "data_dir": str(data_dir) if data_dir is not None else None})
     ctx.plugin(tools_plugin)
     ctx.plugin(llm_plugin)
     ctx.plugin(agents_plugin)

@@ -6,6 +6,8 @@ The loop copies ``code`` into ``error`` session events and ``turn/end`` reasons,
 
 from __future__ import annotations
 
+import errno as _errno
+
 __all__ = [
     "RUNTIME",
     "USAGE",
@@ -18,6 +20,7 @@ __all__ = [
     "error_code",
     "error_message",
     "is_control_flow",
+    "os_error_text",
 ]
 
 
@@ -70,10 +73,23 @@ def error_code(error: BaseException) -> str | None:
     return code if isinstance(code, str) else None
 
 
+def os_error_text(error: OSError) -> str:
+    """An operating-system error for people, its errno named: ``No space left on device (ENOSPC): /data/x``
+    (a full disk, ``EIO``, a quota, a read-only file system are then recognisable in every message)."""
+    name = _errno.errorcode.get(error.errno) if isinstance(error.errno, int) else None
+    if name is None:
+        return str(error) or type(error).__name__
+    text = f"{error.strerror or str(error)} ({name})"
+    where = [str(path) for path in (error.filename, error.filename2) if path is not None]
+    return f"{text}: {' -> '.join(where)}" if where else text
+
+
 def error_message(error: BaseException) -> str:
-    """A one-line message for *error*; never empty."""
+    """A one-line message for *error*; never empty. An :class:`OSError` names its errno (:func:`os_error_text`)."""
     message = getattr(error, "message", None)
     if not isinstance(message, str) or not message:
+        if isinstance(error, OSError):
+            return os_error_text(error)
         message = str(error) or type(error).__name__
     return message
 

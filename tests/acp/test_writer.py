@@ -22,9 +22,10 @@ from anyio import wait_all_tasks_blocked
 
 from dsh.frontends.acp._stdio import BACKLOG_LIMIT, FrameWriter
 from tests.support.stall import StallingDaemon, spawn_stalling
+from tests.support.timing import promised
 
 WAIT = 20.0
-EXIT_WITHIN = 2.0
+EXIT_WITHIN = promised(2.0)  # the promise: 2 s on a quiet machine (see tests/support/timing.py)
 """The promise (README, RFC 0003): on stdin EOF or SIGTERM the daemon exits 0 within 2 s."""
 LIMIT = 256
 
@@ -186,7 +187,7 @@ async def test_cancelling_the_writer_with_a_full_pipe_returns_at_once(pipe: tupl
             assert not writer._drained.is_set()  # blocked on a client that does not read
             start = time.monotonic()
             group.cancel_scope.cancel()
-        assert time.monotonic() - start < 0.5
+        assert time.monotonic() - start < promised(0.5)  # blocked on the client: only the cancel ends it
     await writer.drained()
     assert os.get_blocking(write_fd) is True
 

@@ -5,12 +5,14 @@ embeds; without it, the command runs locally."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import anyio
 import pytest
 from acp.schema import PromptResponse
 
+from dsh.sandbox import support
 from tests.support.editor import (
     DEADLINE,
     EditorClient,
@@ -95,11 +97,17 @@ async def test_terminal_delegation(tmp_path: Path, exit_code: int, status: str) 
         create = terminal_calls[0].params
         assert create == {
             "sessionId": session,
-            "command": "bash",
-            "args": ["-c", "make test"],
+            "command": create["command"],
+            "args": create["args"],
             "cwd": str(editor.project),
             "outputByteLimit": create["outputByteLimit"],
         }
+        if support().available:  # an approved command runs confined: the terminal runs dsh's sandbox launcher first
+            assert create["command"] == sys.executable
+            assert create["args"][:5] == ["-m", "dsh.sandbox", "--level", "workspace-write", "--tmp"]
+            assert create["args"][-4:] == ["--", "bash", "-c", "make test"]
+        else:
+            assert (create["command"], create["args"]) == ("bash", ["-c", "make test"])
         assert create["outputByteLimit"] > 0
         assert all(c.params == {"sessionId": session, "terminalId": "term-1"} for c in terminal_calls[1:])
 
@@ -171,7 +179,8 @@ async def test_terminal_delegation_timeout_kills_then_releases(tmp_path: Path) -
         final = editor.final(session, "c1")
         assert final["status"] == "failed"
         assert final["content"][0] == {"type": "terminal", "terminalId": "term-1"}
-        assert text_of(final) == "partial\n[timed out after 0.2 s]"
+        assert text_of(final).startswith("partial\n[timed out after 0.2 s: the command and the processes it started")
+        assert "larger timeout (up to 600)" in text_of(final) and "background: true" in text_of(final)
 
 
 async def test_without_terminal_capability_the_command_runs_locally(tmp_path: Path) -> None:

@@ -4,23 +4,12 @@ user is asked before a fetch in default mode."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.context.test_sections import write_config
 from tests.support.editor import EditorClient, call, read_log, run_editor, tool_results, write_script
-from tests.support.provider_server import FakeProvider, Reply, serve
-
-
-@pytest.fixture
-def server() -> Iterator[FakeProvider]:
-    """A web server on 127.0.0.1 (the provider fake's, answering GET with the scripted pages)."""
-    with serve() as fake:
-        yield fake
-
+from tests.support.provider_server import FakeProvider, Reply
 
 PAGE = """<!doctype html><html><head><title>Widget docs</title><script>var tracking = 1;</script>
 <style>body { color: red }</style></head><body><nav>Home | About</nav><main>

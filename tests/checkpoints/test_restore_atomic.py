@@ -19,8 +19,6 @@ import io
 import os
 import shutil
 import stat
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -31,6 +29,7 @@ from tests.checkpoints.restore_faults import DISK_FULL, PAUSE
 from tests.support.durable import Daemon, read_session, run_daemon
 from tests.support.editor import call
 from tests.support.env import write_script
+from tests.support.small_disk import fill, small_disk
 
 SMALL = "small\n"
 
@@ -131,37 +130,6 @@ async def test_kill_9_inside_a_restore_leaves_the_file_whole_and_the_rewind_unre
     assert (project / "big.txt").read_bytes() == original
     assert leftovers(project) == []  # the copy the killed restore left was removed
     assert types_of(data, session).count("context/rewind") == 1
-
-
-@contextlib.contextmanager
-def small_disk(where: Path, size: str) -> Iterator[bool]:
-    """An empty tmpfs of *size* mounted at *where* (True), or False when this machine does not allow it."""
-    where.mkdir()
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        yield False
-        return
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True)
-    if done.returncode != 0:
-        yield False
-        return
-    try:
-        yield True
-    finally:
-        subprocess.run(["umount", "-l", str(where)], capture_output=True)
-
-
-def fill(directory: Path) -> Path:
-    """Fill the file system of *directory* to the last block; the filler file."""
-    filler = directory / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        for size in (65536, 4096, 1):
-            with contextlib.suppress(OSError):
-                while os.write(fd, b"\xff" * size):
-                    pass
-    finally:
-        os.close(fd)
-    return filler
 
 
 async def check_disk_full_rewind(daemon: Daemon, session: str, project: Path, original: bytes, data: Path) -> str:

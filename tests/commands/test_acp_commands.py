@@ -292,7 +292,10 @@ async def test_clear_hides_everything_before_it_from_the_model(tmp_path: Path) -
             assert (await run(daemon, session_id, "what was the word?"))[0] == "end_turn"
         first, second = server.bodies()
         said = [m for m in second["messages"] if m["role"] != "system"]
-        assert said == [{"role": "user", "content": "what was the word?"}], said
+        assert said[0] == {"role": "user", "content": "what was the word?"}, said
+        # after the cleared history only the session note (date, mode: told again, as after a compaction) follows
+        assert len(said) == 2 and said[1]["content"].startswith('<context source="session">Today'), said
+        assert "zebra" not in str(second["messages"])
         assert "zebra" in str(first["messages"])
 
 

@@ -75,11 +75,13 @@ async def test_anthropic_breakpoints_on_system_tools_and_the_last_two_user_messa
         assert [block.get("cache_control") for block in body["system"]] == [EPHEMERAL]
         assert body["system"][0]["text"].startswith("You are dsh")
         assert [("cache_control" in tool) for tool in body["tools"]] == [False] * (len(body["tools"]) - 1) + [True]
-    assert marked(first) == [(0, 0)] and first["messages"][0]["content"][0]["text"] == "read a.txt"
+    # the first user message carries the session note (date, mode) as its last blocks: the breakpoint is on it
+    assert marked(first) == [(0, 3)] and first["messages"][0]["content"][0]["text"] == "read a.txt"
+    assert first["messages"][0]["content"][1]["text"] == '<context source="session">'
     last = len(second["messages"]) - 1
     # the breakpoints move with the conversation: the last two user messages, the first of which is where the
     # first request's breakpoint stood (so the second reads it from the cache)
-    assert marked(second) == [(0, 0), (last, 0)]
+    assert marked(second) == [(0, 3), (last, 0)]
     assert second["messages"][last]["content"][0]["type"] == "tool_result"
     assert second["system"] == first["system"] and second["tools"] == first["tools"]
     # usage_update without configuration: the built-in window and price of claude-sonnet-4-5
@@ -120,7 +122,9 @@ async def test_openai_window_and_price_from_the_config_override_the_table(server
             updates = usage_updates(daemon, session)
     first, second = (r.body for r in server.requests)
     # a stable prefix: the system message and the first turn are byte-identical in the next request
-    assert second["messages"][:3] == first["messages"] + [{"role": "assistant", "content": "hi"}]
+    assert second["messages"][: len(first["messages"]) + 1] == first["messages"] + [
+        {"role": "assistant", "content": "hi"}
+    ]
     assert [u["size"] for u in updates] == [50_000, 50_000]
     assert [u["used"] for u in updates] == [1100, 1210]
     cost1 = (200 * 1.0 + 800 * 0.5 + 100 * 2.0) / 1e6

@@ -73,7 +73,15 @@ async def turn(handle: AgentHandle, text: str) -> None:
 
 
 def texts(body: dict[str, Any]) -> list[tuple[str, Any]]:
-    return [(m["role"], m["content"]) for m in body["messages"]]
+    """The messages as (role, content), a session note (the date and the mode, ``dsh.context._notes``) as NOTE."""
+    return [
+        ("user", "NOTE")
+        if m["role"] == "user"
+        and isinstance(m["content"], str)
+        and m["content"].startswith('<context source="session">')
+        else (m["role"], m["content"])
+        for m in body["messages"]
+    ]
 
 
 def reasons(session: Session) -> list[Any]:
@@ -124,7 +132,8 @@ async def test_threshold_compaction_then_resume(server: FakeProvider, tmp_path: 
         assert "[user] first\n[assistant] one\n[user] second\n[assistant] two" in transcript
         assert "third" not in transcript
         # the next request carries the summary, then the recent turn verbatim
-        assert texts(bodies[3]) == [("user", summary_of(SUMMARY)), ("user", "third")]
+        # (the note of the date and mode, summarised away, is told again after the compaction)
+        assert texts(bodies[3]) == [("user", summary_of(SUMMARY)), ("user", "third"), ("user", "NOTE")]
         # the event is persisted
         events = stored(tmp_path, "s1")
         compactions = [e["data"] for e in events if e["type"] == "context/compaction"]
@@ -156,8 +165,9 @@ async def test_threshold_compaction_then_resume(server: FakeProvider, tmp_path: 
         assert texts(server.bodies()[4]) == [
             ("user", summary_of(SUMMARY)),
             ("user", "third"),
+            ("user", "NOTE"),
             ("assistant", "three"),
-            ("user", "fourth"),
+            ("user", "fourth"),  # the resumed session is not told the same facts again
         ]
         await resumed.dispose()
 
@@ -186,6 +196,7 @@ async def test_agent_compact_on_demand_with_instructions(server: FakeProvider, t
             ("user", "second"),
             ("assistant", "two"),
             ("user", "third"),
+            ("user", "NOTE"),  # the date and mode, told again after the compaction
         ]
         kinds = [(e.type, e.data.get("trigger")) for e in handle.agent.session.events if e.type == "turn/start"]
         assert kinds[2] == ("turn/start", {"kind": "compaction"})
@@ -219,7 +230,7 @@ async def test_overflow_compacts_and_retries_the_step_once(server: FakeProvider,
         assert reasons(session) == [{"kind": "completed"}, {"kind": "completed"}]
         bodies = server.bodies()
         assert len(bodies) == 4
-        assert texts(bodies[1]) == [("user", "first"), ("assistant", "one"), ("user", "second")]
+        assert texts(bodies[1]) == [("user", "first"), ("user", "NOTE"), ("assistant", "one"), ("user", "second")]
         assert bodies[2]["model"] == "summariser"
         assert texts(bodies[3]) == [("user", summary_of(SUMMARY)), ("user", "second")]
         [compaction] = [e.data for e in session.events if e.type == "context/compaction"]

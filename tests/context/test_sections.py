@@ -8,6 +8,7 @@ the JSON body the provider received.
 from __future__ import annotations
 
 import datetime
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,9 @@ from tests.support.env import sandbox_env
 from tests.support.provider_server import FakeProvider, Reply
 from tests.support.provider_wire import DONE, oa_chunk, oa_finish, oa_text_reply, oa_tool_delta, oa_usage
 
-SECTION_HEADS = ["You are dsh", "# Tools", "# Mode", "# Environment", "# Project instructions"]
+SECTION_HEADS = ["You are dsh", "# Tools", "# Environment", "# Project instructions"]
+NOTE = '<context source="session">'
+"""How a session note (the date, the mode: what can change mid-session) starts in the model's view."""
 
 
 def provider_env(server: FakeProvider) -> dict[str, str]:
@@ -75,7 +78,12 @@ async def test_sections_in_order_with_environment_and_instructions(server: FakeP
     assert -1 not in positions, system
     assert positions == sorted(positions), system
     assert f"Working directory: {nested}" in system
-    assert f"Today's date: {today}" in system
+    # the date can change mid-session: it is told in a note after the first message, not in the system prompt
+    assert "Today's date" not in system and "# Mode" not in system
+    note = server.requests[0].body["messages"][-1]
+    assert note["role"] == "user" and note["content"].startswith(
+        f"{NOTE}Today's date: {today}.\nThe session is in Default:"
+    )
     assert f"Git repository: yes, root {repo}, branch feature/x" in system
     # instructions: the user's file, then repository root → cwd; CLAUDE.md only where no AGENTS.md beside it
     order = [system.find(t) for t in ("USER RULE", "ROOT RULE", "PKG CLAUDE RULE", "NESTED RULE")]
@@ -147,7 +155,12 @@ async def test_step_two_sends_the_same_system_and_tools_bytes(server: FakeProvid
     assert second.body["messages"][1] == first.body["messages"][1]  # the prefix only grows
 
 
-async def test_mode_text_follows_set_mode_and_overrides_apply(server: FakeProvider, tmp_path: Path) -> None:
+async def test_a_mode_switch_leaves_the_prompt_and_tools_byte_identical_and_is_told_as_a_message(
+    server: FakeProvider, tmp_path: Path
+) -> None:
+    """Issue 35: nothing that can change mid-session lives in the system prompt. A mode switch between two turns
+    leaves the system prompt and the tool list byte-identical; the second request repeats the first one's messages
+    as its prefix; the switch reaches the model as a short message at the point of change. Overrides still apply."""
     (tmp_path / "proj").mkdir()
     (tmp_path / "home").mkdir()
     write_config(
@@ -155,24 +168,40 @@ async def test_mode_text_follows_set_mode_and_overrides_apply(server: FakeProvid
         "system_prompt: EXTRA FROM CONFIG\n"
         "system_prompt_sections:\n  identity: You are a test agent.\n  environment: false\n  house: HOUSE RULES.\n",
     )
-    server.script(Reply(events=oa_text_reply("one")), Reply(events=oa_text_reply("two")))
+    server.script(
+        Reply(events=oa_text_reply("one")), Reply(events=oa_text_reply("two")), Reply(events=oa_text_reply("3"))
+    )
     async with run_daemon(tmp_path, tmp_path / "data", model="openai:test-model", env=provider_env(server)) as daemon:
         with anyio.fail_after(20):
             session = await daemon.start(cwd=tmp_path / "proj")
             await daemon.prompt(session, "first")
             await daemon.conn.set_session_mode(session_id=session, mode_id="plan")
             await daemon.prompt(session, "second")
-    before, after = (system_of(r.body) for r in server.requests)
+            await daemon.prompt(session, "third")  # no change: no note
+    first, second, third = (r.body for r in server.requests)
+    before = system_of(first)
     assert before.startswith("You are a test agent.\n\n# Tools")
     assert "# Environment" not in before
     assert before.endswith("HOUSE RULES.\n\nEXTRA FROM CONFIG")
-    assert "The session is in Default:" in before and "Plan:" not in before
-    assert "The session is in Plan: read-only." in after and "propose a concrete plan" in after
-    plan_tool = "\n- exit_plan_mode: In plan mode only: present your finished plan to the user and ask to leave plan mode and start."
-    assert plan_tool not in before and plan_tool in after  # offered in plan mode only (#21)
-    assert before.replace(before[before.index("# Mode") :].split("\n\n")[0], "") == after.replace(
-        after[after.index("# Mode") :].split("\n\n")[0], ""
-    ).replace(plan_tool, "")  # only the mode section changed, and the plan-mode tool came
+    assert "- exit_plan_mode: " in before  # offered in every mode: the tool list does not move with the mode
+    for later in (second, third):
+        assert system_of(later) == before
+        assert json.dumps(later["tools"], sort_keys=True) == json.dumps(first["tools"], sort_keys=True)
+    assert second["messages"][: len(first["messages"])] == first["messages"]
+    assert third["messages"][: len(second["messages"])] == second["messages"]
+    told = [m["content"] for m in second["messages"] if m["role"] == "user" and m["content"].startswith(NOTE)]
+    assert len(told) == 2
+    assert "The session is in Default:" in told[0]
+    assert told[1] == (
+        f"{NOTE}The user switched the session to Plan: read-only. Reading and searching are allowed; editing files "
+        "and running commands are refused. Investigate, then propose a concrete plan (the files and the changes you "
+        "would make, and how you would check them) and wait for the user to approve it and leave plan mode.</context>"
+    )
+    roles = [(m["role"], m["content"][:20]) for m in second["messages"][len(first["messages"]) :]]
+    assert roles == [("assistant", "one"), ("user", "second"), ("user", told[1][:20])]  # at the point of change
+    assert [m for m in third["messages"][len(second["messages"]) :] if m["role"] == "user"] == [
+        {"role": "user", "content": "third"}
+    ]
 
 
 def test_config_show_system_prompt_prints_what_a_session_sends(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import pytest
 from dsh.agent_stream import SCHEMA
 from tests.support.env import ROOT, write_script
 from tests.support.headless import exec_run, spawn_exec
+from tests.support.timing import promised
 
 pytestmark = pytest.mark.anyio
 
@@ -140,7 +141,7 @@ async def test_ctrl_c_exits_130_within_a_second_and_the_session_continues(tmp_pa
             while await running.next_line() is not None:
                 pass
     assert running.process.returncode == 130
-    assert took < 1.0, f"exit {took:.2f} s after SIGINT"
+    assert took < promised(1.0), f"exit {took:.2f} s after SIGINT"  # the reply alone lasts 40 s
     result = running.lines[-1]
     assert result["type"] == "result" and result["stopReason"] == "cancelled"
     assert [e["reason"]["kind"] for e in running.lines if e["type"] == "agent/turn-end"] == ["aborted"]

@@ -25,6 +25,7 @@ from tests.support.editor import (
 )
 from tests.support.mcp_hostile import hostile_server
 from tests.support.mcp_probe import requests
+from tests.support.timing import promised
 
 PROBE = "tests.support.mcp_probe:plugin"
 FLOOD_SECONDS = os.environ.get("DSH_TEST_FLOOD_SECONDS", "2")
@@ -104,7 +105,7 @@ async def test_a_result_deeper_than_the_json_limit_is_an_error_result_at_once(tm
         final = editor.final(session, "d1")
         assert final["status"] == "failed"
         assert "nested deeper than" in text_of(final)
-    assert answered_in < 2.0, answered_in  # the issue: within a second (2 s: a shared machine's margin)
+    assert answered_in < promised(1.0), answered_in  # the issue: within a second (a loaded machine's margin)
     (result,) = tool_results(read_log(tmp_path, session), "d1")
     assert result["is_error"] is True
 

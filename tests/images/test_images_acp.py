@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,17 +17,11 @@ import pytest
 from acp import RequestError, image_block, text_block
 
 from tests.support.images import b64, jpeg, png
-from tests.support.provider_server import FakeProvider, Reply, serve
+from tests.support.provider_server import FakeProvider, Reply
 from tests.support.provider_wire import an_text_reply, oa_text_reply
 from tests.support.sdk import run_dsh
 
 WAIT = 20
-
-
-@pytest.fixture
-def server() -> Iterator[FakeProvider]:
-    with serve() as provider:
-        yield provider
 
 
 def config(tmp_path: Path, server: FakeProvider, model: str) -> dict[str, str]:

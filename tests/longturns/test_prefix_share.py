@@ -33,6 +33,10 @@ async def test_each_request_repeats_the_previous_one_as_its_prefix(wire: str) ->
     assert outcome.prunes + outcome.compactions > 0 and outcome.changed > 0  # the exception is exercised
     assert len(outcome.shares) == 29 - outcome.changed
     assert min(outcome.shares) >= 0.99
+    # a mode switch mid-turn (issue 35) leaves the system prompt and the tools byte-identical
+    assert outcome.switched_at == 15 and outcome.stable_head
+    if outcome.switch_share is not None:  # that step did not also follow a prune or compaction
+        assert outcome.switch_share >= 0.99
     if wire == "anthropic":
         assert outcome.breakpoints_ok
 

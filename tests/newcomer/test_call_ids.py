@@ -8,24 +8,16 @@ carries the server's own ``call_0`` back, in the assistant's ``tool_calls`` and 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
-import pytest
 
 from tests.support.durable import WAIT, read_session, run_daemon
-from tests.support.provider_server import FakeProvider, Reply, serve
+from tests.support.provider_server import FakeProvider, Reply
 from tests.support.provider_wire import DONE, oa_finish, oa_text_reply, oa_tool_delta
 
 PROVIDER_ID = "call_0"
-
-
-@pytest.fixture
-def server() -> Iterator[FakeProvider]:
-    with serve() as fake:
-        yield fake
 
 
 def script_turn(server: FakeProvider, path: str) -> None:

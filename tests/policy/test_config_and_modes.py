@@ -88,7 +88,10 @@ def system_text(body: Any) -> str:
     return "\n".join(m["content"] for m in body["messages"] if m["role"] == "system" and isinstance(m["content"], str))
 
 
-async def test_exit_plan_mode_is_offered_in_plan_mode_only(tmp_path: Path) -> None:
+async def test_exit_plan_mode_is_offered_in_every_mode_and_the_mode_is_told_as_a_message(tmp_path: Path) -> None:
+    """Issue 35 (superseding #21's "plan mode only"): the tool list and the system prompt stay byte-identical
+    across mode switches (a changed prefix would make every switch pay the cached conversation again); each
+    switch reaches the model as a note after the message that follows it."""
     with serve() as server:
         server.script(*(Reply(events=oa_text_reply(f"answer {n}")) for n in range(5)))
         env = {"OPENAI_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": "test"}
@@ -102,7 +105,15 @@ async def test_exit_plan_mode_is_offered_in_plan_mode_only(tmp_path: Path) -> No
         bodies = server.bodies()
     assert len(bodies) == 5
     offered = [("exit_plan_mode" in tool_names(body), "- exit_plan_mode:" in system_text(body)) for body in bodies]
-    assert offered == [(False, False), (True, True), (False, False), (False, False), (True, True)]
-    said = [system_text(body).split("# Mode\nThe session is in ")[1].split(":")[0] for body in bodies]
-    assert said == ["Default", "Plan", "Accept edits", "Bypass permissions", "Plan"]  # the mode section follows
+    assert offered == [(True, True)] * 5
+    assert len({system_text(body) for body in bodies}) == 1 and len({str(body["tools"]) for body in bodies}) == 1
+    notes = [
+        m["content"]
+        for m in bodies[-1]["messages"]
+        if m["role"] == "user"
+        and isinstance(m["content"], str)
+        and m["content"].startswith('<context source="session">')
+    ]
+    said = [note.split("session to " if "switched" in note else "session is in ")[1].split(":")[0] for note in notes]
+    assert said == ["Default", "Plan", "Accept edits", "Bypass permissions", "Plan"]  # each switch, told once
     assert all("read_file" in tool_names(body) for body in bodies)

@@ -92,7 +92,7 @@ async def test_every_package_sits_in_its_stage() -> None:
         ("decide", "dsh.policy"),
         ("ask", "dsh.policy"),
         ("checkpoint", "dsh.checkpoints"),
-        ("checkpoint", "dsh.checkpoints"),  # the checkpoint, then the large-edit shrink of apply's display
+        ("checkpoint", "dsh.checkpoints"),  # the checkpoint, then the large edit's display shrink inside it
         ("contain", "dsh.reaper"),
         ("contain", "dsh.sandbox"),
         ("apply", "dsh.tools"),

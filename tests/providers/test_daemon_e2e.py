@@ -16,6 +16,7 @@ from acp.schema import ClientCapabilities, Implementation, PromptResponse, ToolC
 from tests.support.provider_server import FakeProvider, Reply
 from tests.support.provider_wire import DONE, oa_chunk, oa_finish, oa_text_reply, oa_tool_delta, oa_usage
 from tests.support.sdk import RecordingClient
+from tests.support.timing import promised
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
@@ -136,6 +137,6 @@ async def test_a_slow_stream_cancelled_through_acp_closes_the_connection_at_once
                     await conn.cancel(session_id=session_id)
                     closed_at = await server.wait_closed(server.requests[0].connection)
     log = (tmp_path / "stderr.txt").read_text()
-    assert closed_at - cancelled_at < 0.1, log
+    assert closed_at - cancelled_at < promised(0.1), log  # the reply hangs: only the cancel closes it
     assert [a.stop_reason for a in answer] == ["cancelled"], log
     assert client.text(session_id) == "Thinking slowly"

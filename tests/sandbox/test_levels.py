@@ -120,3 +120,31 @@ async def test_the_sandbox_command_switches_where_this_sessions_approved_command
     assert "- off (current)" in shown
     assert "approved commands: off" in shown
     assert (outside / "x.txt").read_text(encoding="utf-8") == "outside\n"
+
+
+@machine
+async def test_without_namespaces_landlock_alone_cuts_tcp_at_read_only(tmp_path: Path) -> None:
+    probe = "(exec 3<>/dev/tcp/127.0.0.1/9 && echo connected) 2>&1; echo probed"
+    env = {SIMULATE_ENV: "no-namespaces", FORCE_NO_ASK_ENV: "1"}
+    (text,), asked, _ = await run(tmp_path, [probe], [], env=env)
+    assert asked == []
+    assert "probed" in text
+    assert "connected" not in text.replace("probed", "")
+    assert "Permission denied" in text  # Landlock's TCP rule (a network namespace would say unreachable)
+
+
+@machine
+async def test_without_namespaces_an_approved_command_still_cannot_write_git_or_outside(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    await anyio.run_process(["git", "init", "-q", str(project)])
+    before = (project / ".git" / "config").read_text(encoding="utf-8")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    write = f"echo in > src/a.txt; echo x >> .git/config; echo out > {outside / 'x.txt'}; echo finished"
+    (text,), asked, _ = await run(tmp_path, [write], ["allow_once"], env={SIMULATE_ENV: "no-namespaces"})
+    assert len(asked) == 1
+    assert "finished" in text
+    assert (project / "src" / "a.txt").read_text(encoding="utf-8") == "in\n"
+    assert (project / ".git" / "config").read_text(encoding="utf-8") == before
+    assert not (outside / "x.txt").exists()

@@ -57,7 +57,7 @@ async def test_a_read_only_command_writes_only_to_its_private_temporary_director
     assert asked == []
     assert "scratch-ok" in text
     tmp = Path(text.split("tmp=", 1)[1].split()[0])
-    assert tmp.name.startswith("dsh-sandbox-")
+    assert tmp.parent == tmp_path / "dsh-data" / "sandbox-tmp"  # under the data directory, one per session
     assert not await anyio.Path(tmp).exists()  # removed with the session (the daemon has exited)
 
 

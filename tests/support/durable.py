@@ -39,6 +39,7 @@ from acp.schema import (
 )
 
 from tests.support.env import ROOT, sandbox_env, write_script
+from tests.support.timing import EXIT_DEADLINE as _EXIT_HANG
 
 __all__ = [
     "EXIT_DEADLINE",
@@ -58,8 +59,8 @@ __all__ = [
 """The repository root (on the daemon's ``PYTHONPATH`` so test plugins under ``tests/`` import)."""
 WAIT = 15.0
 """Upper bound for any single wait on a daemon."""
-EXIT_DEADLINE = 5.0
-"""How long a daemon may take to exit after stdin EOF."""
+EXIT_DEADLINE = _EXIT_HANG
+"""How long a daemon may take to exit after stdin EOF (hang detection, :mod:`tests.support.timing`)."""
 ANNOUNCEMENTS = frozenset({"available_commands_update"})
 """Updates that describe the session (sent after each new/load/resume response) rather than replay its log: the
 durable-session tests compare logs and replays, so these are left out of :attr:`RecordingClient.updates` and

@@ -9,7 +9,8 @@ What :func:`run_dsh` gives a test, and what it guarantees:
   every request and notification the SDK sends is recorded (a connection observer).
 * The client's stdin writer can be *corked*: frames the SDK writes while corked reach the daemon in one ``write``,
   as they do when an editor's frames pile up in the pipe.
-* At the end of the ``async with`` block: stdin is closed, the daemon must exit 0 within 2 s, and — when the
+* At the end of the ``async with`` block: stdin is closed, the daemon must exit 0 (hang detection: within
+  :data:`tests.support.timing.EXIT_DEADLINE`; the exit-time promise has its own dedicated test), and — when the
   block itself succeeded — every captured frame must be one line of compact JSON that validates against the SDK's
   schema models (``session/update`` params as ``SessionNotification``, results by the method of the request they
   answer, errors as ``{code: int, message: str, data?}``), and every request must have been answered exactly once.
@@ -57,6 +58,7 @@ from pydantic import BaseModel, ValidationError
 
 from tests.support.agent_events import ASK, PREFIX, AgentEvents, check_agent_event
 from tests.support.env import sandbox_env, write_script
+from tests.support.timing import EXIT_DEADLINE
 
 __all__ = [
     "RESULT_MODELS",
@@ -82,7 +84,6 @@ RESULT_MODELS: dict[str, type[BaseModel]] = {
     "session/set_config_option": SetSessionConfigOptionResponse,
     "session/set_mode": SetSessionModeResponse,
 }
-EXIT_DEADLINE = 2.0
 READER_LIMIT = 64 * 1024 * 1024
 
 

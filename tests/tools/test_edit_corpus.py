@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from tests.tools.conftest import Call, text
+from tests.tools.edit_cases import ROUND_2
+from tests.tools.edit_cases import Case as Round2
 
 
 @dataclass(frozen=True)
@@ -314,3 +316,29 @@ async def test_another_session_has_its_own_ledger(call: Call, work: Path) -> Non
     )
     assert other.error is not None and other.error["code"] == "NOT_READ"
     assert (work / "f.txt").read_text() == "a\n"
+
+
+@pytest.mark.parametrize("case", ROUND_2, ids=[case.name for case in ROUND_2])
+async def test_edit_corpus_round_2(case: Round2, call: Call, work: Path) -> None:
+    """Issue 35's classes: every case exact or refused with the file unchanged, and the result says what the
+    model needs (the rule used, the placeholder's line, every ambiguous line, the closest lines)."""
+    path = work / "subject.txt"
+    path.write_bytes(case.before)
+    seen = await call("read_file", {"path": "subject.txt"})
+    assert not seen.is_error, text(seen)
+    result = await call(case.tool, {"path": "subject.txt", **case.arguments})
+    said = text(result)
+    if case.after is None:
+        assert result.is_error, said
+        assert result.error is not None and result.error["code"] == case.code, said
+        assert path.read_bytes() == case.before  # nothing written
+    else:
+        assert not result.is_error, said
+        assert path.read_bytes() == case.after
+    for phrase in case.says:
+        assert phrase in said, said
+
+
+def test_round_2_is_large_enough() -> None:
+    assert len(ROUND_2) >= 60
+    assert len({case.name for case in ROUND_2}) == len(ROUND_2)

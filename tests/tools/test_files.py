@@ -151,7 +151,8 @@ async def test_edit_with_a_non_unique_match_fails_with_a_clear_message(call: Cal
     assert result.is_error
     assert result.error == {"name": "ToolError", "code": "AMBIGUOUS_MATCH"}
     assert text(result) == (
-        "Error: old_string matches 3 times in dup.py; add context to make it unique or set replace_all"
+        "Error: old_string matches 3 times in dup.py, at lines 1, 2, 3; add surrounding lines to old_string to "
+        "make it unique, or set replace_all to change every one"
     )
     assert (work / "dup.py").read_text() == "x = 1\nx = 1\nx = 1\n"
 

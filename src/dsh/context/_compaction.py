@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 
 from dsh._log import get_logger
+from dsh.context._notes import SESSION_NOTE_OPENING
 from dsh.errors import DshError
 from dsh.images import describe_image
 from dsh.kernel import AbortedError
@@ -154,12 +155,16 @@ def _clip(text: str) -> str:
 
 
 def transcript(plan: CompactionPlan) -> str:
-    """The older part of the conversation as plain text for the summariser."""
+    """The older part of the conversation as plain text for the summariser (the session notes left out: the mode
+    and the date are told again after a compaction, :mod:`._notes`)."""
     lines: list[str] = []
     if plan.previous:
         lines.append(f"<previous-summary>\n{plan.previous}\n</previous-summary>\n")
     for message in plan.messages:
         role = message["role"]
+        first = message["content"][0] if message["content"] else None
+        if role == "user" and isinstance(first, dict) and first.get("text") == SESSION_NOTE_OPENING:
+            continue
         for raw in message["content"]:
             block = cast(dict[str, Any], raw)
             kind = block.get("type")

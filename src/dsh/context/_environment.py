@@ -2,7 +2,8 @@
 
 Guarantees: no subprocess is started here (git's branch is read from ``.git/HEAD``, worktrees' ``gitdir:`` files
 followed; the status summary comes from :mod:`dsh.context._gitstatus`, run once off the per-step path); every file-system failure degrades to "unknown" instead of failing the session; the date has day
-granularity, so the rendered section is byte-identical for the whole life of a session.
+granularity and is not rendered: it can change mid-session, so it reaches the model as a message
+(:mod:`dsh.context._notes`); the rendered section is byte-identical for the whole life of a session.
 """
 
 from __future__ import annotations
@@ -44,7 +45,6 @@ class Environment:
         lines.append(f"Platform: {self.system}")
         if self.shell:
             lines.append(f"Shell: {self.shell}")
-        lines.append(f"Today's date: {self.today}")
         if self.git is None:
             lines.append("Git repository: no (the working directory is not inside a git repository)")
         else:

@@ -27,10 +27,13 @@ from dsh.context._compactor import Compactor
 from dsh.context._config import ContextConfig
 from dsh.context._costs import ContextAccounting
 from dsh.context._modes import ModeLookup, ModeProvider
+from dsh.context._notes import SessionNotes
 from dsh.context._overflow import OverflowRetry, is_overflow
 from dsh.context._prompt import PromptSections
 from dsh.context._state import INSTRUCTIONS_EVENT, SessionContext, SessionStates
 from dsh.kernel import Disposer, Next, plugin
+from dsh.services.llm import estimate_request
+from dsh.services.sessions import ignores_text_chunks
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -56,6 +59,7 @@ class ContextService:
         self.modes = ModeLookup(ctx)
         self.accounting = ContextAccounting(ctx, self._sessions)
         self.prompt = PromptSections(ctx, config, self._sessions, self.modes)
+        self.notes = SessionNotes(self.modes)
         self.compactor = Compactor(ctx, config, self._sessions, self.accounting)
         self.overflow = OverflowRetry(ctx, config, self._sessions, self.compactor)
 
@@ -77,6 +81,7 @@ class ContextService:
             state.model = agent.options.model
             self.prompt.start_git(state)
             self.accounting.replay(state, agent.session)
+            self.notes.replay(state, agent.session)
         except Exception:  # a broken environment must not break the session: the sections are left out
             log.exception("context snapshot failed", session_id=agent.session.id)
             self._sessions[agent.session.id] = SessionContext(agent.session.id)
@@ -88,6 +93,13 @@ class ContextService:
     def on_session_event(self, session: Session, event: SessionEvent) -> None:
         """``session/event``: keep the session's figures current (O(size of the event))."""
         self.accounting.on_session_event(session, event)
+
+    @ignores_text_chunks
+    def on_note_event(self, session: Session, event: SessionEvent) -> None:
+        """``session/event``: which session facts (mode, date) the model was last told (:mod:`._notes`)."""
+        state = self._sessions.get(session.id)
+        if state is not None:
+            self.notes.on_event(state, event)
 
     # -- models: window and price -----------------------------------------------------------------------
 
@@ -156,6 +168,11 @@ class ContextService:
             state.accounting.recorded_ratio = ratio
             agent.session.append(CALIBRATION_EVENT, {"ratio": round(ratio, 4)})
         request = await self.compactor.maybe_compact(agent, turn, state, request)
+        told = self.notes.update(agent, state, request)  # after a compaction: a note it removed is told again
+        if told is not request:
+            if state.accounting.sent_estimate is not None:
+                state.accounting.sent_estimate = estimate_request(told.messages, told.system, told.tools)
+            request = told
         self.overflow.note(request, agent, turn)
         return request
 
@@ -216,6 +233,7 @@ def context_plugin(ctx: Context, config: ContextConfig) -> None:
     ctx.on(ev.AGENT_CREATED, service.on_agent_created)
     ctx.on(ev.AGENT_DISPOSED, service.on_agent_disposed)
     ctx.on(ev.SESSION_EVENT, service.accounting.on_session_event)
+    ctx.on(ev.SESSION_EVENT, service.on_note_event)
     ctx.on(ev.SYSTEM_PROMPT_ASSEMBLE, service.prompt.on_assemble, prepend=True)
     ctx.on(ev.AGENT_REQUEST, service.on_request, prepend=True)
     ctx.on(ev.LLM_STREAM, service.overflow.on_stream)

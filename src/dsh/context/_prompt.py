@@ -4,8 +4,8 @@ instruction files the prompt uses.
 
 Guarantees: nothing here runs a subprocess or touches the network on the per-step path (the git summary is
 computed once per session, off that path); the rendered sections are a pure function of (tools given to the
-model, the session's mode, the session snapshot, the config), so the system prompt is byte-identical from step
-to step unless one of those changed.
+model, the session snapshot, the config), so the system prompt is byte-identical for the whole life of a
+session: what can change mid-session (the mode, the date) reaches the model as a message (:mod:`._notes`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dsh.context._environment import snapshot
 from dsh.context._gitstatus import GIT_DEADLINE, git_summary
 from dsh.context._instructions import find_instruction_files, load_instructions
 from dsh.context._modes import ModeLookup
-from dsh.context._sections import IDENTITY, ORDER, mode_text, tools_text
+from dsh.context._sections import IDENTITY, ORDER, tools_text
 from dsh.context._state import INSTRUCTIONS_EVENT, SessionContext, SessionStates
 from dsh.services.system_prompt import PromptAssembly, PromptSection
 
@@ -121,10 +121,6 @@ class PromptSections:
         state = self._sessions.get(agent.session.id) if agent is not None else None
         if state is not None:
             state.tools_section = tools
-        if agent is not None:
-            mode = self._modes.mode_of(agent.session.id)
-            if mode is not None:
-                sections.append(PromptSection("mode", ORDER["mode"], mode_text(mode)))
         if state is not None and state.environment is not None:
             sections.append(
                 PromptSection("environment", ORDER["environment"], state.environment.render(state.git_summary))

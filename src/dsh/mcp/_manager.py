@@ -202,10 +202,13 @@ class McpManager:
                 async with anyio.create_task_group() as group:
                     for connection in state.connections.values():
                         group.start_soon(partial(connection.close, hurry=state.hurry))
-                # what the servers started and left behind (a setsid grandchild): gone with the session
-                ended = await anyio.to_thread.run_sync(end_tagged, _tag(state.id))
-                if ended:
-                    log.info("ended processes the mcp servers left", session_id=state.id, pids=ended)
+                # what the servers started and left behind (a setsid grandchild): gone with the session. Not when
+                # the daemon exits (hurry): its exit ends every descendant in one sweep, and a /proc scan per
+                # session made an EOF with 100 sessions take seconds (issue 42).
+                if not state.hurry:
+                    ended = await anyio.to_thread.run_sync(end_tagged, _tag(state.id))
+                    if ended:
+                        log.info("ended processes the mcp servers left", session_id=state.id, pids=ended)
             log.info("mcp servers closed", session_id=state.id)
         finally:
             state.closed.set()

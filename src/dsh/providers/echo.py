@@ -1,4 +1,6 @@
-"""The ``echo`` model: the offline default. It streams the last user message back, one text delta per word.
+"""The ``echo`` model: the offline default. It streams the last user message back, one text delta per word (a
+session note, the date and the mode the context plugin tells the model as ``<context source="session">``, is not
+what the user said: it is passed over).
 
 Deterministic: the same request always yields the same chunks (whitespace kept, so the deltas concatenate to
 the original text), then ``usage`` (its input counted once per call by the one estimate,
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["echo_plugin", "echo_stream"]
 
 
+_SESSION_NOTE = '<context source="session">'
 _COUNTER = RequestCounter()
 """The echo model's count of what it is sent (each message once; the figure of ``estimate_request``)."""
 
@@ -30,6 +33,8 @@ async def echo_stream(request: GenerateRequest) -> AsyncIterator[StreamChunk]:
     for message in reversed(request.messages):
         if message["role"] == "user":
             text = message_text(message)
+            if text.startswith(_SESSION_NOTE):
+                continue
             break
     signal = request.signal
     count = 0

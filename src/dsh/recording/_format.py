@@ -1,6 +1,8 @@
 """Reading a recording (:mod:`dsh.recording._recorder` writes it) and rebuilding its model responses as a script.
 
-A recording that is not one cannot be replayed: :class:`RecordingError` says which line is wrong and why.
+A recording that is not one cannot be replayed: :class:`RecordingError` says which line is wrong and why. A
+recording that was cut (the daemon killed, the disk full: a torn last line, or no end of input) is one: its
+complete lines are read, and :attr:`Recording.cut` says where it stops, so a replay can replay what is there.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ class Recording:
     model_entries: list[dict[str, Any]] = field(default_factory=list)
     session_files: dict[str, list[str]] = field(default_factory=dict)
     """Stored sessions the recorded client loaded (id → the file's lines when it did)."""
+    cut: str | None = None
+    """Where and how the recording stops early (None: it ends with the daemon's end of input)."""
 
     @property
     def outgoing(self) -> list[Event]:
@@ -52,13 +56,21 @@ def read_recording(path: str | Path) -> Recording:
     except (OSError, UnicodeDecodeError) as exc:
         raise RecordingError(f"cannot read {path}: {exc}") from None
     recording: Recording | None = None
-    for number, line in enumerate(text.splitlines(), start=1):
+    lines = text.splitlines()
+    torn: int | None = None
+    if lines and not text.endswith("\n"):  # the writer stopped inside its last line
+        torn = len(lines)
+    last = 0
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             entry = json.loads(line)
         except ValueError as exc:
+            if number == torn and recording is not None:
+                break  # a torn last line: the recording was cut there
             raise RecordingError(f"{path}:{number}: not JSON ({exc})") from None
+        last = number
         kind = entry.get("kind") if isinstance(entry, dict) else None
         if recording is None:
             if kind != "header" or entry.get("format") != FORMAT:
@@ -84,6 +96,10 @@ def read_recording(path: str | Path) -> Recording:
             raise RecordingError(f"{path}:{number}: unknown entry {kind!r}")
     if recording is None:
         raise RecordingError(f"{path}: empty; a recording starts with a {FORMAT} header line")
+    if torn is not None and last < torn:
+        recording.cut = f"line {torn} is torn (the recording stopped in the middle of it); complete up to line {last}"
+    elif not any(event.dir == "eof" for event in recording.events):
+        recording.cut = f"it has no end of input (the daemon was killed, or the recording stopped) after line {last}"
     return recording
 
 

@@ -4,7 +4,7 @@ Format (one JSON object per line, ``kind`` first; ``t`` is seconds since the rec
 monotonic clock):
 
 * ``{"kind": "header", "format": "dsh-recording", "version": 1, "dsh": VERSION, "model": …, "models": […],
-  "cwd": …, "dataDir": …, "started": ISO-8601}`` — the first line.
+  "cwd": …, "dataDir": …, "python": the daemon's interpreter, "started": ISO-8601}`` — the first line.
 * ``{"kind": "eof", "t"}`` — the daemon's input ended.
 * ``{"kind": "session-file", "t", "sessionId", "lines": […]}`` — a stored session the client loads or resumes
   that this recording did not create, as its file was just before the daemon read the request (a replay puts it
@@ -19,7 +19,9 @@ monotonic clock):
 Guarantees: every line is written and flushed when its frame or chunk passes (a crash loses nothing already
 sent); every string is passed through the redactor (provider keys and every value ``dsh config show`` lists as
 withheld become ``[redacted NAME]``) before it reaches the file; the file is created with mode 0600. A write
-that fails (disk full) stops the recording with one log line; the daemon never fails because of it.
+that fails (disk full) stops the recording: it says so on stderr, naming the errno (``ENOSPC``) and how many
+lines the file holds (what is there replays up to that point), and :attr:`Recorder.stopped` holds the reason for
+the daemon to repeat when it exits; the daemon never fails because of it.
 """
 
 from __future__ import annotations
@@ -80,6 +82,9 @@ class Recorder:
         self._data_dir = data_dir
         self._sessions: set[str] = set()
         """Session ids the recording already holds: created in it (answered by the daemon) or embedded."""
+        self._lines = 0
+        self.stopped: str | None = None
+        """Why the recording stopped before the daemon ended (None while it records)."""
 
     def _write(self, entry: dict[str, Any]) -> None:
         if self._file is None:
@@ -100,9 +105,29 @@ class Recorder:
         try:
             self._file.write(line + "\n")
             self._file.flush()
+            self._lines += 1
         except (OSError, ValueError) as exc:
-            log.error("recording stopped: cannot write it", path=str(self.path), error=str(exc))
+            from dsh.errors import error_message
+
+            why = error_message(exc)
+            self.stopped = (
+                f"recording stopped: cannot write {self.path} ({why}); it holds {self._lines} complete lines, "
+                "which dsh replay replays up to there"
+            )
+            log.error("recording stopped: cannot write it", path=str(self.path), error=why, lines=self._lines)
+            self._say(self.stopped)
             self.close()
+
+    @staticmethod
+    def _say(text: str) -> None:
+        """One plain line on stderr (beside the structured log): what a person running the daemon reads."""
+        import sys
+
+        try:
+            sys.stderr.write(f"dsh: {text}\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
 
     def _now(self) -> float:
         return round(time.monotonic() - self._start, 6)
@@ -187,6 +212,10 @@ class Recorder:
         self._write(entry)
 
     def close(self) -> None:
+        if self._file is None and self.stopped is not None:
+            self._say(self.stopped)  # at the daemon's exit too: the first line may be far up the log
+            self.stopped = None
+            return
         file, self._file = self._file, None
         if file is not None:
             try:

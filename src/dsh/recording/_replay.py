@@ -13,6 +13,9 @@ How, and what it guarantees:
   not yet matched (frames of independent tasks may interleave differently); the first that equals none, a
   recorded frame that does not come within *timeout*, or a frame after the last recorded one, is the
   divergence: the report names it, the client frame it followed and the recording's line, with a diff.
+* A recording that was cut (:attr:`~dsh.recording._format.Recording.cut`) is replayed up to its cut: every
+  recorded frame must still come as recorded, and what the daemon sends after the last recorded one (the rest of
+  a turn the recorded daemon never finished) is not compared; the report says where the recording stopped.
 * ``update``: every frame is taken as it comes and the recording is rewritten with what the daemon sent now
   (in the recording's names), the client frames and model responses unchanged.
 """
@@ -74,6 +77,8 @@ class _Run:
         self.divergence: str | None = None
         self.last_in: Event | None = None
         self.timeline: list[tuple[str, Any]] = []
+        self.beyond = 0
+        """Frames the daemon sent after the last recorded one of a cut recording (not compared)."""
 
     def context(self) -> str:
         if self.last_in is None:
@@ -100,7 +105,9 @@ class _Run:
                 self.pending.remove(index)
                 break
         else:
-            if not self.pending:
+            if not self.pending and self.recording.cut is not None:
+                self.beyond += 1  # past the cut: the recorded daemon never got that far
+            elif not self.pending:
                 self.diverge(
                     f"the daemon sent frame {number} ({describe(frame)}), {self.context()}, "
                     f"but the recording has no more frames:\n{json.dumps(self.pairing.to_recorded(frame))[:2000]}"
@@ -204,6 +211,8 @@ def _prepare(
     paths: dict[str, str] = {}
     if isinstance(header.get("dataDir"), str):
         paths[str(data_dir)] = header["dataDir"]
+    if isinstance(header.get("python"), str):  # the interpreter a command line names (a sandboxed terminal's)
+        paths[sys.executable] = header["python"]
     theirs = recorded_cwd(recording)
     if cwd is not None and theirs is not None:
         paths[cwd] = theirs
@@ -295,5 +304,10 @@ async def replay(
         result.report = run.divergence
         return result
     result.ok = True
-    result.report = f"replayed: {result.sent} client frames, {len(run.got)} daemon frames as recorded"
+    result.report = f"replayed: {result.sent} client frames, {len(run.got) - run.beyond} daemon frames as recorded"
+    if recording.cut is not None:
+        result.report += (
+            f"; the recording stops early: {recording.cut}, so the replay stopped there"
+            f" ({run.beyond} later daemon frames not compared)"
+        )
     return result

@@ -4,6 +4,7 @@ and forgets each session's containment state when the session is disposed."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from dsh import events as ev
@@ -19,9 +20,14 @@ __all__ = ["sandbox_command_plugin", "sandbox_plugin"]
 
 
 @plugin("sandbox", inject=("tools",))
-def sandbox_plugin(ctx: Context, config: SandboxConfig | None) -> None:
-    """*config*: the file's ``sandbox`` section (None: the defaults)."""
-    sandbox = Sandbox(config, ctx=ctx)
+def sandbox_plugin(ctx: Context, config: SandboxConfig | Mapping[str, Any] | None) -> None:
+    """*config*: the file's ``sandbox`` section (None: the defaults), or ``{"config": section, "data_dir": path}``
+    (the sessions' private temporary directories go under the data directory)."""
+    data_dir = None
+    if isinstance(config, Mapping):
+        data_dir = config.get("data_dir")
+        config = config.get("config")
+    sandbox = Sandbox(config, ctx=ctx, data_dir=str(data_dir) if data_dir is not None else None)
     ctx.provide("sandbox", sandbox)
     ctx.tools.stage("contain", sandbox.contain_step)
     ctx.effect(sandbox.close)

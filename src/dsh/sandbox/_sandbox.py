@@ -1,8 +1,10 @@
 """Levels, the per-call containment and the ``sandbox`` service.
 
-The tool pipeline decides, per command call, at which level it runs (:meth:`Sandbox.judge`) and runs the rest of
-the chain inside :meth:`Sandbox.contain`; the process spawn (:mod:`dsh.tools._process`) reads the current
-:class:`Containment` (:func:`active`) and confines the child. Guarantees:
+The policy's ``decide`` stage asks the sandbox about each command call (:meth:`Sandbox.judge`: may it run without a
+question, at which level with and without one); the ``contain`` stage (:meth:`Sandbox.contain_step`) runs the rest
+of the chain inside :meth:`Sandbox.contain` at the level that follows ``ToolExecution.decision`` (asked or not); the
+process spawn (:mod:`dsh.tools._process`) reads the current :class:`Containment` (:func:`active`) and confines the
+child. Guarantees:
 
 * A command that runs without a question because the parser found it read-only runs at ``read-only``.
   Commands the user approved (a question, an "always" rule, ``bypass`` mode) run at the configured
@@ -17,8 +19,9 @@ the chain inside :meth:`Sandbox.contain`; the process spawn (:mod:`dsh.tools._pr
   available, and TCP denied by Landlock from ABI 4). ``workspace-write``: writes in the roots too, except their
   ``.git`` and ``.dsh`` (read-only bind mounts; without namespaces, only the roots' other top-level entries are
   writable); network per ``sandbox.network``.
-* The private temporary directory (mode 0700) is made on the session's first confined command, is the
-  command's ``TMPDIR``, and is removed when the session is disposed.
+* The private temporary directory (mode 0700; ``DATA_DIR/sandbox-tmp/SESSION_ID`` with a data directory, else a
+  fresh one under the system's) is made on the session's first confined command, is the command's ``TMPDIR``,
+  and is removed when the session is disposed.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from dsh.kernel import Context, Next
+    from dsh.sandbox._child import ChildPlan
     from dsh.services.tools import ToolExecution, ToolResult
 
 __all__ = [
@@ -164,10 +168,15 @@ class Sandbox:
     """The ``sandbox`` service (see the module docstring)."""
 
     def __init__(
-        self, config: SandboxConfig | None = None, machine: Support | None = None, ctx: Context | None = None
+        self,
+        config: SandboxConfig | None = None,
+        machine: Support | None = None,
+        ctx: Context | None = None,
+        data_dir: str | None = None,
     ) -> None:
         self.config = config or SandboxConfig()
         self._ctx = ctx
+        self._data_dir = data_dir
         self._machine = machine
         self._sessions: dict[str, _Session] = {}
         self._blocked: dict[str, dict[str, Level]] = {}
@@ -284,14 +293,22 @@ class Sandbox:
     def temporary_directory(self, session: str) -> str:
         state = self._sessions.get(session)
         if state is None:
-            state = _Session(tempfile.mkdtemp(prefix="dsh-sandbox-"))
+            if self._data_dir is not None and session and session.replace("-", "").isalnum():
+                parent = os.path.join(self._data_dir, "sandbox-tmp")
+                os.makedirs(parent, mode=0o700, exist_ok=True)
+                path = os.path.join(parent, session)
+                shutil.rmtree(path, ignore_errors=True)  # a leftover of a daemon that was killed
+                os.mkdir(path, 0o700)
+            else:
+                path = tempfile.mkdtemp(prefix="dsh-sandbox-")
+            state = _Session(path)
             self._sessions[session] = state
         return state.tmp
 
     # -- spawning (worker thread) -----------------------------------------------------------------------------
 
     def _plan(self, containment: Containment) -> SpawnPlan:
-        from dsh.sandbox._child import CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWUSER, ChildPlan, confine_step, locked_flags
+        from dsh.sandbox._child import confine_step
 
         machine = self.support
         if not machine.available:
@@ -302,9 +319,23 @@ class Sandbox:
         roots = tuple(os.path.realpath(root) for root in containment.roots)
         key = (level, roots)
         network = level == "workspace-write" and self.network_on
+        ruleset = state.rulesets.get(key)
+        if ruleset is None:
+            ruleset = self._ruleset(level, roots, tmp, network=network, namespaces=machine.namespaces)
+            state.rulesets[key] = ruleset
+        plan = self.child_plan(level, roots, ruleset, network=network, parent=os.getpid())
+        env = {"TMPDIR": tmp, "TMP": tmp, "TEMP": tmp}
+        return SpawnPlan(env, confine_step(plan))
+
+    def child_plan(
+        self, level: Level, roots: tuple[str, ...], ruleset: int, *, network: bool, parent: int
+    ) -> ChildPlan:
+        """What the confined process does before exec (namespaces, the read-only binds, the ruleset)."""
+        from dsh.sandbox._child import CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWUSER, ChildPlan, locked_flags
+
         binds: list[tuple[bytes, int]] = []
         flags = 0
-        if machine.namespaces:
+        if self.support.namespaces:
             flags = CLONE_NEWUSER | (0 if network else CLONE_NEWNET)
             if level == "workspace-write":
                 for root in roots:
@@ -314,13 +345,25 @@ class Sandbox:
                             binds.append((os.fsencode(path), locked_flags(path)))
                 if binds:
                     flags |= CLONE_NEWNS
-        ruleset = state.rulesets.get(key)
-        if ruleset is None:
-            ruleset = self._ruleset(level, roots, tmp, network=network, namespaces=machine.namespaces)
-            state.rulesets[key] = ruleset
-        plan = ChildPlan(flags, tuple(binds), ruleset, os.getpid(), os.getuid(), os.getgid())
-        env = {"TMPDIR": tmp, "TMP": tmp, "TEMP": tmp}
-        return SpawnPlan(env, confine_step(plan))
+        return ChildPlan(flags, tuple(binds), ruleset, parent, os.getuid(), os.getgid())
+
+    def terminal_command(self, containment: Containment) -> tuple[str, list[str]]:
+        """The program and arguments an editor's terminal runs for *containment*'s command: this Python running
+        :mod:`dsh.sandbox` (``python -m dsh.sandbox``), which confines itself as a forked child would and then
+        execs ``bash -c COMMAND`` (see :mod:`dsh.sandbox._exec`)."""
+        import sys
+
+        machine = self.support
+        if not machine.available:
+            raise OSError(f"no sandbox on this machine: {machine.why}")
+        level = containment.level
+        network = level == "workspace-write" and self.network_on
+        args = ["-m", "dsh.sandbox", "--level", level, "--tmp", self.temporary_directory(containment.session)]
+        args += ["--abi", str(machine.abi), "--namespaces" if machine.namespaces else "--no-namespaces"]
+        args += ["--network" if network else "--no-network"]
+        for root in containment.roots:
+            args += ["--root", os.path.realpath(root)]
+        return sys.executable, [*args, "--", "bash", "-c", containment.command]
 
     def _ruleset(self, level: Level, roots: tuple[str, ...], tmp: str, *, network: bool, namespaces: bool) -> int:
         from dsh.sandbox._landlock import Rule, build_ruleset, read_rights, write_rights

@@ -9,9 +9,9 @@ ends matter, the middle least.
 Guarantees:
 
 * The numbers live here and only here. Commands: 30,000 characters or 256 lines (128 + 128), whichever cuts
-  more (Claude Code's 30,000 characters, codex's 256 lines); ``read_file`` pages itself (2,000 lines, 100,000
-  characters, with the offset to read on) and its budget sits just above that; everything else 30,000
-  characters.
+  more (Claude Code's 30,000 characters, codex's 256 lines); ``read_file`` 30,000 characters, which it pages
+  itself within (2,000 lines, its notes and the offset to read on included: :data:`READ_BUDGET`), so the budget
+  never cuts a read; everything else 30,000 characters.
 * :func:`cut` is pure and deterministic; a result within budget comes back unchanged (same object).
 * The spill file is ``<spill root>/<session id>/<call id>.txt`` (UTF-8, the full text, written once, never
   overwritten by another call: the call id is unique in a session, a collision gets a numbered suffix). The
@@ -38,6 +38,7 @@ __all__ = [
     "BUDGETS",
     "COMMAND_BUDGET",
     "DEFAULT_BUDGET",
+    "READ_BUDGET",
     "Budget",
     "add_spill_root",
     "apply_budget",
@@ -63,8 +64,10 @@ DEFAULT_BUDGET = Budget(30_000)
 BUDGETS: dict[str, Budget] = {
     "run_command": COMMAND_BUDGET,
     "command_output": COMMAND_BUDGET,
-    "read_file": Budget(110_000),
+    "read_file": Budget(30_000),
 }
+READ_BUDGET = BUDGETS["read_file"].max_chars
+"""Characters one ``read_file`` result may hold (the read pages itself within it; its schema states it)."""
 
 _roots: list[str] = []
 

@@ -62,6 +62,7 @@ from dsh.tools._grep import GREP_MAX_FILES, GREP_MAX_MATCHES, grep_spec
 from dsh.tools._host import ToolHost
 from dsh.tools._ledger import ReadLedger
 from dsh.tools._list import LIST_MAX_ENTRIES, list_files_spec
+from dsh.tools._notebook_edit import notebook_edit_spec
 from dsh.tools._read import READ_MAX_CHARS, READ_MAX_LINES, read_file_spec
 from dsh.tools._workspace import Workspace
 from dsh.tools._write import write_file_spec
@@ -86,6 +87,7 @@ BUILTIN_TOOL_NAMES = (
     "read_file",
     "write_file",
     "edit_file",
+    "notebook_edit",
     "list_files",
     "glob",
     "grep",
@@ -112,6 +114,7 @@ def build_tools(
         read_file_spec(host),
         write_file_spec(host),
         edit_file_spec(host),
+        notebook_edit_spec(host),
         list_files_spec(host),
         glob_spec(host),
         grep_spec(host),

@@ -33,12 +33,13 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         "read",
         (
             "Read a text file. Lines come numbered like `cat -n` (right-aligned number, a tab, the line); the "
-            "numbers are not part of the file. Reads up to 2000 lines from `offset` (1-based, `limit` lines); "
-            "lines longer than 2000 characters are cut. The output says how many lines remain and the offset "
-            "to read on from. A directory gives its listing; an image file (PNG, JPEG, GIF, WebP) comes back "
-            "as the image itself (its description when you cannot see images); other binary files are "
-            "refused. Read several files in one step when you need them: independent reads run at the same "
-            "time."
+            "numbers are not part of the file. Reads up to 2000 lines and at most 30000 characters from "
+            "`offset` (1-based, `limit` lines); lines longer than 2000 characters are cut. The output says "
+            "how many lines remain and the offset to read on from. A directory gives its listing; an image "
+            "file (PNG, JPEG, GIF, WebP) comes back as the image itself (its description when you cannot see "
+            "images); a Jupyter notebook (.ipynb) as its cells with their outputs (`offset`/`limit` then "
+            "count cells; edit cells with notebook_edit); other binary files are refused. Read several files "
+            "in one step when you need them: independent reads run at the same time."
         ),
         {
             "properties": {
@@ -48,7 +49,8 @@ CATALOGUE: tuple[ToolSpec, ...] = (
                 },
                 "offset": {"description": "The 1-based line to start at (default 1).", "minimum": 1, "type": "integer"},
                 "limit": {
-                    "description": "How many lines to read (default and maximum 2000).",
+                    "description": "How many lines to read (default and maximum 2000; at "
+                    "most 30000 characters come back per call).",
                     "minimum": 1,
                     "type": "integer",
                 },
@@ -134,6 +136,47 @@ CATALOGUE: tuple[ToolSpec, ...] = (
                         "additionalProperties": False,
                     },
                     "type": "array",
+                },
+            },
+            "required": ["path"],
+            "type": "object",
+            "additionalProperties": False,
+        },
+    ),
+    ToolSpec(
+        "notebook_edit",
+        "edit",
+        (
+            "Change one cell of a Jupyter notebook (.ipynb; read it with read_file first): `edit_mode` "
+            "replace (the cell's source becomes `new_source`; a code cell's outputs are cleared), insert (a "
+            "new cell of `cell_type` at index `cell`, or after `cell_id`) or delete. Cells are counted from "
+            "0, as read_file shows them. The notebook stays valid JSON with its metadata and other cells "
+            "unchanged."
+        ),
+        {
+            "properties": {
+                "path": {
+                    "description": "The notebook: relative to the working directory, or absolute.",
+                    "type": "string",
+                },
+                "edit_mode": {
+                    "default": "replace",
+                    "description": "replace (default), insert or delete.",
+                    "enum": ["replace", "insert", "delete"],
+                    "type": "string",
+                },
+                "cell": {
+                    "description": "The cell's 0-based index (insert: the new cell's index; "
+                    "the number of cells appends).",
+                    "minimum": 0,
+                    "type": "integer",
+                },
+                "cell_id": {"description": "The cell's id instead of its index (insert: after it).", "type": "string"},
+                "new_source": {"description": "The cell's complete new source (replace, insert).", "type": "string"},
+                "cell_type": {
+                    "description": "The cell's type (insert: default code; replace: default unchanged).",
+                    "enum": ["code", "markdown", "raw"],
+                    "type": "string",
                 },
             },
             "required": ["path"],

@@ -68,12 +68,26 @@ def _first_line(command: str) -> str:
     return line
 
 
+def timeout_note(timeout: float) -> str:
+    """What a timed-out command's result ends with: what happened and how to go on."""
+    again = (
+        f"run it again with a larger timeout (up to {COMMAND_TIMEOUT_MAX:g}), or "
+        if timeout < COMMAND_TIMEOUT_MAX
+        else ""
+    )
+    return (
+        f"[timed out after {timeout:g} s: the command and the processes it started were killed. To go on: {again}"
+        "run it with background: true and follow its output with command_output (stop it with command_kill); "
+        "or split the work into shorter commands]"
+    )
+
+
 def _command_text(result: CommandResult, timeout: float) -> str:
     parts: list[str] = []
     output = result.output.rstrip("\n")
     parts.append(output if output else "(no output)")
     if result.timed_out:
-        parts.append(f"[timed out after {timeout:g} s]")
+        parts.append(timeout_note(timeout))
     elif result.cancelled:
         parts.append("[cancelled]")
     elif result.exit_code is not None:

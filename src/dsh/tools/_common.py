@@ -133,8 +133,9 @@ def refuse_placeholder(new: str, old: str | None, *, known: str = "", field: str
     found = find_placeholder(new, old, known=known)
     if found is not None:
         raise ToolError(
-            f"{field} contains the omission placeholder {found!r} where the file has real code: writing it would "
-            "delete that code. Write out the complete text (or make a smaller edit that leaves the rest alone)",
+            f"{field} line {found.line} is the omission placeholder {found.text!r} where the file has real code: "
+            "writing it would delete that code. Write out the complete text in its place (or make a smaller edit "
+            "that leaves the rest alone)",
             "PLACEHOLDER",
         )
 

@@ -64,6 +64,11 @@ _RULE_WORDS = {
     "trailing-whitespace": "trailing whitespace",
     "indentation": "indentation (new_string re-indented to the file's)",
     "unicode-punctuation": "typographic quotes, dashes and spaces",
+    "escaped": 'escapes: old_string had literal \\n, \\t or \\" where the file has the characters (both strings '
+    "unescaped)",
+    "unicode-spaces": "Unicode spaces (read as plain spaces)",
+    "inner-whitespace": "runs of blanks inside lines",
+    "blank-edge-lines": "blank lines at the edges of old_string that the file lacks",
 }
 
 

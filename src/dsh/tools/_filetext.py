@@ -11,6 +11,8 @@ import mimetypes
 import os
 from dataclasses import dataclass
 
+from dsh.tools._encoding import bom_encoding, guess_encoding
+
 __all__ = [
     "READ_LINE_WIDTH",
     "SNIFF_BYTES",
@@ -42,21 +44,28 @@ _MAGIC: tuple[tuple[bytes, str], ...] = (
 
 @dataclass(frozen=True, slots=True)
 class Binary:
-    """A file that is not text: its size in bytes and its type (a MIME type)."""
+    """A file that is not UTF-8 text: its size in bytes and its type (a MIME type); ``encoding`` is set when it
+    is text in another encoding (:mod:`dsh.tools._encoding`'s guess), None for binary data."""
 
     size: int
     mime: str
+    encoding: str | None = None
 
 
 def sniff_binary(real: str) -> Binary | None:
-    """*real* as a :class:`Binary` when its first bytes say it is not text (a NUL byte, a known magic number,
-    or bytes that are not UTF-8), else None (also when it cannot be opened: the read reports that)."""
+    """*real* as a :class:`Binary` when its first bytes say it is not UTF-8 text (a NUL byte, a known magic
+    number, or bytes that are not UTF-8), else None (also when it cannot be opened: the read reports that). Text
+    in another encoding (a UTF-16/32 byte-order mark; bytes that are not UTF-8 but hold no NUL) comes back with
+    its guessed ``encoding``."""
     try:
         with open(real, "rb") as file:
             head = file.read(SNIFF_BYTES)
             size = os.fstat(file.fileno()).st_size
     except OSError:
         return None
+    bom = bom_encoding(head)
+    if bom is not None:
+        return Binary(size, "text/plain", bom)
     mime = next((kind for magic, kind in _MAGIC if head.startswith(magic)), None)
     if mime is not None and head.startswith(b"RIFF"):
         mime = "image/webp" if head[8:12] == b"WEBP" else "audio/wav" if head[8:12] == b"WAVE" else mime
@@ -68,6 +77,7 @@ def sniff_binary(real: str) -> Binary | None:
             except UnicodeDecodeError as exc:
                 if exc.start >= len(head) - 3:  # a character cut by the probe's end
                     return None
+            return Binary(size, mimetypes.guess_type(real)[0] or "text/plain", guess_encoding(head))
         mime = mimetypes.guess_type(real)[0] or "application/octet-stream"
     return Binary(size, mime)
 

@@ -11,6 +11,7 @@ from dsh.services.tools import ToolExecution
 from dsh.tools._background import BackgroundCommands
 from dsh.tools._budget import spill_roots
 from dsh.tools._common import changed, dir_and_exists, session_of, shown
+from dsh.tools._encoding import not_utf8_message
 from dsh.tools._errors import OutsideRootsError, ToolError
 from dsh.tools._filetext import sniff_binary
 from dsh.tools._ledger import ReadLedger
@@ -68,7 +69,11 @@ class ToolHost:
                 f"{path} is a directory, not a file: use list_files to see what it holds", "IS_DIRECTORY"
             ) from None
         except UnicodeDecodeError:
-            raise ToolError(f"{path} is not a UTF-8 text file", "NOT_TEXT") from None
+            raise ToolError(
+                f"{path} is not a UTF-8 text file: read_file on it says which encoding it has and how to read and "
+                "change it with run_command",
+                "NOT_TEXT",
+            ) from None
 
     async def write(self, execution: ToolExecution, target: ResolvedPath, content: str) -> None:
         try:
@@ -100,7 +105,11 @@ class ToolHost:
             raise ToolError(f"{target.path} is a directory, not a file", "IS_DIRECTORY")
         if not exists:  # a new file is not read first (through an editor, that read would report it missing)
             return await self.read_text(execution, target) if must_exist else None
-        if not must_exist and await anyio.to_thread.run_sync(sniff_binary, target.real) is not None:
+        binary = await anyio.to_thread.run_sync(sniff_binary, target.real)
+        if binary is not None and binary.encoding is not None:  # text, not UTF-8: say how, not "read it first"
+            where = shown(target.path, self.ws.cwd(execution))
+            raise ToolError(not_utf8_message(where, binary.encoding, binary.size), "NOT_TEXT")
+        if not must_exist and binary is not None:
             return None  # not text: read_file cannot show it, so it cannot have been read; replaced as a whole
         if target.inside:  # an outside path is checked by apply, once a gate granted it (refused before)
             await self.check_read(execution, target)

@@ -4,8 +4,9 @@
 such a line silently deletes everything it stands for. :func:`find_placeholder` finds the first one in a new
 text that the old text did not already contain.
 
-Guarantees: only a line that is nothing but a comment counts (a bare ``...`` is Python's Ellipsis, real code);
-its words must say that code was left out (an ellipsis with "rest", "existing", "unchanged", "same",
+Guarantees: only a line that is nothing but a comment, or nothing but a parenthesised or bracketed note
+(``(rest of methods ...)``, ``[... rest unchanged ...]``, any case, ``...`` or ``…``), counts (a bare ``...``,
+``(...)`` or ``[...]`` is Python's Ellipsis, real code); its words must say that code was left out (an ellipsis with "rest", "existing", "unchanged", "same",
 "omitted", "previous", "remaining"…, or one of the short phrases such as "unchanged" and "existing code"
 alone); a line that already was in the old text is the file's own comment, never refused.
 """
@@ -13,12 +14,14 @@ alone); a line that already was in the old text is the file's own comment, never
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
-__all__ = ["find_placeholder"]
+__all__ = ["Placeholder", "find_placeholder"]
 
 _COMMENT = re.compile(
     r"^\s*(?://+|#+|/\*+|<!--|--|;+|\*+|\{/\*|'|rem\s)\s*(?P<body>.*?)\s*(?:\*+/|-->|\*/\})?\s*$", re.I
 )
+_BRACKETED = re.compile(r"^\s*(?:\((?P<paren>.*)\)|\[(?P<square>.*)\])\s*[;,]?\s*$")
 _ELLIPSIS = re.compile(r"\.\.\.|\u2026")
 _WORDS = re.compile(
     r"\b(rest|existing|unchanged|same|omitted|omit|previous|remaining|remainder|other|more|elided|skipped|"
@@ -34,28 +37,40 @@ _PHRASES = re.compile(
 )
 
 
+class Placeholder(NamedTuple):
+    """An omission placeholder: its 1-based line in the new text and the line, stripped."""
+
+    line: int
+    text: str
+
+
 def _is_placeholder(line: str) -> bool:
     match = _COMMENT.match(line)
-    if match is None:
-        return False
-    body = match.group("body")
+    if match is not None:
+        body = match.group("body")
+    else:
+        bracketed = _BRACKETED.match(line)
+        if bracketed is None:
+            return False
+        body = (bracketed.group("paren") if bracketed.group("paren") is not None else bracketed.group("square")).strip()
     if not body or len(body) > 80:
         return False
     if _ELLIPSIS.search(body):
         core = _ELLIPSIS.sub(" ", body)
-        return bool(_WORDS.search(core)) or not core.strip(" .:")
+        # a comment of dots alone says "left out"; brackets of dots alone are Python's Ellipsis
+        return bool(_WORDS.search(core)) or (match is not None and not core.strip(" .:"))
     return bool(_PHRASES.match(body.strip(" .:")))
 
 
-def find_placeholder(new: str, old: str | None, *, known: str = "") -> str | None:
-    """The first omission placeholder line of *new* (stripped) that neither *old* nor *known* (the whole file,
-    for an edit) contains, or None. With no old text (a new file) or an old text without a non-blank line
+def find_placeholder(new: str, old: str | None, *, known: str = "") -> Placeholder | None:
+    """The first omission placeholder line of *new* that neither *old* nor *known* (the whole file, for an edit)
+    contains, or None. With no old text (a new file) or an old text without a non-blank line
     there is nothing to omit: always None."""
     if not old or not old.strip():
         return None
     seen = {line.strip() for line in old.splitlines()} | {line.strip() for line in known.splitlines()}
-    for line in new.splitlines():
+    for number, line in enumerate(new.splitlines(), 1):
         stripped = line.strip()
         if stripped and stripped not in seen and _is_placeholder(line):
-            return stripped
+            return Placeholder(number, stripped)
     return None

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PREPARED", "builtin_tools_plugin"]
 
-PREPARED = frozenset({"write_file", "edit_file", "run_command", "delete_file"})
+PREPARED = frozenset({"write_file", "edit_file", "notebook_edit", "run_command", "delete_file"})
 """The built-in tools with a prepare stage (a test checks this against the real definitions)."""
 
 

@@ -23,6 +23,11 @@ Guarantees of :func:`run_process`:
   spawn from the loop thread; never from a worker thread). A process the shell already started in the
   background is not the leader and is orphaned instead (the kernel has no group-wide parent-death signal):
   RFC 0010 says why we accept that.
+* Inside a call the sandbox contains (:func:`dsh.sandbox.active`, set by the pipeline's ``contain`` stage) the
+  child is confined between fork and exec (namespaces, read-only binds, Landlock; RFC 0028) and gets the
+  session's private ``TMPDIR``; if the confinement cannot be set up the command does not run (the result says
+  so). Output showing the sandbox stopped a call gains the sandbox's one-line explanation. Every child's
+  environment neutralises git's program-running configuration (:func:`dsh.sandbox.git_environment`).
 * It returns a :class:`CommandResult` in every case but cancellation of the calling task, which it re-raises
   after the clean-up above.
 """

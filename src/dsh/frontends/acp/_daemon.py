@@ -345,6 +345,7 @@ def _recorder(options: DaemonOptions) -> Recorder | None:
         cwd=os.getcwd(),
         dataDir=data_dir,
         agentEvents=options.agent_events,
+        python=sys.executable,
     )
     return recorder
 

@@ -5,8 +5,8 @@ end's sessions only, and only for what the client advertised in ``initialize``:
 
 * ``fs.readTextFile`` → ``fs/read_text_file``: reads see unsaved editor buffers.
 * ``fs.writeTextFile`` → ``fs/write_text_file``: the editor applies the edit (undo, review).
-* ``terminal`` → ``terminal/create`` for commands that run unconfined (``sandbox: {approved: off}``; a
-  sandboxed command always runs locally: an editor's terminal cannot be confined, :mod:`dsh.sandbox`) (the card gets ``{type: "terminal", terminalId}`` at once, for live
+* ``terminal`` → ``terminal/create`` (``bash -c COMMAND``; a sandboxed command as ``python -m dsh.sandbox
+  --level … -- bash -c COMMAND``, which confines itself before it runs the command: :mod:`dsh.sandbox`) (the card gets ``{type: "terminal", terminalId}`` at once, for live
   output), ``terminal/wait_for_exit`` raced against the timeout and the call's cancel signal, ``terminal/kill``
   when we stop it, ``terminal/output``, and always ``terminal/release``.
   ``terminal/create`` carries no ``env``: dsh adds no variable of its own to a command, and the editor's
@@ -87,8 +87,9 @@ class EditorDelegation:
         containment = active()
         if session_id is None or not self._capability("terminal"):
             return await next_()
-        if containment is not None and containment.level != "off":  # an editor's terminal cannot be sandboxed
-            return await next_()
+        program, args = "bash", ["-c", request.command]  # as local commands run: the same command behaves the same
+        if containment is not None and containment.level != "off":  # the terminal runs our confining launcher
+            program, args = containment.sandbox.terminal_command(containment)
         from dsh.tools import CommandResult
 
         connection = self._frontend.connection
@@ -96,8 +97,8 @@ class EditorDelegation:
             "terminal/create",
             {
                 "sessionId": session_id,
-                "command": "bash",  # as local commands run: the same command behaves the same
-                "args": ["-c", request.command],
+                "command": program,
+                "args": args,
                 "cwd": request.cwd,
                 "outputByteLimit": request.output_limit,
             },

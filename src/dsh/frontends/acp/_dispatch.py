@@ -43,6 +43,10 @@ def _adapt(method: str, model: type[BaseModel], handler: Handler) -> Callable[..
             if public is not None:
                 return Error(public.code, public.message, public.data)
             log.exception("request handler failed", method=method)
+            if isinstance(exc, OSError):  # a full disk, an I/O error: named (ENOSPC, EIO), never a bare class name
+                from dsh.errors import os_error_text
+
+                return Error(INTERNAL_ERROR, f"Internal error: {os_error_text(exc)}")
             return Error(INTERNAL_ERROR, f"Internal error ({type(exc).__name__})")
         return Success(result if result is not None else {})
 

@@ -7,7 +7,7 @@ Guarantees:
   choices. A free-text question to a client without elicitation is not sent: the model is told to ask in its reply.
 * A question never outlives its turn: the turn's cancel withdraws the request (``$/cancel_request``) and the answer
   is "no answer". A declined, dismissed or failed request is "no answer" too, with the reason.
-* ``exit_plan_mode`` (in plan mode only) shows the plan and asks which mode to switch to; the chosen mode is set
+* ``exit_plan_mode`` (offered in every mode, it acts in plan mode only) shows the plan and asks which mode to switch to; the chosen mode is set
   exactly as the mode picker sets it (``current_mode_update`` and ``config_option_update`` go out); "stay"
   keeps plan mode.
 """
@@ -182,5 +182,7 @@ def exit_plan_mode_tool(ctx: Context, frontend: FrontendPort) -> ToolDefinition:
         "In plan mode only: present your finished plan to the user and ask to leave plan mode and start.",
         PLAN_EXIT_PARAMETERS,
         run,
-        meta={"kind": "switch_mode", "present": present, "modes": ("plan",)},
+        # offered in every mode (it answers "not on" outside plan mode): a tool list that changed with the mode
+        # would make each mode switch pay the whole cached prompt again (issue 35)
+        meta={"kind": "switch_mode", "present": present},
     )
