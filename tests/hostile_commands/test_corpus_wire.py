@@ -125,3 +125,45 @@ def test_the_corpus_in_dsh_exec_with_allow_reads(tmp_path: Path, layer: str, edi
     assert shown and not any(char in line for line in shown for char in "\x1b\r\u202e\u200b")
     check_world(world, before, allowed_writes=ACCEPT_EDITS_WRITES if edits else (), printed=run.stdout + run.stderr)
     _assert_asked_or_refused(world, "x", layer)
+
+
+async def test_a_megabyte_command_and_a_deep_one_ask_with_no_always_and_the_daemon_keeps_answering(
+    tmp_path: Path,
+) -> None:
+    """The issue measured a 24 s freeze for a 1 MB line and "maximum recursion depth exceeded" for ``$(`` nested
+    5,000 deep. Both now ask, with no "always", saying why; ``session/list`` is answered while the turn runs (the
+    split is in a worker thread; 60 s bounds are hang detection, not a latency promise)."""
+    big = "cat inside.txt > ../outside/pwned # " + "a" * 1_000_000
+    deep = "cat " + "$(" * 5000 + "x" + ")" * 5000
+    steps = [
+        {
+            "tool_calls": [
+                {"name": "run_command", "arguments": {"command": c}, "id": i} for i, c in (("big", big), ("deep", deep))
+            ]
+        }
+    ]
+    model = write_script(tmp_path / "script.json", [*steps, {"text": "done"}])
+    client = EditorClient(["reject_once", "reject_once"])
+    listed: list[int] = []
+    async with run_editor(tmp_path, model, client) as editor:
+        session = (await editor.new_session()).session_id
+        finished = anyio.Event()
+
+        async def lister() -> None:
+            while not finished.is_set():
+                listed.append(len((await editor.conn.list_sessions()).sessions))
+                await anyio.sleep(0)
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as group:
+                group.start_soon(lister)
+                response = await editor.conn.prompt(session_id=session, prompt=[text_block("go")])
+                finished.set()
+    assert response.stop_reason == "end_turn"
+    assert listed and all(count == 1 for count in listed)
+    asked = {request["toolCall"]["toolCallId"]: request for request in client.permissions()}
+    assert sorted(asked) == ["big", "deep"]
+    for request in asked.values():
+        assert [option["name"] for option in request["options"]] == ["Allow", "Reject"]
+    results = results_by_id(World(tmp_path, tmp_path / "project", tmp_path / "outside", tmp_path / "none"))
+    assert set(results) == {"big", "deep"}
