@@ -408,7 +408,8 @@ def replay(
 
 
 sessions_app = typer.Typer(
-    help="Stored sessions: list, show, export and delete them. Reading never locks or changes a session file.",
+    help="Stored sessions: list, show, export, delete (rm), fork and prune them. Reading never locks or changes a "
+    "session file.",
     no_args_is_help=True,
 )
 app.add_typer(sessions_app, name="sessions")
@@ -568,7 +569,8 @@ def sessions_prune(
 
 
 config_app = typer.Typer(
-    help="The configuration file (--config, else DSH_CONFIG, else ~/.config/dsh/config.yaml): check it, show it.",
+    help="The configuration file (--config, else DSH_CONFIG, else ~/.config/dsh/config.yaml): check it, show it "
+    "(check, show).",
     no_args_is_help=True,
 )
 app.add_typer(config_app, name="config")
@@ -616,6 +618,13 @@ def config_show(
         bool, typer.Option("--system-prompt", help="Print the system prompt a new session would send instead.")
     ] = False,
     cwd: Annotated[str | None, typer.Option(metavar="DIR", help="With --system-prompt: a session in DIR.")] = None,
+    client_prompt: Annotated[
+        str | None,
+        typer.Option(metavar="TEXT", help="With --system-prompt: an editor's systemPrompt for the session."),
+    ] = None,
+    client_prompt_mode: Annotated[
+        str, typer.Option(metavar="MODE", help="With --client-prompt: append (default) or override.")
+    ] = "append",
 ) -> None:
     """Print the effective configuration as YAML: every section and key of the configuration model with its value, where it came from (default, file, environment) and, for keys the file sets, their defaults; secrets masked as *** (keys from the environment by name)."""
     from dsh.config import render_config
@@ -625,7 +634,7 @@ def config_show(
     if system_prompt:
         from dsh.frontends.acp import show_system_prompt
 
-        raise typer.Exit(show_system_prompt(settings, cwd))
+        raise typer.Exit(show_system_prompt(settings, cwd, client_prompt, client_prompt_mode))
     origin = "--config" if config else "DSH_CONFIG" if os.environ.get("DSH_CONFIG") else None
     typer.echo(render_config(loaded, source=path, env=os.environ, config_origin=origin), nl=False)
 
@@ -676,5 +685,14 @@ def _tidy_help(command: Any) -> None:
         return list(params)
 
     setattr(command, "get_params", get_params)  # noqa: B010 - an instance override
+    if isinstance(command.help, str):  # docstrings are wrapped at 120 columns; the terminal wraps help itself
+        command.help = _unwrap(command.help)
     for sub in getattr(command, "commands", {}).values():
         _tidy_help(sub)
+
+
+def _unwrap(text: str) -> str:
+    """Paragraphs on one line each: a single newline (a docstring's hard wrap) is a space, a blank line stays."""
+    import re
+
+    return re.sub(r"[ \t]*(?<!\n)\n(?!\n)[ \t]*", " ", text.strip())

@@ -46,9 +46,29 @@ def sandbox_plugin(ctx: Context, config: SandboxConfig | Mapping[str, Any] | Non
     # daemon's exit (a worker thread would be joined at exit).
     threading.Thread(target=announce, name="dsh-sandbox-probe", daemon=True).start()
 
+    told: set[str] = set()
+
+    async def tell(session_id: str) -> None:
+        """A session's first turn on a machine without a sandbox: one notice (RFC 0033), besides the start-up log."""
+        import anyio
+
+        machine = await anyio.to_thread.run_sync(support)  # probed once; never on the event loop
+        if not machine.available:
+            from dsh.notices import Notice, post_notice
+
+            why = f"{machine.why}: every command asks first and runs unconfined once approved"
+            post_notice(ctx, Notice(session_id, "warning", "Commands run without a sandbox", why, source="sandbox"))
+
+    def turn_started(agent: Any, turn: int) -> None:
+        if agent.session.id not in told:
+            told.add(agent.session.id)
+            ctx.spawn(tell, agent.session.id, name=f"sandbox-notice:{agent.session.id}")
+
     def session_disposed(session: Any) -> None:
         sandbox.dispose_session(session.id)
+        told.discard(session.id)
 
+    ctx.on(ev.AGENT_TURN_START, turn_started)
     ctx.on(ev.SESSION_DISPOSED, session_disposed)
 
 

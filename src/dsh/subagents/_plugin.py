@@ -22,6 +22,11 @@ Guarantees:
 * Progress: each tool call and each message of a child appends a ``tool/progress`` event to the parent's session
   for the ``task`` call (running count, the latest tool titles, the tail of its text); front ends show it on
   the call's card (ACP: ``tool_call_update`` content).
+* The parent's log brackets each child: ``subagent/start`` (child session, parent call, type, description, prompt,
+  model) is appended before the child's session exists, so it precedes everything the child logs, and
+  ``subagent/end`` (state completed | failed | cancelled, ``stop_reason`` end_turn | max_tokens | cancelled when the
+  child's turn ended that way, ``report`` its final text when it finished) after the child was disposed. Front ends
+  that show child sessions natively (ACP ``subagents``) announce and close the child from them, live and on load.
 """
 
 from __future__ import annotations
@@ -48,7 +53,17 @@ if TYPE_CHECKING:
     from dsh.services.system_prompt import PromptAssembly
     from dsh.services.tools import ToolExecution, ToolResult
 
-__all__ = ["MIRROR_EVENT", "PROGRESS_EVENT", "TASK_TOOL", "Child", "Subagents", "SubagentsConfig", "subagents_plugin"]
+__all__ = [
+    "END_EVENT",
+    "MIRROR_EVENT",
+    "PROGRESS_EVENT",
+    "START_EVENT",
+    "TASK_TOOL",
+    "Child",
+    "Subagents",
+    "SubagentsConfig",
+    "subagents_plugin",
+]
 
 log = get_logger("dsh.subagents")
 
@@ -56,6 +71,9 @@ TASK_TOOL = "task"
 PROGRESS_EVENT = "tool/progress"
 MIRROR_EVENT = "subagent/event"
 USAGE_EVENT = "subagent/usage"
+START_EVENT = "subagent/start"
+END_EVENT = "subagent/end"
+_STOP_REASONS = {"completed": "end_turn", "max-tokens": "max_tokens", "aborted": "cancelled", "disposed": "cancelled"}
 _MIRRORED = ("tool/call", "tool/running", "tool/result")
 _MIRRORED_TEXT = 2000
 _TAIL = 300
@@ -155,9 +173,23 @@ class Subagents:
         child.model = model
         signal = execution.signal
         handle = None
+        report: str | None = None
+        announced = False
         try:
             if signal is not None:
                 signal.raise_if_aborted()
+            parent.session.append(
+                START_EVENT,
+                {
+                    "session_id": session_id,
+                    "parent_call": execution.call_id,
+                    "agent_type": kind.name,
+                    "description": args.description,
+                    "prompt": args.prompt,
+                    "model": model,
+                },
+            )
+            announced = True
             handle = await ctx.agents.create(
                 agent_id=f"agent-{session_id}",
                 session_id=session_id,
@@ -175,7 +207,8 @@ class Subagents:
             if signal is not None and signal.aborted:
                 child.state = "cancelled"
                 raise AbortedError(signal.reason or "cancelled")
-            return self._answer(agent.session, child)
+            report = self._answer(agent.session, child)
+            return report
         except BaseException:
             if child.state == "running":
                 child.state = "failed"
@@ -186,6 +219,22 @@ class Subagents:
                     await handle.dispose()
             if unlink is not None:
                 unlink()
+            if announced:
+                self._ended(parent, child, handle, report)
+
+    @staticmethod
+    def _ended(parent: Agent, child: Child, handle: Any, report: str | None) -> None:
+        """``subagent/end`` on the parent's log, for a child whose ``subagent/start`` was logged."""
+        end: dict[str, Any] = {"session_id": child.session_id, "parent_call": child.parent_call, "state": child.state}
+        last = handle.agent.session.last("turn/end") if handle is not None else None
+        kind = last.data.get("reason", {}).get("kind") if last is not None else None
+        if child.state == "cancelled":
+            end["stop_reason"] = "cancelled"
+        elif kind in _STOP_REASONS:
+            end["stop_reason"] = _STOP_REASONS[kind]
+        if report is not None:
+            end["report"] = report
+        parent.session.append(END_EVENT, end)
 
     @staticmethod
     def _answer(session: Session, child: Child) -> str:
