@@ -35,6 +35,11 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("--agent", metavar="COMMAND", help="talk to this ACP agent instead of `dsh acp`")
+    parser.add_argument(
+        "--trust-agent",
+        action="store_true",
+        help="with --agent: serve its file reads and writes outside the directory and its commands without asking",
+    )
     parser.add_argument("--resume", action="store_true", help="pick a stored session and load it")
     parser.add_argument("--yes", action="store_true", help="without a terminal: allow every permission request once")
     parser.add_argument("--trace", metavar="FILE", help="append every ACP frame, both ways, to FILE")
@@ -59,6 +64,7 @@ def parse(argv: list[str]) -> ChatOptions:
         data_dir=args.data_dir,
         config=args.config,
         cwd=args.cwd,
+        trust_agent=args.trust_agent,
     )
 
 

@@ -47,6 +47,7 @@ from dsh.subagents._types import BUILTIN_TYPES, DEFAULT_TYPE, AgentType
 
 if TYPE_CHECKING:
     from dsh.kernel import Context, Next
+    from dsh.policy import ShellSplit
     from dsh.services.agents import Agent
     from dsh.services.sessions import Session, SessionEvent
     from dsh.services.system_prompt import PromptAssembly
@@ -252,8 +253,9 @@ class Subagents:
 
     # -- limits ----------------------------------------------------------------------------------------
 
-    def refusal(self, execution: ToolExecution) -> str | None:
-        """Why a child's call is outside its type (None: it may go on to the pipeline)."""
+    def refusal(self, execution: ToolExecution, split: ShellSplit | None = None) -> str | None:
+        """Why a child's call is outside its type (None: it may go on to the pipeline); *split*: the command already
+        split (off the event loop, :func:`dsh.policy.split_command_async`)."""
         agent = execution.agent
         child = self.children.get(agent.session.id) if agent is not None else None
         if child is None:
@@ -265,7 +267,7 @@ class Subagents:
             return f"{name} is not available to a {child.type.name} sub-agent. It did not run."
         if name == "run_command" and child.type.read_only_commands:
             command = execution.arguments.get("command") if isinstance(execution.arguments, dict) else None
-            if not isinstance(command, str) or not _read_only(command):
+            if not isinstance(command, str) or not _read_only(command, split):
                 return f"A {child.type.name} sub-agent runs only read-only commands. It did not run."
         return None
 
@@ -350,10 +352,10 @@ class Subagents:
         return None
 
 
-def _read_only(command: str) -> bool:
+def _read_only(command: str, split: ShellSplit | None = None) -> bool:
     from dsh.policy import is_read_only, split_command
 
-    split = split_command(command)
+    split = split if split is not None else split_command(command)
     return not split.opaque and all(is_read_only(simple) for simple in split.commands)
 
 
@@ -395,7 +397,17 @@ def subagents_plugin(ctx: Context, config: SubagentsConfig | None) -> None:
     )
 
     async def limits(execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
-        why = subagents.refusal(execution)
+        split = None
+        arguments = execution.arguments
+        if (
+            execution.name == "run_command"
+            and isinstance(arguments, dict)
+            and isinstance(arguments.get("command"), str)
+        ):
+            from dsh.policy import split_command_async
+
+            split = await split_command_async(arguments["command"])  # a long line never holds the event loop
+        why = subagents.refusal(execution, split)
         if why is not None:
             return _refused(execution, why)
         return await next_()
