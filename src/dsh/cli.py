@@ -313,6 +313,13 @@ def chat(
     agent: Annotated[
         str | None, typer.Option("--agent", metavar="COMMAND", help="Talk to this ACP agent instead of `dsh acp`.")
     ] = None,
+    trust_agent: Annotated[
+        bool,
+        typer.Option(
+            "--trust-agent",
+            help="With --agent: serve its file reads and writes outside the directory and its commands without asking.",
+        ),
+    ] = False,
     resume: Annotated[bool, typer.Option("--resume", help="Pick a stored session and load it.")] = False,
     yes: Annotated[
         bool, typer.Option("--yes", help="Without a terminal: allow every permission request once.")
@@ -332,7 +339,7 @@ def chat(
 
     # `dsh chat` normally never reaches typer (dsh._entry sends it to the chat's own quick parser, which shows
     # this command's help): this forwards what typer parsed to that same parser
-    argv = [flag for flag, on in (("--resume", resume), ("--yes", yes)) if on]
+    argv = [flag for flag, on in (("--trust-agent", trust_agent), ("--resume", resume), ("--yes", yes)) if on]
     for flag, value in (
         ("--agent", agent),
         ("--trace", trace),
