@@ -408,7 +408,8 @@ def replay(
 
 
 sessions_app = typer.Typer(
-    help="Stored sessions: list, show, export and delete them. Reading never locks or changes a session file.",
+    help="Stored sessions: list, show, export, delete (rm), fork and prune them. Reading never locks or changes a "
+    "session file.",
     no_args_is_help=True,
 )
 app.add_typer(sessions_app, name="sessions")
@@ -568,7 +569,8 @@ def sessions_prune(
 
 
 config_app = typer.Typer(
-    help="The configuration file (--config, else DSH_CONFIG, else ~/.config/dsh/config.yaml): check it, show it.",
+    help="The configuration file (--config, else DSH_CONFIG, else ~/.config/dsh/config.yaml): check it, show it "
+    "(check, show).",
     no_args_is_help=True,
 )
 app.add_typer(config_app, name="config")
@@ -683,5 +685,14 @@ def _tidy_help(command: Any) -> None:
         return list(params)
 
     setattr(command, "get_params", get_params)  # noqa: B010 - an instance override
+    if isinstance(command.help, str):  # docstrings are wrapped at 120 columns; the terminal wraps help itself
+        command.help = _unwrap(command.help)
     for sub in getattr(command, "commands", {}).values():
         _tidy_help(sub)
+
+
+def _unwrap(text: str) -> str:
+    """Paragraphs on one line each: a single newline (a docstring's hard wrap) is a space, a blank line stays."""
+    import re
+
+    return re.sub(r"[ \t]*(?<!\n)\n(?!\n)[ \t]*", " ", text.strip())

@@ -37,7 +37,7 @@ from dsh.policy import PermissionsConfig
 from dsh.providers import ProviderSettings
 from dsh.sandbox import SandboxConfig
 from dsh.secrets import SecretsConfig
-from dsh.settings import DEFAULT_MODEL
+from dsh.settings import DEFAULT_MODEL, default_config_path
 
 if TYPE_CHECKING:
     import yaml
@@ -187,12 +187,6 @@ class ConfigError(DshError):
 
 
 # -- finding and loading -------------------------------------------------------------------------------------
-
-
-def default_config_path() -> Path:
-    """``$XDG_CONFIG_HOME/dsh/config.yaml``, else ``~/.config/dsh/config.yaml`` (whether or not it exists)."""
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "dsh" / "config.yaml"
 
 
 def find_config_file(explicit: str | Path | None) -> Path | None:

@@ -295,3 +295,25 @@ async def test_terminals_follow_the_config_files_secrets_section(
         with anyio.fail_after(10):
             await terminals.handle("terminal/wait_for_exit", ids)
         assert (await terminals.handle("terminal/output", ids))["output"] == "absent passes\n"
+
+
+async def test_a_live_card_spells_the_exit_code_as_a_resumed_one_does(tmp_path: Path) -> None:
+    """Issue 43: one spelling, ``[exit code: N]`` (the tool's own result text, which a resumed card shows)."""
+    from dsh.chat._transcript import Transcript
+
+    transcript = Transcript(Console(width=80, record=True), SessionState, str(tmp_path))
+    async with anyio.create_task_group() as task_group:
+        terminals = Terminals(task_group, str(tmp_path))
+        terminals.changed.append(transcript.on_terminal)
+        created = await terminals.handle("terminal/create", {"command": "sh", "args": ["-c", "echo hi; exit 3"]})
+        ids = {"terminalId": created["terminalId"]}
+        with anyio.fail_after(10):
+            await terminals.handle("terminal/wait_for_exit", ids)
+        terminal = terminals.terminals[created["terminalId"]]
+        transcript.on_terminal(terminal)
+        await terminals.handle("terminal/release", ids)
+    call = {"toolCallId": "c", "title": "run", "kind": "execute", "status": "completed"}
+    call["content"] = [{"type": "terminal", "terminalId": created["terminalId"]}]
+    console = Console(width=80, record=True)
+    console.print(tool_card(call, transcript._terminal_text))
+    assert console.export_text().splitlines()[-1].strip() == "[exit code: 3]"

@@ -39,7 +39,7 @@ def test_piped_mode_rejects_a_permission_and_says_so(tmp_path: Path) -> None:
     ]
     model = write_script(tmp_path / "s.json", steps)
     result = run_piped([], "go\n", sandbox_env(tmp_path, model), tmp_path)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # issue 43: the work asked for was not done, as dsh exec says
     assert (tmp_path / "f.txt").read_text() == "hello world\n"
     assert "[permission] Edit f.txt: rejected" in result.stderr
     assert result.stdout.splitlines() == ["Editing.", "Done."]

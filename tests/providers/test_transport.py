@@ -352,7 +352,7 @@ async def test_the_key_never_appears_in_logs_or_errors(
     assert error.code == "HTTP_401"
     assert KEY not in error.message
     assert "Incorrect API key provided: ***" in error.message
-    assert "check api_key" in error.message
+    assert error.message.endswith(f"; check providers.{wire.name}.api_key")  # the inline key it sent (issue 43)
 
 
 # -- abort ----------------------------------------------------------------------------------------------------------

@@ -4,8 +4,9 @@ Guarantees: stdout carries the agent's replies only (each turn's text, ending wi
 permission decisions and errors go to stderr as one line each; no ANSI escapes anywhere. Nobody can answer a
 permission request, so each is rejected once (``--yes``: allowed once) and stderr says which. Blank lines are
 skipped. A prompt the agent answers with an error (a missing key, say) is one ``[error]`` line on stderr and
-the next line is still sent. The exit status is 0 when every prompt ended (whatever its stop reason), 1 when
-one was answered with an error or the agent failed.
+the next line is still sent. The exit status is 0 when every prompt ended (whatever its stop reason) and no
+permission request was rejected, 1 when one was answered with an error, a permission request was rejected (the
+work asked for was not all done: ``dsh exec`` says the same with 1) or the agent failed.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class PipedView:
         self._titles: dict[str, str] = {}
         self._at_line_start = True
         self._message_id: object = None
+        self.rejected = 0
+        """Permission requests rejected (nobody to ask): any makes the exit status 1."""
 
     def on_update(self, update: dict[str, Any]) -> None:
         kind = update.get("sessionUpdate")
@@ -65,6 +68,7 @@ class PipedView:
             for option in options:
                 if option.get("kind") == kind:
                     verb = "allowed" if self.allow else "rejected (no terminal to ask; --yes allows)"
+                    self.rejected += 0 if self.allow else 1
                     self.err.write(f"[permission] {title}: {verb}\n")
                     self.err.flush()
                     return str(option["optionId"])
@@ -115,7 +119,7 @@ class PipedView:
             self.end_turn()
             if reason != "end_turn":
                 self.err.write(f"[stop] {reason}\n")
-        return status
+        return 1 if self.rejected else status
 
     def _local(self, client: AcpClient, name: str, argument: str) -> None:
         if name in ("model", "mode") and not argument:

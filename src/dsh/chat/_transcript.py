@@ -92,7 +92,7 @@ class Transcript:
         status = terminal.exit_status()
         end = ""
         if status is not None:
-            how = f"signal: {status['signal']}" if "signal" in status else f"exit code: {status['exitCode']}"
+            how = f"killed by {status['signal']}" if "signal" in status else f"exit code: {status['exitCode']}"
             end = f"\n[{how}]"
         self._terminal_text[terminal.terminal_id] = terminal.text().rstrip("\n") + end
 

@@ -72,6 +72,7 @@ def setup(
     if not provider or ":" in provider:
         fail(f"setup: --provider: {provider!r} is not a provider name", 2)
     _check_address(provider, base_url, existing)
+    key_given = api_key is not None
     if api_key is None:
         if not interactive:
             fail("setup: --api-key is required when not run in a terminal", 2)
@@ -90,13 +91,39 @@ def setup(
     model = model.removeprefix(f"{provider}:").strip()
     data = _updated(existing, provider, api_key, model, base_url)
     loaded = _validated(data, path)
+    pinned = base_url is not None
+    from_env = _base_url_from_env(loaded, provider) if base_url is None else None
+    if from_env is not None:  # the address the check goes to is the one the file keeps (issue 43)
+        base_url = from_env[1]
+        data = _updated(existing, provider, api_key, model, base_url)
+        loaded = _validated(data, path)
     if check:
-        problem = anyio.run(_check_key, loaded, f"{provider}:{model}", base_url is not None)
+        problem = anyio.run(_check_key, loaded, f"{provider}:{model}", pinned)
         if problem is not None:
+            given = "the key given with --api-key" if key_given else "the key you entered"
+            problem = _blame(problem, given)
             fail(f"setup: the key check failed, nothing was written: {problem} (use --no-check to skip the check)")
     _write_private(path, data)
     checked = "key checked" if check else "key not checked"
-    sys.stdout.write(f"dsh: wrote {path} (model {provider}:{model}; {checked}; mode 0600)\n")
+    saved = f"; base URL {base_url} from {from_env[0]} saved" if from_env is not None else ""
+    sys.stdout.write(f"dsh: wrote {path} (model {provider}:{model}; {checked}{saved}; mode 0600)\n")
+
+
+def _base_url_from_env(config: Any, provider: str) -> tuple[str, str] | None:
+    """``(variable, url)`` when *provider*'s ``base_url_env`` (``OPENAI_BASE_URL``) is set and ``--base-url`` is
+    not given: the variable wins over a file's ``base_url``, so the check sends the key there, and that is the
+    address to keep (a later ``dsh acp`` without the variable would otherwise send the checked key elsewhere)."""
+    settings = config.providers.get(provider)
+    variable = getattr(settings, "base_url_env", None)
+    value = (os.environ.get(variable) or "").strip() if isinstance(variable, str) and variable else ""
+    return (str(variable), value) if value else None
+
+
+def _blame(problem: str, given: str) -> str:
+    """The check's failure with its "check VARIABLE" hint pointing at the key setup was given instead: the key
+    under test never came from the environment."""
+    head, separator, _ = problem.rpartition("; check ")
+    return f"{head}; check {given}" if separator else problem
 
 
 def _read_existing(path: Path) -> dict[str, Any]:

@@ -73,6 +73,22 @@ def describe_error(error: BaseException) -> str:
     return " ".join(str(message).split())[:500]
 
 
+def _missing_command(spec: ServerSpec, cwd: str | None) -> str | None:
+    """``command not found: NAME`` when a stdio server's command cannot be run (not on the ``PATH`` it gets, or a
+    path that does not exist); None otherwise, and for HTTP and SSE servers."""
+    import os
+    import shutil
+
+    if spec.transport != "stdio" or not spec.command:
+        return None
+    command = spec.command
+    if "/" in command:
+        path = os.path.join(cwd or os.getcwd(), os.path.expanduser(command))
+        return None if os.access(path, os.X_OK) and not os.path.isdir(path) else f"command not found: {command}"
+    search = spec.env.get("PATH") or os.environ.get("PATH") or os.defpath
+    return None if shutil.which(command, path=search) is not None else f"command not found: {command} (not on PATH)"
+
+
 class ServerConnection:
     def __init__(
         self, spec: ServerSpec, *, cwd: str | None, on_tools: Callable[[ServerConnection], Awaitable[None]]
@@ -115,6 +131,13 @@ class ServerConnection:
         self._stop = anyio.Event()
         reason: str | None = None
         try:
+            missing = _missing_command(self.spec, self.cwd)
+            if missing is not None:  # said at once, never as a timeout (issue 43): nothing to wait for
+                self.state = "failed"
+                self.failure = missing
+                log.warning("mcp server did not start", server=self.name, reason=missing)
+                return
+            await load_sdk()  # before the clock starts: on a loaded machine the import alone can take seconds
             with anyio.CancelScope(deadline=anyio.current_time() + self.spec.timeout) as scope:
                 self._scope = scope
                 try:
@@ -165,7 +188,6 @@ class ServerConnection:
                 yield read, write, None
 
     async def _serve(self, scope: anyio.CancelScope) -> None:
-        await load_sdk()
         from mcp.client.session import ClientSession
         from mcp.types import Implementation
 

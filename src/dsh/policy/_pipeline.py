@@ -5,7 +5,8 @@ Guarantees, for every call of an agent's session:
 
 * **prepare**: a tool with ``prepare`` computes what the call would do (``ToolExecution.prepared`` for every
   stage inside); if it cannot apply (no match, ambiguous match, bad path, invalid arguments) the call ends with
-  the tool's error and nobody is asked.
+  the tool's error and nobody is asked. A refusal that holds whatever the call would do (plan mode and an edit or
+  a command) comes first, before anything is matched.
 * **decide**: :meth:`SessionPolicy.decide` on the session's mode and rules, with the facts prepare found (paths,
   paths outside the roots, the command). Tools without ``prepare`` are judged on their kind and on the paths of
   their ``meta["paths"]`` (or their card's locations), resolved against the session's roots. A refused call ends
@@ -113,6 +114,11 @@ class Pipeline:
         tool = self._ctx.tools.get(execution.name, agent.session.id)
         if tool is None or tool.prepare is None:
             return await next_()
+        # a refusal that holds whatever the call would do comes before anything is matched (issue 43)
+        policy: SessionPolicy = self._policies.session(agent.session.id)
+        early = policy.refusal_before_prepare(self._facts(execution, tool, None))
+        if early is not None:
+            return refused(execution, early.why)
         try:
             prepared = await tool.prepare(execution.arguments, execution)
         except Exception as exc:  # cannot apply: the tool's error, and nobody is asked

@@ -362,6 +362,15 @@ class SessionPolicy:
             "retry it; continue another way or ask the user."
         )
 
+    def refusal_before_prepare(self, facts: CallFacts) -> Decision | None:
+        """The refusal that holds whatever the call would do, so the pipeline gives it before the tool prepares
+        (matches, reads) anything: plan mode refuses every edit and command, and an edit whose text is absent
+        must say "plan mode", not "old_string not found" (issue 43). None: the decision needs the prepared facts."""
+        mutating = facts.kind in EDIT_KINDS or facts.kind in COMMAND_KINDS or facts.asks
+        if self.mode == "plan" and mutating:
+            return Decision("refuse", self._plan(facts))
+        return None
+
     def _plan(self, facts: CallFacts) -> str:
         mutating = facts.kind in EDIT_KINDS or facts.kind in COMMAND_KINDS or facts.asks
         what = "paths outside the session's directory" if facts.outside and not mutating else facts.tool

@@ -504,7 +504,9 @@ class HttpProvider:
             return self.error(f"rate limited (HTTP 429){said}{wait}", "RATE_LIMITED", key)
         hint = ""
         if status in (401, 403):
-            where = self.settings.api_key_env or "api_key"
+            # the key that was sent: an inline api_key wins over the variable
+            inline = self.settings.api_key is not None
+            where = f"providers.{self.name}.api_key" if inline else self.settings.api_key_env or "api_key"
             hint = f"; check {where}"
         elif status == 404:
             hint = f"; check the {self._base_url_hint()} ({endpoint.base_url}) and the model name"

@@ -708,6 +708,10 @@ def _read_info(path: Path, include_empty: bool = False) -> SessionInfo | None:
 
 
 def _info(header: dict[str, Any], updated: float, title: str | None, *, empty: bool = False) -> SessionInfo:
+    """A fork (a ``parent_session`` without a ``parent_call``: not a sub-agent's) is titled ``Fork of …``, so it
+    is not a second identical row beside its source in a list or a picker."""
+    if title is not None and isinstance(header.get("parent_session"), str) and header.get("parent_call") is None:
+        title = f"Fork of {title}"
     return SessionInfo(
         id=str(header["id"]),
         cwd=header.get("cwd"),
