@@ -41,14 +41,29 @@ HERE = Path(__file__).resolve().parent
 # -- the model, inside the daemon ------------------------------------------------------------------------------
 
 
+def _is_session_note(message: dict[str, Any]) -> bool:
+    from dsh.context import SESSION_NOTE_OPENING
+
+    first = next((b for b in message.get("content", []) if b.get("type") == "text"), None)
+    return first is not None and first.get("text", "").startswith(SESSION_NOTE_OPENING)
+
+
 def soak_plugin(ctx: Any, config: Any = None) -> None:
     """Register the ``soak`` model: ``tool`` → ``run_command``; ``mcp`` → the MCP echo tool; ``hang`` → nothing
     until cancelled; a tool result → ``done``; anything else → ``ok``."""
 
     async def adapter(request: Any) -> AsyncIterator[dict[str, Any]]:
-        last = request.messages[-1] if request.messages else {"content": []}
+        # The last message, passing over the session's notes (mode, date: RFC 0032), which follow the prompt.
+        told = [m for m in request.messages if not _is_session_note(m)]
+        last = told[-1] if told else {"content": []}
         blocks = last.get("content", [])
         text = " ".join(b.get("text", "") for b in blocks if b.get("type") == "text").strip()
+        trailing: list[Any] = []  # the user messages since the model last spoke (a context message may follow)
+        for message in reversed(request.messages):
+            if message.get("role") != "user":
+                break
+            trailing.append(message)
+        asked = " ".join(b.get("text", "") for m in trailing for b in m.get("content", []) if isinstance(b, dict))
         called = False
         if any(b.get("type") == "tool-result" for b in blocks):
             yield {"type": "text-delta", "text": "done"}
@@ -70,7 +85,10 @@ def soak_plugin(ctx: Any, config: Any = None) -> None:
                 "name": "mcp__soak__echo",
                 "arguments_delta": arguments,
             }
-        elif text.startswith("stats"):  # what the daemon holds after a full collection (the short mode's bound)
+        elif "stats please" in asked and not any(
+            b.get("type") == "tool-result" for b in blocks
+        ):  # what the daemon holds after a full collection (the short mode's bound;
+            # the end of the text: a session's first message may carry context blocks before the prompt's words)
             import gc
 
             gc.collect()
@@ -132,7 +150,8 @@ class Client:
     waiting: dict[int, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
     updates: int = 0
     said: dict[str, str] = field(default_factory=dict)
-    """The last agent message chunk per session."""
+    """The agent's message text so far, for the sessions in :attr:`probes` (the ``stats`` answers)."""
+    probes: set[str] = field(default_factory=set)
 
     async def reader(self) -> None:
         assert self.process.stdout is not None
@@ -144,8 +163,11 @@ class Client:
                 else:
                     self.updates += 1
                     update = message.get("params", {}).get("update", {})
-                    if update.get("sessionUpdate") == "agent_message_chunk":
-                        self.said[message["params"]["sessionId"]] = update.get("content", {}).get("text", "")
+                    session_id = message["params"]["sessionId"]
+                    if update.get("sessionUpdate") == "agent_message_chunk" and session_id in self.probes:
+                        self.said[session_id] = self.said.get(session_id, "") + update.get("content", {}).get(
+                            "text", ""
+                        )
                 continue
             future = self.waiting.pop(message.get("id"), None)
             if future is not None and not future.done():
@@ -322,6 +344,7 @@ async def soak(seconds: float, workdir: Path, sessions: int = 1, mcp_every: int 
         async def held() -> None:
             """The daemon's live objects and blocks after a full collection (the soak's model measures them)."""
             probe = await open_session(False)
+            client.probes.add(probe)
             await prompt(probe, "stats please")
             fields = dict(part.split("=") for part in client.said[probe].split())
             done = sum(report.operations.values())

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ByteSize, ConfigDict, Field, field_validator
 
+from dsh._text import did_you_mean
 from dsh.context import CompactionConfig, SectionOverrides
 from dsh.errors import DshError
 from dsh.images.config import ImagesConfig
@@ -312,8 +313,6 @@ def _describe(error: ErrorDetails, loc: tuple[int | str, ...]) -> str:
 
 
 def _suggestion(loc: tuple[int | str, ...]) -> str:
-    import difflib
-
     known: list[str] = []
     if len(loc) == 1:
         known = list(DshConfig.model_fields)
@@ -325,10 +324,7 @@ def _suggestion(loc: tuple[int | str, ...]) -> str:
         known = list(SecretsConfig.model_fields)
     if not known:
         return ""
-    close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
-    if close:
-        return f" (did you mean {close[0]!r}?)"
-    return f" (known keys: {', '.join(known)})"
+    return did_you_mean(str(loc[-1]), known) or f" (known keys: {', '.join(known)})"
 
 
 def _kind(value: Any) -> str:

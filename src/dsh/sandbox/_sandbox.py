@@ -31,6 +31,7 @@ import contextvars
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -181,6 +182,7 @@ class Sandbox:
         self._sessions: dict[str, _Session] = {}
         self._blocked: dict[str, dict[str, Level]] = {}
         self._chosen: dict[str, ApprovedLevel] = {}
+        self._lock = threading.Lock()
         self.force_no_ask = os.environ.get(FORCE_NO_ASK_ENV) == "1"
 
     @property
@@ -278,7 +280,8 @@ class Sandbox:
         """Close the session's rulesets and remove its private temporary directory."""
         self._blocked.pop(session, None)
         self._chosen.pop(session, None)
-        state = self._sessions.pop(session, None)
+        with self._lock:
+            state = self._sessions.pop(session, None)
         if state is None:
             return
         for fd in state.rulesets.values():
@@ -291,6 +294,12 @@ class Sandbox:
             self.dispose_session(session)
 
     def temporary_directory(self, session: str) -> str:
+        """*session*'s private temporary directory, made on first use (worker threads and the event loop may ask at
+        once: one of them makes it)."""
+        with self._lock:
+            return self._temporary_directory(session)
+
+    def _temporary_directory(self, session: str) -> str:
         state = self._sessions.get(session)
         if state is None:
             if self._data_dir is not None and session and session.replace("-", "").isalnum():
@@ -314,15 +323,16 @@ class Sandbox:
         if not machine.available:
             raise OSError(f"no sandbox on this machine: {machine.why}")
         level = containment.level
-        tmp = self.temporary_directory(containment.session)
-        state = self._sessions[containment.session]
         roots = tuple(os.path.realpath(root) for root in containment.roots)
         key = (level, roots)
         network = level == "workspace-write" and self.network_on
-        ruleset = state.rulesets.get(key)
-        if ruleset is None:
-            ruleset = self._ruleset(level, roots, tmp, network=network, namespaces=machine.namespaces)
-            state.rulesets[key] = ruleset
+        with self._lock:
+            tmp = self._temporary_directory(containment.session)
+            state = self._sessions[containment.session]
+            ruleset = state.rulesets.get(key)
+            if ruleset is None:
+                ruleset = self._ruleset(level, roots, tmp, network=network, namespaces=machine.namespaces)
+                state.rulesets[key] = ruleset
         plan = self.child_plan(level, roots, ruleset, network=network, parent=os.getpid())
         env = {"TMPDIR": tmp, "TMP": tmp, "TEMP": tmp}
         return SpawnPlan(env, confine_step(plan))
