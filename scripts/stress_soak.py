@@ -41,14 +41,29 @@ HERE = Path(__file__).resolve().parent
 # -- the model, inside the daemon ------------------------------------------------------------------------------
 
 
+def _is_session_note(message: dict[str, Any]) -> bool:
+    from dsh.context import SESSION_NOTE_OPENING
+
+    first = next((b for b in message.get("content", []) if b.get("type") == "text"), None)
+    return first is not None and first.get("text", "").startswith(SESSION_NOTE_OPENING)
+
+
 def soak_plugin(ctx: Any, config: Any = None) -> None:
     """Register the ``soak`` model: ``tool`` → ``run_command``; ``mcp`` → the MCP echo tool; ``hang`` → nothing
     until cancelled; a tool result → ``done``; anything else → ``ok``."""
 
     async def adapter(request: Any) -> AsyncIterator[dict[str, Any]]:
-        last = request.messages[-1] if request.messages else {"content": []}
+        # The last message, passing over the session's notes (mode, date: RFC 0032), which follow the prompt.
+        told = [m for m in request.messages if not _is_session_note(m)]
+        last = told[-1] if told else {"content": []}
         blocks = last.get("content", [])
         text = " ".join(b.get("text", "") for b in blocks if b.get("type") == "text").strip()
+        trailing: list[Any] = []  # the user messages since the model last spoke (a context message may follow)
+        for message in reversed(request.messages):
+            if message.get("role") != "user":
+                break
+            trailing.append(message)
+        asked = " ".join(b.get("text", "") for m in trailing for b in m.get("content", []) if isinstance(b, dict))
         called = False
         if any(b.get("type") == "tool-result" for b in blocks):
             yield {"type": "text-delta", "text": "done"}
@@ -70,6 +85,14 @@ def soak_plugin(ctx: Any, config: Any = None) -> None:
                 "name": "mcp__soak__echo",
                 "arguments_delta": arguments,
             }
+        elif "stats please" in asked and not any(
+            b.get("type") == "tool-result" for b in blocks
+        ):  # what the daemon holds after a full collection (the short mode's bound;
+            # the end of the text: a session's first message may carry context blocks before the prompt's words)
+            import gc
+
+            gc.collect()
+            yield {"type": "text-delta", "text": f"objects={len(gc.get_objects())} blocks={sys.getallocatedblocks()}"}
         elif text.startswith("hang"):
             if request.signal is not None:
                 await request.signal.wait()
@@ -126,6 +149,9 @@ class Client:
     next_id: int = 0
     waiting: dict[int, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
     updates: int = 0
+    said: dict[str, str] = field(default_factory=dict)
+    """The agent's message text so far, for the sessions in :attr:`probes` (the ``stats`` answers)."""
+    probes: set[str] = field(default_factory=set)
 
     async def reader(self) -> None:
         assert self.process.stdout is not None
@@ -136,6 +162,12 @@ class Client:
                     await self.send({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "no"}})
                 else:
                     self.updates += 1
+                    update = message.get("params", {}).get("update", {})
+                    session_id = message["params"]["sessionId"]
+                    if update.get("sessionUpdate") == "agent_message_chunk" and session_id in self.probes:
+                        self.said[session_id] = self.said.get(session_id, "") + update.get("content", {}).get(
+                            "text", ""
+                        )
                 continue
             future = self.waiting.pop(message.get("id"), None)
             if future is not None and not future.done():
@@ -190,12 +222,14 @@ class Report:
     operations: dict[str, int] = field(default_factory=dict)
     samples: list[tuple[float, int]] = field(default_factory=list)
     warm_up: float = 0.0
+    held: list[tuple[int, int, int]] = field(default_factory=list)
+    """``(operations so far, live objects, allocated blocks)`` after a full collection, when measured."""
 
     def count(self, name: str) -> None:
         self.operations[name] = self.operations.get(name, 0) + 1
 
 
-async def soak(seconds: float, workdir: Path, sessions: int = 1, mcp_every: int = 1) -> Report:
+async def soak(seconds: float, workdir: Path, sessions: int = 1, mcp_every: int = 1, measure: bool = False) -> Report:
     report = Report(warm_up=min(max(seconds / 5, 10.0), seconds / 2))
     data = workdir / "data"
     project = workdir / "project"
@@ -284,7 +318,7 @@ async def soak(seconds: float, workdir: Path, sessions: int = 1, mcp_every: int 
             old: list[str] = []
             rounds = 0
             while True:
-                if time.monotonic() - started >= seconds and rounds >= 1:
+                if time.monotonic() - started >= seconds and rounds >= 10:  # every operation at least once
                     break
                 rounds += 1
                 await prompt(session, "tool please")
@@ -307,9 +341,27 @@ async def soak(seconds: float, workdir: Path, sessions: int = 1, mcp_every: int 
                         await client.call("session/close", {"sessionId": again})
                         report.count("close")
 
+        async def held() -> None:
+            """The daemon's live objects and blocks after a full collection (the soak's model measures them)."""
+            probe = await open_session(False)
+            client.probes.add(probe)
+            await prompt(probe, "stats please")
+            fields = dict(part.split("=") for part in client.said[probe].split())
+            done = sum(report.operations.values())
+            report.held.append((done, int(fields["objects"]), int(fields["blocks"])))
+            await client.call("session/close", {"sessionId": probe})
+
+        async def measuring() -> None:
+            await asyncio.sleep(report.warm_up)
+            await held()
+
         sampling = asyncio.ensure_future(sampler())
+        measured = asyncio.ensure_future(measuring()) if measure else None
         try:
             await asyncio.gather(*(worker(index) for index in range(sessions)))
+            if measured is not None:
+                await measured
+                await held()
         finally:
             stop.set()
             await sampling
@@ -336,9 +388,17 @@ async def soak(seconds: float, workdir: Path, sessions: int = 1, mcp_every: int 
     return report
 
 
-def run(seconds: float, sessions: int = 1, mcp_every: int = 1) -> tuple[Report, str]:
+def growth_per_operation(report: Report) -> tuple[float, float]:
+    """Live objects and allocated blocks gained per operation between the two measurements (after warm-up, at
+    the end), each after a full collection."""
+    (ops_a, objects_a, blocks_a), (ops_b, objects_b, blocks_b) = report.held[0], report.held[-1]
+    done = max(ops_b - ops_a, 1)
+    return (objects_b - objects_a) / done, (blocks_b - blocks_a) / done
+
+
+def run(seconds: float, sessions: int = 1, mcp_every: int = 1, measure: bool = False) -> tuple[Report, str]:
     with tempfile.TemporaryDirectory(prefix="dsh-soak-") as workdir:
-        report = asyncio.run(soak(seconds, Path(workdir), sessions, mcp_every))
+        report = asyncio.run(soak(seconds, Path(workdir), sessions, mcp_every, measure))
     warm = [(t, r) for t, r in report.samples if t >= report.warm_up]
     first, last = report.samples[0][1] >> 20, report.samples[-1][1] >> 20
     peak = max(r for _, r in report.samples) >> 20
@@ -348,6 +408,9 @@ def run(seconds: float, sessions: int = 1, mcp_every: int = 1) -> tuple[Report, 
         f"{report.operations}; RSS {first} -> {warmed} (after warm-up) -> {last} MiB, peak {peak} MiB; "
         f"slope after {report.warm_up:.0f} s warm-up: {slope(warm):+.2f} MiB/min ({len(warm)} samples)"
     )
+    if len(report.held) >= 2:
+        objects, blocks = growth_per_operation(report)
+        summary += f"; after warm-up, per operation: {objects:+.2f} live objects, {blocks:+.1f} allocated blocks"
     return report, summary
 
 
@@ -362,10 +425,11 @@ def main() -> int:
         default=0,
         help="every Nth session has the MCP server (default: all of 1, 1 in 10 of more)",
     )
+    parser.add_argument("--measure", action="store_true", help="live objects and blocks per operation after warm-up")
     args = parser.parse_args()
     mcp_every = args.mcp_every or (1 if args.sessions == 1 else 10)
     try:
-        _, summary = run(3.0 if args.short else args.seconds, args.sessions, mcp_every)
+        _, summary = run(3.0 if args.short else args.seconds, args.sessions, mcp_every, args.measure)
     except Failure as exc:
         sys.stdout.write(f"FAILED: {exc}\n")
         return 1

@@ -129,3 +129,82 @@ def test_no_package_imports_another_packages_private_modules() -> None:
                         crossing.add((module, target))
                     break
     assert sorted(crossing) == []
+
+
+# -- no import circle through the leaves (issue #41 item 2, RFC 0027) -------------------------------------------
+
+
+def _runtime_imports(module: str, path: Path) -> Iterator[str]:
+    """The imports of *module* that can run: module level and inside functions (lazy imports count), not those
+    under ``if TYPE_CHECKING:`` (they never execute; the typed context declares the interface services' types
+    through them by design, RFC 0027)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typing_only: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If):
+            test = node.test
+            name = test.id if isinstance(test, ast.Name) else test.attr if isinstance(test, ast.Attribute) else None
+            if name == "TYPE_CHECKING":
+                typing_only.update(id(inner) for statement in node.body for inner in ast.walk(statement))
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            yield target
+            for alias in node.names:
+                if f"{target}.{alias.name}" in MODULES:
+                    yield f"{target}.{alias.name}"
+
+
+RUNTIME = {
+    module: {target for target in _runtime_imports(module, path) if target == "dsh" or target.startswith("dsh.")}
+    for module, path in MODULES.items()
+}
+
+
+def _runtime_circles() -> list[list[str]]:
+    """Circles among the runtime imports longer than a pair of modules of one package (such a pair is one room
+    split in two files, e.g. the loop's agent and driver)."""
+    saved = {module: set(targets) for module, targets in GRAPH.items()}
+    GRAPH.clear()
+    GRAPH.update(RUNTIME)
+    try:
+        found = _cycles("dsh")
+    finally:
+        GRAPH.clear()
+        GRAPH.update(saved)
+
+    def same_package_pair(circle: list[str]) -> bool:
+        return len(circle) == 2 and circle[0].rsplit(".", 1)[0] == circle[1].rsplit(".", 1)[0]
+
+    return [circle for circle in found if not same_package_pair(circle)]
+
+
+def test_the_walk_sees_lazy_imports_and_leaves_typing_imports_out() -> None:
+    assert "dsh.app" in RUNTIME["dsh.cli"]  # function-level
+    assert "dsh.frontends.acp._ports" not in RUNTIME["dsh.frontends.acp._gate"]  # TYPE_CHECKING only
+    assert "dsh.frontends.acp._ports" in GRAPH["dsh.frontends.acp._gate"]
+
+
+def test_no_import_circle_longer_than_a_same_package_pair() -> None:
+    """The leaves (``_log``, ``errors``, ``settings``), the features and the entry layer form no circle: the
+    46-module circle ``_log → settings → config → every feature``, the 56-module one through ``config``,
+    ``commands``, ``context`` and ``services.llm``, and the entry layer's (``_entry``, ``cli``, ``chat``) are gone."""
+    assert len(RUNTIME) > 100
+    assert _runtime_circles() == []
+
+
+def test_the_circle_finder_sees_a_circle_through_a_lazy_import() -> None:
+    RUNTIME["dsh.errors"].add("dsh.settings")  # settings imports errors: a lazy import back closes a circle
+    try:
+        assert any("dsh.errors" in circle for circle in _runtime_circles())
+    finally:
+        RUNTIME["dsh.errors"].discard("dsh.settings")

@@ -12,22 +12,6 @@ from __future__ import annotations
 
 import sys
 
-ACP_ON_A_TERMINAL = (
-    "dsh acp: this is the ACP agent editors start (it speaks JSON-RPC on stdin and stdout); "
-    "to chat in this terminal, run `dsh chat` (Ctrl+D ends this)\n"
-)
-
-
-def note_if_terminal() -> None:
-    """``dsh acp`` typed by a person: one line on stderr pointing to ``dsh chat``; the daemon still serves (an
-    editor never gives it a terminal, so editors never see the line)."""
-    try:
-        if sys.stdin.isatty():
-            sys.stderr.write(ACP_ON_A_TERMINAL)
-            sys.stderr.flush()
-    except (AttributeError, ValueError):
-        pass
-
 
 class _Interrupted(BaseException):
     """SIGINT or SIGTERM while ``dsh exec`` starts or ends (not while its run's own receiver holds the signals)."""
@@ -72,7 +56,7 @@ def _exec_main() -> None:
 
 def main() -> None:
     if sys.argv[1:] == ["acp"]:
-        from dsh.frontends.acp import DaemonOptions, run
+        from dsh.frontends.acp import DaemonOptions, note_if_terminal, run
         from dsh.settings import exit_on_error
 
         with exit_on_error():
@@ -80,6 +64,10 @@ def main() -> None:
         note_if_terminal()
         sys.exit(run(options))
     if sys.argv[1:2] == ["chat"]:  # started by hand, often: its own small parser, not typer's (dsh.chat._cli)
+        if {"--help", "-h"} & set(sys.argv[2:]):
+            from dsh.cli import main as cli_main  # typer's help, drawn like every other command's
+
+            sys.exit(cli_main(["chat", "--help"]))
         from dsh.chat import main as chat_main
 
         sys.exit(chat_main(sys.argv[2:]))

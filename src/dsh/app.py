@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from dsh.config import ToolsConfig
+    from dsh.config import DshConfig, ToolsConfig
     from dsh.context import ContextConfig
     from dsh.kernel import Context
     from dsh.policy import PolicyConfig
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 from dsh.settings import DEFAULT_MODEL
 
-__all__ = ["DEFAULT_MODEL", "load_core"]
+__all__ = ["DEFAULT_MODEL", "load_core", "load_product"]
 
 
 def load_core(
@@ -125,3 +125,34 @@ def load_core(
     from dsh.sandbox import sandbox_command_plugin
 
     ctx.plugin(sandbox_command_plugin)
+
+
+def load_product(
+    ctx: Context,
+    config: DshConfig | None,
+    *,
+    data_dir: str | Path | None,
+    policy: PolicyConfig,
+    mcp_timeout: float,
+    agent_loop: dict[str, Any] | None = None,
+) -> None:
+    """The product as the configuration file *config* describes it, the one assembly every front end uses: the core
+    (:func:`load_core`) with the file's providers, context, secrets, sandbox, tools and sub-agent sections, the
+    front end's *policy* and *data_dir* (None: nothing stored), then the MCP servers of the file
+    (``mcp_servers``; *mcp_timeout*: seconds a server gets to start when it does not say)."""
+    from dsh.context import context_from_file
+    from dsh.mcp import McpOptions, mcp_plugin
+
+    load_core(
+        ctx,
+        data_dir=data_dir,
+        agent_loop=agent_loop,
+        providers=config.providers if config is not None else None,
+        context=context_from_file(config),
+        secrets=config.secrets if config is not None else None,
+        sandbox=config.sandbox if config is not None else None,
+        tools=config.tools if config is not None else None,
+        policy=policy,
+        subagent_model=config.subagent_model if config is not None else None,
+    )
+    ctx.plugin(mcp_plugin, McpOptions(config.mcp_servers if config is not None else {}, mcp_timeout))

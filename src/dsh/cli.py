@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -138,14 +139,7 @@ TimeoutOption = Annotated[
 ]
 
 
-@app.command("exec")
-def exec_command(
-    task: Annotated[
-        str | None,
-        typer.Argument(
-            metavar="TASK", help="The task; `-` (or nothing, with stdin not a terminal) reads it from stdin."
-        ),
-    ] = None,
+def _run_options(
     json_output: JsonOption = False,
     cwd: CwdOption = None,
     session: SessionOption = None,
@@ -162,6 +156,40 @@ def exec_command(
     log_level: LogLevelOption = None,
     log_file: LogFileOption = None,
     config: ConfigOption = None,
+) -> None:
+    """The options ``dsh exec`` and ``dsh prompt`` share, declared once: this signature (see
+    :func:`_with_run_options`)."""
+
+
+def _with_run_options(command: Callable[..., None]) -> Callable[..., None]:
+    """*command*'s own parameters (its argument) followed by :func:`_run_options`' options, as typer reads them
+    (the signature and the annotations); typer then calls *command* with every option as a keyword."""
+    import inspect
+    import typing
+
+    hints = {
+        **typing.get_type_hints(command, include_extras=True),
+        **typing.get_type_hints(_run_options, include_extras=True),
+    }
+    own = [p for p in inspect.signature(command).parameters.values() if p.kind is not p.VAR_KEYWORD]
+    shared = list(inspect.signature(_run_options).parameters.values())
+    command.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [p.replace(annotation=hints[p.name]) for p in (*own, *shared)]
+    )
+    command.__annotations__ = {p.name: hints[p.name] for p in (*own, *shared)}
+    return command
+
+
+@app.command("exec")
+@_with_run_options
+def exec_command(
+    task: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="TASK", help="The task; `-` (or nothing, with stdin not a terminal) reads it from stdin."
+        ),
+    ] = None,
+    **options: Any,
 ) -> None:
     """Run one task through the agent loop: the answer on stdout (or --json events), exit 0 done, 1 failed,
     2 usage, 130 interrupted."""
@@ -170,124 +198,62 @@ def exec_command(
             typer.echo("dsh exec: give the task as an argument, or `-` to read it from stdin", err=True)
             raise typer.Exit(2)
         task = sys.stdin.read()
-    _exec(
-        task,
-        json_output=json_output,
-        cwd=cwd,
-        session=session,
-        ephemeral=ephemeral,
-        max_steps=max_steps,
-        timeout=timeout,
-        mode=mode,
-        allow_reads=allow_reads,
-        allow_edits=allow_edits,
-        allow_all=allow_all,
-        model=model,
-        system=system,
-        data_dir=data_dir,
-        log_level=log_level,
-        log_file=log_file,
-        config=config,
-    )
+    _exec(task, options)
 
 
 @app.command()
+@_with_run_options
 def prompt(
     text: Annotated[str, typer.Argument(metavar="TEXT", help="The prompt to send.", show_default=False)],
-    json_output: JsonOption = False,
-    cwd: CwdOption = None,
-    session: SessionOption = None,
-    ephemeral: EphemeralOption = False,
-    max_steps: MaxStepsOption = None,
-    timeout: TimeoutOption = None,
-    mode: ModeOption = None,
-    allow_reads: AllowReadsOption = False,
-    allow_edits: AllowEditsOption = False,
-    allow_all: AllowAllOption = False,
-    model: ModelOption = None,
-    system: SystemOption = None,
-    data_dir: DataDirOption = None,
-    log_level: LogLevelOption = None,
-    log_file: LogFileOption = None,
-    config: ConfigOption = None,
+    **options: Any,
 ) -> None:
     """The same as `dsh exec TEXT` (kept for the scripts that use it)."""
-    _exec(
-        text,
-        json_output=json_output,
-        cwd=cwd,
-        session=session,
-        ephemeral=ephemeral,
-        max_steps=max_steps,
-        timeout=timeout,
-        mode=mode,
-        allow_reads=allow_reads,
-        allow_edits=allow_edits,
-        allow_all=allow_all,
-        model=model,
-        system=system,
-        data_dir=data_dir,
-        log_level=log_level,
-        log_file=log_file,
-        config=config,
-    )
+    _exec(text, options)
 
 
-def _exec(
-    task: str,
-    *,
-    json_output: bool,
-    cwd: str | None,
-    session: str | None,
-    ephemeral: bool,
-    max_steps: int | None,
-    timeout: float | None,
-    mode: str | None,
-    allow_reads: bool,
-    allow_edits: bool,
-    allow_all: bool,
-    model: str | None,
-    system: str | None,
-    data_dir: str | None,
-    log_level: str | None,
-    log_file: str | None,
-    config: str | None,
-) -> None:
+def _exec(task: str, options: dict[str, Any]) -> None:
+    """Run *task* with the :func:`_run_options` *options* (by name)."""
     import anyio
 
     from dsh.frontends.headless import ExecOptions, run_exec
 
+    session, ephemeral = options["session"], options["ephemeral"]
     if session is not None and ephemeral:
         typer.echo("dsh exec: --session continues a stored session; it cannot be --ephemeral", err=True)
         raise typer.Exit(2)
     if not task.strip():
         typer.echo("dsh exec: the task is empty", err=True)
         raise typer.Exit(2)
-    workdir = os.path.abspath(cwd or os.getcwd())
+    workdir = os.path.abspath(options["cwd"] or os.getcwd())
     if not os.path.isdir(workdir):
         typer.echo(f"dsh exec: --cwd: {workdir} is not a directory", err=True)
         raise typer.Exit(2)
     settings = settings_for(
-        config, model=model, system_prompt=system, data_dir=data_dir, log_level=log_level, log_file=log_file
+        options["config"],
+        model=options["model"],
+        system_prompt=options["system"],
+        data_dir=options["data_dir"],
+        log_level=options["log_level"],
+        log_file=options["log_file"],
     )
     if not ephemeral:
         from dsh.settings import create_data_dir
 
         create_data_dir(settings, "dsh exec")
-    options = ExecOptions(
+    run = ExecOptions(
         task=task,
         cwd=workdir,
-        json=json_output,
+        json=options["json_output"],
         session=session,
         ephemeral=ephemeral,
-        max_steps=max_steps,
-        timeout=timeout,
-        mode=mode,
-        allow_reads=allow_reads,
-        allow_edits=allow_edits,
-        allow_all=allow_all,
+        max_steps=options["max_steps"],
+        timeout=options["timeout"],
+        mode=options["mode"],
+        allow_reads=options["allow_reads"],
+        allow_edits=options["allow_edits"],
+        allow_all=options["allow_all"],
     )
-    raise typer.Exit(anyio.run(run_exec, options, settings))
+    raise typer.Exit(anyio.run(run_exec, run, settings))
 
 
 @app.command()
@@ -331,7 +297,7 @@ def acp(
             agent_events=agent_events,
             record=record,
         )
-    from dsh._entry import note_if_terminal
+    from dsh.frontends.acp import note_if_terminal
 
     note_if_terminal()
     if replay_models is not None:
@@ -618,6 +584,13 @@ def config_show(
         bool, typer.Option("--system-prompt", help="Print the system prompt a new session would send instead.")
     ] = False,
     cwd: Annotated[str | None, typer.Option(metavar="DIR", help="With --system-prompt: a session in DIR.")] = None,
+    client_prompt: Annotated[
+        str | None,
+        typer.Option(metavar="TEXT", help="With --system-prompt: an editor's systemPrompt for the session."),
+    ] = None,
+    client_prompt_mode: Annotated[
+        str, typer.Option(metavar="MODE", help="With --client-prompt: append (default) or override.")
+    ] = "append",
 ) -> None:
     """Print the effective configuration as YAML: every section and key of the configuration model with its value, where it came from (default, file, environment) and, for keys the file sets, their defaults; secrets masked as *** (keys from the environment by name)."""
     from dsh.config import render_config
@@ -627,7 +600,7 @@ def config_show(
     if system_prompt:
         from dsh.frontends.acp import show_system_prompt
 
-        raise typer.Exit(show_system_prompt(settings, cwd))
+        raise typer.Exit(show_system_prompt(settings, cwd, client_prompt, client_prompt_mode))
     origin = "--config" if config else "DSH_CONFIG" if os.environ.get("DSH_CONFIG") else None
     typer.echo(render_config(loaded, source=path, env=os.environ, config_origin=origin), nl=False)
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ByteSize, ConfigDict, Field, field_validator
 
+from dsh._text import did_you_mean
 from dsh.context import CompactionConfig, SectionOverrides
 from dsh.errors import DshError
 from dsh.images.config import ImagesConfig
@@ -37,7 +38,7 @@ from dsh.policy import PermissionsConfig
 from dsh.providers import ProviderSettings
 from dsh.sandbox import SandboxConfig
 from dsh.secrets import SecretsConfig
-from dsh.settings import DEFAULT_MODEL
+from dsh.settings import DEFAULT_MODEL, default_config_path
 
 if TYPE_CHECKING:
     import yaml
@@ -189,12 +190,6 @@ class ConfigError(DshError):
 # -- finding and loading -------------------------------------------------------------------------------------
 
 
-def default_config_path() -> Path:
-    """``$XDG_CONFIG_HOME/dsh/config.yaml``, else ``~/.config/dsh/config.yaml`` (whether or not it exists)."""
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "dsh" / "config.yaml"
-
-
 def find_config_file(explicit: str | Path | None) -> Path | None:
     """The file to load: *explicit* (``--config``, else ``DSH_CONFIG``, chosen by the caller; returned even when
     missing, so that loading it reports it), else :func:`default_config_path` only if it is a file, else None.
@@ -318,8 +313,6 @@ def _describe(error: ErrorDetails, loc: tuple[int | str, ...]) -> str:
 
 
 def _suggestion(loc: tuple[int | str, ...]) -> str:
-    import difflib
-
     known: list[str] = []
     if len(loc) == 1:
         known = list(DshConfig.model_fields)
@@ -331,10 +324,7 @@ def _suggestion(loc: tuple[int | str, ...]) -> str:
         known = list(SecretsConfig.model_fields)
     if not known:
         return ""
-    close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
-    if close:
-        return f" (did you mean {close[0]!r}?)"
-    return f" (known keys: {', '.join(known)})"
+    return did_you_mean(str(loc[-1]), known) or f" (known keys: {', '.join(known)})"
 
 
 def _kind(value: Any) -> str:

@@ -77,8 +77,9 @@ class SettingSpec:
 
 def default_config_path() -> Path:
     """``$XDG_CONFIG_HOME/dsh/config.yaml``, else ``~/.config/dsh/config.yaml`` (whether or not it exists)."""
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "dsh" / "config.yaml"
+    from dsh.ownfiles import user_config_dir
+
+    return user_config_dir() / "config.yaml"
 
 
 def default_data_dir() -> str:

@@ -168,7 +168,9 @@ async def test_non_request_gets_invalid_request_with_null_id(daemon: RawDaemon, 
         await daemon.assert_serving(strict=True)
 
 
-@pytest.mark.parametrize("method", ["nope", "session/set_title", "session/set_thing", "_zed.dev/workspace/buffers", ""])
+@pytest.mark.parametrize(
+    "method", ["nope", "session/set_archived", "session/set_thing", "_zed.dev/workspace/buffers", ""]
+)
 async def test_unknown_method_is_method_not_found_with_the_id(daemon: RawDaemon, method: str) -> None:
     with anyio.fail_after(WAIT):
         await daemon.send({"jsonrpc": "2.0", "id": "req-7", "method": method, "params": {}})

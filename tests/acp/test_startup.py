@@ -31,6 +31,7 @@ BEFORE_THE_ANSWER = {
     "dsh.frontends.acp",
     "dsh.frontends.acp._auth",
     "dsh.frontends.acp._boot",
+    "dsh.frontends.acp._features",  # which newer capabilities the client advertised (standard library only)
     "dsh.frontends.acp._daemon",
     "dsh.frontends.acp._framing",
     "dsh.frontends.acp._stdio",

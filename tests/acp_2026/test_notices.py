@@ -89,3 +89,23 @@ async def test_post_notice_emits_once() -> None:
         app.ctx.on(ev.SESSION_NOTICE, seen.append)
         post_notice(app.ctx, notice)
     assert seen == [notice]
+
+
+async def test_a_machine_without_a_sandbox_is_a_notice_at_the_first_turn(tmp_path: Path) -> None:
+    env = {"DSH_SANDBOX_SIMULATE": "unavailable"}
+    async with modern_client(tmp_path, "echo", env=env) as (client, _):
+        session = await client.new_session(tmp_path)
+        assert (await client.prompt(session, "one"))["result"]["stopReason"] == "end_turn"
+        message = await client.wait_for(_is_update("notice"))
+        update = message["params"]["update"]
+        assert message["params"]["sessionId"] == session
+        assert update["severity"] == "warning" and update["title"] == "Commands run without a sandbox"
+        assert "simulated by DSH_SANDBOX_SIMULATE=unavailable" in update["description"]
+        assert update["_meta"] == {"dsh": {"source": "sandbox"}}
+        assert (await client.prompt(session, "two"))["result"]["stopReason"] == "end_turn"
+        assert [u["sessionUpdate"] for u in client.updates(session)].count("notice") == 1  # once per session
+    async with modern_client(tmp_path, "echo", {}, env=env, name="plain.log") as (client, _):
+        session = await client.new_session(tmp_path)
+        assert (await client.prompt(session, "one"))["result"]["stopReason"] == "end_turn"
+        assert "notice" not in [u["sessionUpdate"] for u in client.updates(session)]
+    assert "Commands run without a sandbox" in (tmp_path / "plain.log").read_text()  # the log line stays

@@ -4,6 +4,7 @@ the screen (``capture-pane``), against ``dsh acp`` on the scripted and echo mode
 from __future__ import annotations
 
 import re
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ from tests.support.chat import (
     tmux_available,
     tmux_chat,
 )
-from tests.support.env import approved_commands_unconfined, sandbox_env, write_script
+from tests.support.env import ROOT, approved_commands_unconfined, sandbox_env, write_script
 from tests.support.provider_server import Reply, serve
 from tests.support.provider_wire import oa_text_reply
 
@@ -422,3 +423,21 @@ async def test_the_peers_habits_against_the_sdk_example_agent(tmp_path: Path) ->
     prompts = [f["params"]["prompt"] for f in sent if f["method"] == "session/prompt"]
     assert "$ ls" in prompts[-1][0]["text"] and "lime-file.txt" in prompts[-1][0]["text"]
     assert prompts[-1][1] == {"type": "text", "text": "and now"}
+
+
+FLOOD_AGENT = f"{shlex.quote(sys.executable)} {shlex.quote(str(ROOT / 'tests' / 'support' / 'flood_agent.py'))}"
+
+
+@pytest.mark.parametrize("keys", [["C-c", "C-c"], ["C-d"], ["C-c", "C-d"]])
+async def test_the_chat_leaves_during_a_flood_whatever_the_agent_does(tmp_path: Path, keys: list[str]) -> None:
+    """Issue 42 item 5: an agent that floods output and ignores session/cancel cannot keep the user in the chat: a
+    second Ctrl+C, or Ctrl+D, during the turn leaves it (the exit bound is hang detection, not a latency claim)."""
+    with tmux_chat(tmp_path, ["--agent", FLOOD_AGENT], sandbox_env(tmp_path, "echo"), tmp_path) as tmux:
+        await tmux.wait_for(lambda s: PROMPT.strip() in s and s.splitlines()[-1].strip() == "flood")
+        await submit(tmux, "go")
+        await tmux.wait_for(lambda s: "flood" in s, within=30)
+        for key in keys[:-1]:  # a first Ctrl+C: the turn is being cancelled (the agent ignores it)
+            tmux.keys(key)
+            await tmux.wait_for(lambda s: "cancelling" in s, within=30)
+        tmux.keys(keys[-1])
+        assert await tmux.exit_status(within=30) == 0

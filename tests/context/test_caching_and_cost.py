@@ -10,8 +10,7 @@ import anyio
 import pytest
 
 from dsh.context._accounting import Accounting
-from dsh.context._models import builtin_price, builtin_window
-from dsh.services.llm import Price, estimate_request
+from dsh.services.llm import Price, builtin_price, builtin_window, estimate_request
 from tests.context.test_sections import write_config
 from tests.support.durable import run_daemon
 from tests.support.provider_server import FakeProvider, Reply

@@ -225,7 +225,7 @@ async def test_a_setsid_grandchild_of_a_server_ends_with_the_session_and_the_dae
 
 async def test_a_setsid_descendant_of_a_command_ends_with_the_session_and_the_daemon(tmp_path: Path) -> None:
     def escape(name: str) -> str:
-        pidfile = tmp_path / f"{name}.pid"
+        pidfile = tmp_path / "project" / f"{name}.pid"  # in the project: approved commands write only there
         return (
             f"setsid sh -c 'echo $$ > {pidfile}.tmp; mv {pidfile}.tmp {pidfile}; exec sleep 600' >/dev/null 2>&1 "
             f"</dev/null & while [ ! -s {pidfile} ]; do sleep 0.01; done; echo started"
@@ -246,7 +246,7 @@ async def test_a_setsid_descendant_of_a_command_ends_with_the_session_and_the_da
         with anyio.fail_after(DEADLINE):
             await editor.prompt(closing, "escape")
             await editor.prompt(staying, "escape")
-        one, two = (int((tmp_path / f"{n}.pid").read_text()) for n in ("one", "two"))
+        one, two = (int((tmp_path / "project" / f"{n}.pid").read_text()) for n in ("one", "two"))
         assert alive(one) and alive(two)
         with anyio.fail_after(DEADLINE):
             await editor.conn.close_session(session_id=closing)

@@ -8,7 +8,8 @@ chose ran, no secret from outside the roots reached anything dsh stored or print
 (but the git ones, which are harmless once their configuration was refused) was asked or refused, never run.
 
 ``layer``: ``parser`` is dsh as it ships; ``sandbox`` forces the parser's verdict to "read-only, run it"
-(:data:`~tests.support.hostile_commands.FORCED_READ_ONLY_PLUGIN`), so that the OS sandbox alone must hold.
+(:func:`~tests.support.hostile_commands.forced_no_ask_env`, the sandbox's test hook), so that the OS sandbox alone
+must hold.
 """
 
 from __future__ import annotations
@@ -17,16 +18,18 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
+from acp import text_block
 
 from tests.support.editor import EditorClient, run_editor, write_script
 from tests.support.headless import exec_run
 from tests.support.hostile_commands import (
     CORPUS,
     EDITS,
-    FORCED_READ_ONLY_PLUGIN,
     World,
     check_world,
+    forced_no_ask_env,
     make_world,
     results_by_id,
     script_steps,
@@ -40,12 +43,13 @@ ACCEPT_EDITS_WRITES = tuple(path for path, _ in EDITS if ".git" not in path.spli
 
 
 def _layer_env(layer: str) -> dict[str, str]:
-    plugins = [PLUGIN]
+    env = {"DSH_PLUGINS": PLUGIN}
     if layer == "sandbox":
-        if FORCED_READ_ONLY_PLUGIN is None:
-            pytest.skip("the sandbox's forced-verdict hook has not landed yet (issue #33 item 1)")
-        plugins.append(FORCED_READ_ONLY_PLUGIN)
-    return {"DSH_PLUGINS": ",".join(plugins)}
+        forced = forced_no_ask_env()
+        if forced is None:
+            pytest.skip("this dsh has no sandbox whose verdict hook could be forced (issue #33 item 1)")
+        env.update(forced)
+    return env
 
 
 def _assert_asked_or_refused(world: World, prefix: str, layer: str) -> None:
@@ -72,7 +76,9 @@ def _task(call_id: str) -> dict[str, Any]:
 async def test_the_corpus_in_every_mode_and_in_an_explore_sub_agent(tmp_path: Path, layer: str) -> None:
     env = _layer_env(layer)
     world = make_world(tmp_path)
-    sessions = ("default", "accept-edits", "plan", "explore")
+    # the sandbox layer forces every command to run: one mode with edits and the sub-agent show it (plan mode
+    # refuses commands before the sandbox is consulted, and default mode differs from accept-edits only in edits)
+    sessions = ("default", "accept-edits", "plan", "explore") if layer == "parser" else ("accept-edits", "explore")
     steps: list[dict[str, Any]] = []
     for name in sessions:
         prefix = name[0] + name[-1]
@@ -90,11 +96,12 @@ async def test_the_corpus_in_every_mode_and_in_an_explore_sub_agent(tmp_path: Pa
             session = (await editor.new_session()).session_id
             if name != "explore":
                 await editor.conn.set_session_mode(session_id=session, mode_id=name)
-            with anyio.fail_after(DEADLINE):
-                assert (await editor.prompt(session, "go")).stop_reason == "end_turn"
+            with anyio.fail_after(DEADLINE):  # a whole batch: longer than Editor.prompt's bound for one step
+                response = await editor.conn.prompt(session_id=session, prompt=[text_block("go")])
+            assert response.stop_reason == "end_turn"
         asked = client.permissions()
     check_world(world, before, allowed_writes=ACCEPT_EDITS_WRITES)
-    for name in ("default", "accept-edits", "plan", "explore"):
+    for name in sessions:
         _assert_asked_or_refused(world, name[0] + name[-1], layer)
     if layer == "parser":
         titles = [request["toolCall"]["title"] for request in asked]
@@ -102,8 +109,11 @@ async def test_the_corpus_in_every_mode_and_in_an_explore_sub_agent(tmp_path: Pa
         assert any("\\x1b" in title for title in titles)  # the control-character commands were shown escaped
 
 
-@pytest.mark.parametrize("layer", LAYERS)
-@pytest.mark.parametrize("edits", [False, True], ids=["allow-reads", "allow-reads-and-edits"])
+@pytest.mark.parametrize(
+    ("layer", "edits"),
+    [("parser", False), ("parser", True), ("sandbox", True)],
+    ids=["parser-allow-reads", "parser-allow-reads-and-edits", "sandbox-allow-reads-and-edits"],
+)
 def test_the_corpus_in_dsh_exec_with_allow_reads(tmp_path: Path, layer: str, edits: bool) -> None:
     env = _layer_env(layer)
     world = make_world(tmp_path)
@@ -111,8 +121,50 @@ def test_the_corpus_in_dsh_exec_with_allow_reads(tmp_path: Path, layer: str, edi
     before = snapshot(world)
     flags = ["--json", "--allow-reads", *(["--allow-edits"] if edits else [])]
     run = exec_run(tmp_path, *flags, "go", model=model, env=env, cwd=world.project)
-    assert run.code == (1 if layer == "parser" else 0), run.stderr[-2000:]  # 1: calls were refused
+    assert run.code == 1, run.stderr[-2000:]  # 1: calls were refused (the edits of git's files, in both layers)
     shown = [line for line in run.stderr.splitlines() if line.startswith("dsh: run_command:")]
     assert shown and not any(char in line for line in shown for char in "\x1b\r\u202e\u200b")
     check_world(world, before, allowed_writes=ACCEPT_EDITS_WRITES if edits else (), printed=run.stdout + run.stderr)
     _assert_asked_or_refused(world, "x", layer)
+
+
+async def test_a_megabyte_command_and_a_deep_one_ask_with_no_always_and_the_daemon_keeps_answering(
+    tmp_path: Path,
+) -> None:
+    """The issue measured a 24 s freeze for a 1 MB line and "maximum recursion depth exceeded" for ``$(`` nested
+    5,000 deep. Both now ask, with no "always", saying why; ``session/list`` is answered while the turn runs (the
+    split is in a worker thread; 60 s bounds are hang detection, not a latency promise)."""
+    big = "cat inside.txt > ../outside/pwned # " + "a" * 1_000_000
+    deep = "cat " + "$(" * 5000 + "x" + ")" * 5000
+    steps = [
+        {
+            "tool_calls": [
+                {"name": "run_command", "arguments": {"command": c}, "id": i} for i, c in (("big", big), ("deep", deep))
+            ]
+        }
+    ]
+    model = write_script(tmp_path / "script.json", [*steps, {"text": "done"}])
+    client = EditorClient(["reject_once", "reject_once"])
+    listed: list[int] = []
+    async with run_editor(tmp_path, model, client) as editor:
+        session = (await editor.new_session()).session_id
+        finished = anyio.Event()
+
+        async def lister() -> None:
+            while not finished.is_set():
+                listed.append(len((await editor.conn.list_sessions()).sessions))
+                await anyio.lowlevel.checkpoint()
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as group:
+                group.start_soon(lister)
+                response = await editor.conn.prompt(session_id=session, prompt=[text_block("go")])
+                finished.set()
+    assert response.stop_reason == "end_turn"
+    assert listed and all(count == 1 for count in listed)
+    asked = {request["toolCall"]["toolCallId"]: request for request in client.permissions()}
+    assert sorted(asked) == ["big", "deep"]
+    for request in asked.values():
+        assert [option["name"] for option in request["options"]] == ["Allow", "Reject"]
+    results = results_by_id(World(tmp_path, tmp_path / "project", tmp_path / "outside", tmp_path / "none"))
+    assert set(results) == {"big", "deep"}

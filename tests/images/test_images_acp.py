@@ -84,7 +84,7 @@ async def test_a_png_reaches_openai_and_anthropic_with_its_exact_bytes(tmp_path:
         f"what is this?[image: PNG image, 64x48, {len(picture)} bytes; not shown: blind:gpt-4o does not take images]"
     )
     assert openai.path == "/v1/chat/completions"
-    user = openai.body["messages"][-1]
+    user = openai.body["messages"][1]  # (the session note, date and mode, follows it)
     assert user["role"] == "user"
     text, image = user["content"]
     assert text == {"type": "text", "text": "what is this?"}

@@ -77,9 +77,9 @@ def test_a_model_without_vision_gets_each_image_as_a_note_and_nothing_else_chang
 
 
 def test_an_image_counts_its_pixel_size_not_its_base64() -> None:
-    from dsh.images import image_tokens
+    from dsh.images import TYPICAL_IMAGE_TOKENS, image_tokens
     from dsh.services.llm import content_chars
-    from dsh.services.llm._estimate import CHARS_PER_TOKEN, IMAGE_TOKENS
+    from dsh.services.llm._estimate import CHARS_PER_TOKEN
 
     small, large = _image(64, 64), _image(1024, 1024)
     assert content_chars([small]) == image_tokens(64, 64) * CHARS_PER_TOKEN
@@ -87,4 +87,4 @@ def test_an_image_counts_its_pixel_size_not_its_base64() -> None:
     result = {"type": "tool-result", "tool_call_id": "c", "content": [large], "is_error": False}
     assert content_chars([result]) == content_chars([large])  # an image a tool returned counts the same
     unknown = {"type": "image", "url": "https://example.com/a.png"}
-    assert content_chars([unknown]) == IMAGE_TOKENS * CHARS_PER_TOKEN
+    assert content_chars([unknown]) == TYPICAL_IMAGE_TOKENS * CHARS_PER_TOKEN

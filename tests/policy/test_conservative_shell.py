@@ -133,6 +133,16 @@ def test_a_word_that_is_not_static_is_never_read_only(command: str) -> None:
         "tail --follow=name --pid=1 x",
         "cat --show-al x",
         "ls --al",
+        "grep -R secret .",
+        "grep --dereference-recursive secret .",
+        "rg -L secret",
+        "rg --follow secret",
+        "find -L . -name x",
+        "find . -follow",
+        "ls -LR",
+        "tree -l",
+        "du -L .",
+        "diff -r a b",
     ],
 )
 def test_flags_are_matched_by_an_allow_list_parsed_as_the_tool_parses_them(command: str) -> None:

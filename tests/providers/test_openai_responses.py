@@ -150,10 +150,13 @@ async def test_reasoning_items_are_carried_within_the_turn_and_after_a_load(
         t["type"] == "function" for t in first["tools"]
     )
     assert first["instructions"].startswith("You are dsh")
-    assert first["input"] == [user("go")]
+    # the session note (date, mode; dsh.context._notes) follows the first message, once for the whole session
+    note = first["input"][-1]
+    assert note["role"] == "user" and note["content"][0] == {"type": "input_text", "text": '<context source="session">'}
+    assert first["input"] == [user("go"), note]
     call = {"type": "function_call", "call_id": "call_1", "name": "bulk", "arguments": ARGUMENTS}
     output = {"type": "function_call_output", "call_id": "call_1", "output": bulk_text(40, "a")}
-    turn_one = [user("go"), REASONING_1, call, output]
+    turn_one = [user("go"), note, REASONING_1, call, output]
     assert second["input"] == turn_one  # step 1's reasoning item goes back, before its call
     assert second["reasoning"]["effort"] == "medium"
     turn_one_done = [*turn_one, REASONING_2, assistant("Done now.")]

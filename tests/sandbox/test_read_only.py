@@ -109,3 +109,19 @@ async def test_a_forced_no_ask_command_cannot_connect_to_a_loopback_server(tmp_p
     assert "probe-done" in text
     assert "connected" not in text.replace("probe-done", "")
     assert accepted == []
+
+
+async def test_the_hook_as_a_plugin_forces_the_verdict_too(tmp_path: Path) -> None:
+    env = {"DSH_PLUGINS": "tests.support.sandbox_hooks:force_read_only"}
+    text, asked = await run(tmp_path, "echo pwned > written.txt", env=env)
+    assert asked == []
+    assert not (tmp_path / "project" / "written.txt").exists()
+    assert BLOCKED_READ_ONLY in text
+
+
+async def test_a_forced_no_ask_command_cannot_signal_the_daemon(tmp_path: Path) -> None:
+    if support().abi < 6:
+        pytest.skip("signal scoping needs Landlock ABI 6")
+    text, asked = await run(tmp_path, "kill -0 $PPID && echo can-signal || echo cannot-signal", env=FORCED)
+    assert asked == []
+    assert "cannot-signal" in text

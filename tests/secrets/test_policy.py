@@ -171,7 +171,7 @@ def test_config_show_lists_what_commands_will_not_see_by_name_never_by_value() -
     assert "# passed through anyway: GITHUB_TOKEN\n" in rendered
     assert "secrets.remove AWS_*" in rendered
     data = yaml.safe_load(rendered)
-    assert data["secrets"] == {"pass_through": ["GITHUB_TOKEN"], "remove": ["AWS_*"]}
+    assert data["secrets"] == {"pass_through": ["GITHUB_TOKEN"], "remove": ["AWS_*"], "redact_prompts": True}
     assert "# commands dsh runs will not see: nothing set now" in render_config(None, source=None, env={"PATH": "/bin"})
 
 

@@ -130,10 +130,18 @@ def _screen_on_timeout(tmux: Tmux) -> Iterator[None]:
 
 @contextmanager
 def tmux_chat(
-    tmp_path: Path, args: list[str], env: Mapping[str, str], cwd: Path, *, width: int = 100, height: int = 30
+    tmp_path: Path,
+    args: list[str],
+    env: Mapping[str, str],
+    cwd: Path,
+    *,
+    width: int = 100,
+    height: int = 30,
+    raw: Path | None = None,
 ) -> Iterator[Tmux]:
     """``dsh chat ARGS`` in a private tmux server's only pane; the pane stays after the chat exits
-    (``remain-on-exit``) so its last screen can be read."""
+    (``remain-on-exit``) so its last screen can be read. With *raw*, every byte the chat writes to the pty is
+    appended to that file (``pipe-pane``, started before the chat)."""
     socket_dir = Path(tempfile.mkdtemp(prefix="dsh-tmux-"))  # a short path: a unix socket's is limited to ~107 bytes
     socket = socket_dir / "sock"
     tmux = Tmux(socket)
@@ -166,6 +174,8 @@ def tmux_chat(
     )
     try:
         tmux._run("set-option", "-t", "chat", "remain-on-exit", "on")
+        if raw is not None:
+            tmux._run("pipe-pane", "-t", "chat", f"cat >> {shlex.quote(str(raw))}")
         tmux._run("respawn-pane", "-k", "-t", "chat", command)
         yield tmux
     finally:

@@ -2,8 +2,9 @@
 try, by class, and the world they are tried in.
 
 * :func:`make_world` builds, under a test's ``tmp_path``: a git repository ``project/`` (the session's directory)
-  with ``inside.txt``; ``outside/`` next to it, holding a secret, a file list and ``evil.sh`` (a program that, if
-  it ever runs, leaves a ``RAN-*`` file in ``outside/``); a private key in the sandboxed ``$HOME/.ssh``.
+  with ``inside.txt`` and a symlink ``linked`` to ``outside/``; ``outside/`` next to it, holding a secret, a file
+  list and ``evil.sh`` (a program that, if it ever runs, leaves a ``RAN-*`` file in ``outside/``); a private key in
+  the sandboxed ``$HOME/.ssh``.
 * :data:`CORPUS` (at least 60 entries): each one, if it ran without a question, would write outside the private
   temporary directory, run a program the model or the repository chose, or read outside the roots. Templates:
   ``{evil}`` (the program), ``{abs_out}`` (``outside/``'s absolute path).
@@ -13,9 +14,9 @@ try, by class, and the world they are tried in.
   after a batch in which every question was declined: the world is as it was (but for the files the edit tools
   were allowed to write and git's index), no ``RAN-*`` file exists, no secret appears in anything dsh stored or
   printed, and the controls ran (so that the invariant is not met by nothing running at all).
-* :data:`FORCED_READ_ONLY_PLUGIN`: the sandbox layer's switch. A ``DSH_PLUGINS`` entry that forces the parser's
-  verdict to "read-only, run it"; with it, only the OS sandbox stands between the corpus and the world. None
-  until the sandbox lands (the layer is then skipped, one parameter away).
+* :func:`forced_no_ask_env`: the sandbox layer's switch, the sandbox's test hook (``dsh.sandbox.FORCE_NO_ASK_ENV``)
+  that forces the policy's verdict to "no question, read-only" for every command; with it, only the OS sandbox
+  stands between the corpus and the world. None where dsh has no sandbox package (the layer is then skipped).
 """
 
 from __future__ import annotations
@@ -31,12 +32,12 @@ __all__ = [
     "CONTROLS",
     "CORPUS",
     "EDITS",
-    "FORCED_READ_ONLY_PLUGIN",
     "KEY",
     "SECRET",
     "Hostile",
     "World",
     "check_world",
+    "forced_no_ask_env",
     "make_world",
     "script_steps",
     "snapshot",
@@ -46,9 +47,15 @@ SECRET = "s3cr3t-7f3a0c9e1b"
 KEY = "k3y-91bd44e0aa"
 INSIDE = "inside-content-5d2e"
 
-FORCED_READ_ONLY_PLUGIN: str | None = None
-"""``module:attribute`` of a plugin that makes the policy allow every command as read-only (the sandbox's test
-hook). None: the sandbox layer is not available yet."""
+
+def forced_no_ask_env() -> dict[str, str] | None:
+    """The daemon environment that forces every command's verdict to "no question" (the sandbox's test hook), or
+    None when this dsh has no sandbox to force it for."""
+    try:
+        from dsh.sandbox import FORCE_NO_ASK_ENV  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    return {str(FORCE_NO_ASK_ENV): "1"}
 
 
 @dataclass(frozen=True)
@@ -146,12 +153,17 @@ CORPUS: tuple[Hostile, ...] = (
     Hostile(_O, "diff inside.txt ../outside/secret.txt"),
     Hostile(_O, "tail ~/.ssh/id_rsa"),
     Hostile(_O, "cd ~/.ssh && cat id_rsa"),
+    Hostile(_O, "cat linked/secret.txt"),
+    Hostile(_O, "grep -R s3cr3t ."),
+    Hostile(_O, "rg --follow s3cr3t"),
+    Hostile(_O, "diff -r sub linked"),
+    Hostile(_O, "find -L . -name secret.txt -printf %p"),
     Hostile(_G, "cd fake && git status"),
     Hostile(_G, "git status"),
     Hostile(_G, "git diff"),
     Hostile(_L, "cat inside.txt > ../outside/pwned-26 # " + "a" * 70_000),
     Hostile(_L, "cat " + "$(" * 5000 + "sh {evil}" + ")" * 5000),
-    Hostile(_L, "cat " + "$(cat " * 300 + "../outside/secret.txt" + ")" * 300),
+    Hostile(_L, "cat " + "$(cat " * 80 + "../outside/secret.txt" + ")" * 80),
     Hostile(_C, "ls \x1b[2K; sort -o ../outside/pwned-27 inside.txt"),
     Hostile(_C, "cat inside.txt #\u202e > ../outside/x\nsort -o ../outside/pwned-28 inside.txt"),
     Hostile(_C, "cat inside.txt\r> ../outside/pwned-29"),
@@ -182,8 +194,9 @@ def make_world(root: Path) -> World:
     (project / "sub" / "keep.txt").write_text("keep\n", encoding="utf-8")
     (outside / "secret.txt").write_text(SECRET + "\n", encoding="utf-8")
     (outside / "list").write_bytes(str(outside / "secret.txt").encode() + b"\0")
+    (project / "linked").symlink_to(outside, target_is_directory=True)  # a link inside the roots, out of them
     evil = outside / "evil.sh"
-    evil.write_text(f'#!/bin/sh\ntouch "{outside}/RAN-$$"\ncat\n', encoding="utf-8")
+    evil.write_text(f'#!/bin/sh\ntouch "{outside}/RAN-$$"\nexit 0\n', encoding="utf-8")
     evil.chmod(0o755)
     ssh = root / "home" / ".ssh"
     ssh.mkdir(parents=True, exist_ok=True)

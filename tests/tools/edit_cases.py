@@ -149,6 +149,12 @@ ROUND_2 = [
         b"x = [\n    ...\n]\ny = (...)\n[...]\n",
     ),
     Case(
+        "a bracketed markdown line is text",
+        b"# Notes\n",
+        edit("# Notes", "# Notes\n\n[Read more...]\n(see here...)"),
+        b"# Notes\n\n[Read more...]\n(see here...)\n",
+    ),
+    Case(
         "a parenthesised call line is code",
         b"a = 1\n",
         edit("a = 1", "a = 1\n(check_rest(a))"),
@@ -203,6 +209,13 @@ ROUND_2 = [
         b'print("hi")\n',
         edit('print(\\"hi\\")', 'print(\\"bye\\")'),
         b'print("bye")\n',
+        says=("escape",),
+    ),
+    Case(
+        "over-escaped old_string ending a line before the next one",
+        b"x = 1\ny = 2\n",
+        edit("x = 1\\n", "x = 5\\n"),
+        b"x = 5\ny = 2\n",
         says=("escape",),
     ),
     Case(
@@ -299,6 +312,26 @@ ROUND_2 = [
         edit("a = 1", "a = 2"),
         code="AMBIGUOUS_MATCH",
         says=("lines 1, 2",),
+    ),
+    Case(
+        "runs of blanks never match inside a longer word",
+        b"value  = 10\n",
+        edit("value = 1", "value = 2"),
+        code="NO_MATCH",
+        says=("     1\tvalue  = 10",),
+    ),
+    Case(
+        "unicode spaces never match inside a longer word",
+        "n\u2004= 12\n".encode(),
+        edit("n = 1", "n = 2"),
+        code="NO_MATCH",
+    ),
+    Case(
+        "blank edges: a file without a final newline keeps none",
+        b"a\nb",
+        edit("b\n", "c\n"),
+        b"a\nc",
+        says=("blank",),
     ),
     Case(
         "a missing blank is not a run",

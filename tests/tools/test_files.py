@@ -74,7 +74,8 @@ async def test_read_errors_say_what_is_wrong(call: Call, work: Path) -> None:
     assert binary.error is not None and binary.error["code"] == "NOT_TEXT"
     assert (
         text(binary)
-        == "Error: blob.bin is a binary file (application/octet-stream, 4 bytes), not text: read_file shows only text files"
+        == "Error: blob.bin is a binary file (application/octet-stream, 4 bytes), not text: read_file shows only text "
+        "files (write_file may now replace it whole, delete_file remove it)"
     )
     (work / "pic.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 100)
     png = await call("read_file", {"path": "pic.png"})

@@ -60,7 +60,7 @@ async def run_chat(options: ChatOptions, *, interactive: bool) -> int:
                 view = PipedView(allow=options.yes)
             code = 1
             async with anyio.create_task_group() as task_group:
-                client = AcpClient(agent, task_group, cwd, view, trace, options.config)
+                client = AcpClient(agent, task_group, cwd, view, trace, options.config, careful=options.careful)
                 task_group.start_soon(_stop_on_signal, task_group.cancel_scope)
                 try:
                     code = await view.run(client, options.resume)
@@ -90,6 +90,9 @@ async def _stop_on_signal(scope: anyio.CancelScope) -> None:
 
 
 def _failed(message: str, tail: str) -> int:
+    from dsh.chat._sanitize import sanitize
+
+    message, tail = sanitize(message), sanitize(tail)  # both hold the agent's words: stderr is the terminal
     sys.stderr.write(f"dsh chat: {message}\n")
     if tail.strip():
         sys.stderr.write("agent stderr (last lines):\n" + tail + "\n")

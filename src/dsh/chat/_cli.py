@@ -35,6 +35,11 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("--agent", metavar="COMMAND", help="talk to this ACP agent instead of `dsh acp`")
+    parser.add_argument(
+        "--trust-agent",
+        action="store_true",
+        help="with --agent: serve its file reads and writes outside the directory and its commands without asking",
+    )
     parser.add_argument("--resume", action="store_true", help="pick a stored session and load it")
     parser.add_argument("--yes", action="store_true", help="without a terminal: allow every permission request once")
     parser.add_argument("--trace", metavar="FILE", help="append every ACP frame, both ways, to FILE")
@@ -59,17 +64,14 @@ def parse(argv: list[str]) -> ChatOptions:
         data_dir=args.data_dir,
         config=args.config,
         cwd=args.cwd,
+        trust_agent=args.trust_agent,
     )
 
 
 def main(argv: list[str] | None = None) -> int:
-    from dsh.chat import run
+    from dsh.chat._run import run
 
     args = sys.argv[2:] if argv is None else argv
-    if "--help" in args or "-h" in args:
-        from dsh.cli import main as cli_main  # typer's help, drawn like every other command's
-
-        return cli_main(["chat", "--help"])
     try:
         options = parse(args)
     except SystemExit as stop:

@@ -10,20 +10,28 @@ What this module guarantees:
   with the cancelled outcome").
 * The session's state (:class:`~dsh.chat._state.SessionState`) is updated before the view sees an update, so
   the view always draws from state that includes it.
+* A *careful* client (an agent given with ``--agent``, unless ``--trust-agent``; issue 34 item 3) asks the user
+  before it serves ``fs/read_text_file`` or ``fs/write_text_file`` of a path outside the working directory (its
+  real location: a symlink inside that leads out counts as outside) and before every ``terminal/create``; the
+  question is drawn like a permission request (the path or the command, sanitised; a write's content as a
+  diff). A refusal answers the request -32603 "the user refused …"; nothing is read, written or run.
 
 Nothing here draws: the view (:class:`ChatView`) decides what a person or a script sees.
 """
 
 from __future__ import annotations
 
+import os
+import shlex
 from typing import Any, Protocol
 
 import anyio
 from anyio.abc import TaskGroup
 
-from dsh.chat import _fs
 from dsh.chat._agent import AgentProcess
+from dsh.chat._fs import read_text_file, write_text_file
 from dsh.chat._rpc import Connection, RpcError
+from dsh.chat._secrets import sealed
 from dsh.chat._state import SessionState
 from dsh.chat._terminals import Terminal, Terminals
 
@@ -53,8 +61,13 @@ class AcpClient:
         view: ChatView,
         trace: Any = None,
         config: str | None = None,
+        *,
+        careful: bool = False,
     ):
         self.cwd = cwd
+        self.config = config
+        self.careful = careful
+        self._task_group = task_group
         self.view = view
         self.state = SessionState()
         self.agent_info: dict[str, Any] = {}
@@ -80,6 +93,7 @@ class AcpClient:
     async def initialize(self) -> None:
         from dsh import __version__
 
+        self._task_group.start_soon(sealed, self.config)  # while the agent starts; awaited by prompt()
         result = await self.connection.request(
             "initialize",
             {
@@ -142,7 +156,9 @@ class AcpClient:
         return sessions
 
     async def prompt(self, blocks: list[dict[str, Any]]) -> str:
-        """Run one turn; its stop reason (``end_turn``, ``cancelled``, …)."""
+        """Run one turn; its stop reason (``end_turn``, ``cancelled``, …). The chat is sealed first (it started
+        sealing at ``initialize``): nothing the model runs can read the keys from our ``/proc``."""
+        await sealed(self.config)
         result = await self.connection.request("session/prompt", {"sessionId": self.session_id, "prompt": blocks})
         reason = result.get("stopReason") if isinstance(result, dict) else None
         return reason if isinstance(reason, str) else "end_turn"
@@ -193,13 +209,46 @@ class AcpClient:
     async def _on_request(self, method: str, params: Any) -> Any:
         if method == "session/request_permission":
             return await self._permission(params)
+        if self.careful and method in ("fs/read_text_file", "fs/write_text_file", "terminal/create"):
+            await self._consent(method, params)
         if method == "fs/read_text_file":
-            return await _fs.read_text_file(params)
+            return await read_text_file(params)
         if method == "fs/write_text_file":
-            return await _fs.write_text_file(params)
+            return await write_text_file(params)
         if method.startswith("terminal/"):
             return await self.terminals.handle(method, params)
         raise RpcError(-32601, "Method not found", {"method": method})
+
+    async def _consent(self, method: str, params: Any) -> None:
+        """Ask the user before serving a careful request (see the module docstring); raises when refused."""
+        if not isinstance(params, dict):
+            return  # the handler answers -32602
+        if method == "terminal/create":
+            command = params.get("command")
+            args = params.get("args") or []
+            if not isinstance(command, str) or not isinstance(args, list):
+                return
+            shown = shlex.join([command, *(str(a) for a in args)])
+            card: dict[str, Any] = {"title": "The agent wants to run a command", "kind": "execute"}
+            card["rawInput"] = {"command": shown}
+            what = f"run {shown}"
+        else:
+            path = params.get("path")
+            if not isinstance(path, str) or not os.path.isabs(path) or _inside(path, self.cwd):
+                return
+            write = method == "fs/write_text_file"
+            card = {"title": f"The agent wants to {'write' if write else 'read'} {path} (outside {self.cwd})"}
+            card["kind"] = "edit" if write else "read"
+            if write and isinstance(params.get("content"), str):
+                card["content"] = [{"type": "diff", "path": path, "oldText": None, "newText": params["content"]}]
+            what = f"{'write' if write else 'read'} {path}"
+        card["toolCallId"] = f"client-{method}"
+        options = [
+            {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+            {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+        ]
+        if await self._ask(card, options) != "allow":
+            raise RpcError(-32603, f"the user refused to let the agent {what}")
 
     async def _permission(self, params: Any) -> dict[str, Any]:
         if not isinstance(params, dict) or not isinstance(params.get("options"), list):
@@ -207,6 +256,13 @@ class AcpClient:
         raw = params.get("toolCall")
         tool_call: dict[str, Any] = raw if isinstance(raw, dict) else {}
         options = [o for o in params["options"] if isinstance(o, dict) and "optionId" in o]
+        choice = await self._ask(tool_call, options)
+        if choice is None:
+            return {"outcome": {"outcome": "cancelled"}}
+        return {"outcome": {"outcome": "selected", "optionId": choice}}
+
+    async def _ask(self, tool_call: dict[str, Any], options: list[dict[str, Any]]) -> str | None:
+        """The view's choice among *options*; None when the turn is cancelled while it asks."""
         choice: str | None = None
         with anyio.CancelScope() as scope:
             self._asking.add(scope)
@@ -214,6 +270,10 @@ class AcpClient:
                 choice = await self.view.ask_permission(tool_call, options)
             finally:
                 self._asking.discard(scope)
-        if choice is None:
-            return {"outcome": {"outcome": "cancelled"}}
-        return {"outcome": {"outcome": "selected", "optionId": choice}}
+        return choice
+
+
+def _inside(path: str, cwd: str) -> bool:
+    """Whether *path*'s real location (symlinks resolved, as far as they exist) is *cwd* or below it."""
+    real, root = os.path.realpath(path), os.path.realpath(cwd)
+    return real == root or real.startswith(root.rstrip("/") + "/")

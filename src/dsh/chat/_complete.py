@@ -16,6 +16,7 @@ from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 
 from dsh.chat._commands import all_commands
+from dsh.chat._sanitize import sanitize
 from dsh.chat._state import SessionState
 
 __all__ = ["MAX_PATHS", "ChatCompleter"]
@@ -35,8 +36,9 @@ class ChatCompleter(Completer):
             typed = text[1:]
             for name, description, hint in all_commands(self._state()):
                 if name.startswith(typed):
-                    meta = description + (f"  {hint}" if hint else "")
-                    yield Completion("/" + name, start_position=-len(text), display="/" + name, display_meta=meta)
+                    meta = sanitize(description + (f"  {hint}" if hint else ""), one_line=True)
+                    shown = "/" + sanitize(name, one_line=True)
+                    yield Completion("/" + name, start_position=-len(text), display=shown, display_meta=meta)
             return
         word = text.split()[-1] if text and not text[-1].isspace() else ""
         if word.startswith("@"):

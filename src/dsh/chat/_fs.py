@@ -9,7 +9,9 @@ so a reader never sees half of it.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -37,11 +39,21 @@ def _positive(params: dict[str, Any], key: str) -> int | None:
     return value
 
 
+def _read_regular(path: Path) -> str:
+    """The file's text; never blocks on a FIFO or a device (``O_NONBLOCK``, then ``fstat``): anything but a
+    regular file is refused."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with open(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, a device or a socket)")
+        return handle.read().decode("utf-8", "replace")
+
+
 async def read_text_file(params: Any) -> dict[str, Any]:
     path = _path(params)
     line, limit = _positive(params, "line"), _positive(params, "limit")
     try:
-        text = await anyio.to_thread.run_sync(lambda: path.read_text(encoding="utf-8", errors="replace"))
+        text = await anyio.to_thread.run_sync(_read_regular, path)
     except FileNotFoundError:
         raise RpcError(-32002, f"Resource not found: {path}", {"path": str(path)}) from None
     except OSError as error:

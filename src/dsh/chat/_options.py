@@ -24,6 +24,14 @@ class ChatOptions:
     trace: str | None = None
     """Append every frame, both ways, to this file (``> `` sent, ``< `` received)."""
     cwd: str | None = None
+    trust_agent: bool = False
+    """``--trust-agent``: serve another agent's file reads and writes outside the cwd and its commands without
+    asking (the default asks; dsh's own agent is never asked about)."""
+
+    @property
+    def careful(self) -> bool:
+        """Whether the client asks before serving the agent's outside file access and commands (issue 34)."""
+        return self.agent is not None and not self.trust_agent
 
     def working_directory(self) -> str:
         return os.path.abspath(self.cwd or os.getcwd())

@@ -20,6 +20,7 @@ from dsh.chat._client import AcpClient
 from dsh.chat._commands import parse_local
 from dsh.chat._mentions import prompt_blocks
 from dsh.chat._rpc import RpcError, describe
+from dsh.chat._sanitize import sanitize
 from dsh.chat._terminals import Terminal
 
 __all__ = ["PipedView"]
@@ -43,7 +44,7 @@ class PipedView:
         if kind == "agent_message_chunk":
             content = update.get("content")
             if isinstance(content, dict) and content.get("type") == "text":
-                text = str(content.get("text", ""))
+                text = sanitize(str(content.get("text", "")))
                 if update.get("messageId") != self._message_id:
                     self._message_id = update.get("messageId")
                     self.end_turn()  # a new message starts on a new line
@@ -55,15 +56,16 @@ class PipedView:
             self.end_turn()
             call_id = str(update.get("toolCallId"))
             if isinstance(update.get("title"), str):
-                self._titles[call_id] = update["title"]
+                self._titles[call_id] = sanitize(update["title"], one_line=True)
             status = update.get("status")
             if status in FINAL:
-                self.err.write(f"[tool] {self._titles.get(call_id, call_id)}: {status}\n")
+                self.err.write(f"[tool] {self._titles.get(call_id, sanitize(call_id, one_line=True))}: {status}\n")
                 self.err.flush()
 
     async def ask_permission(self, tool_call: dict[str, Any], options: list[dict[str, Any]]) -> str | None:
         wanted = ("allow_once", "allow_always") if self.allow else ("reject_once", "reject_always")
         title = tool_call.get("title") or self._titles.get(str(tool_call.get("toolCallId")), "a tool call")
+        title = sanitize(str(title), one_line=True)
         for kind in wanted:
             for option in options:
                 if option.get("kind") == kind:
@@ -105,20 +107,20 @@ class PipedView:
                 self._local(client, local.name, local.argument)
                 if local.name in ("model", "mode") and local.argument:
                     await client.set_option(local.name, local.argument)
-                    self.out.write(f"{local.name}: {client.state.current(local.name)}\n")
+                    self.out.write(f"{local.name}: {sanitize(str(client.state.current(local.name)), one_line=True)}\n")
                 continue
             blocks = prompt_blocks(text, client.cwd, embed=client.can("promptCapabilities", "embeddedContext"))
             try:
                 reason = await client.prompt(blocks)
             except RpcError as error:  # this prompt failed; the next line may still work
                 self.end_turn()
-                self.err.write(f"[error] {describe(error)}\n")
+                self.err.write(f"[error] {sanitize(describe(error), one_line=True)}\n")
                 self.err.flush()
                 status = 1
                 continue
             self.end_turn()
             if reason != "end_turn":
-                self.err.write(f"[stop] {reason}\n")
+                self.err.write(f"[stop] {sanitize(reason, one_line=True)}\n")
         return 1 if self.rejected else status
 
     def _local(self, client: AcpClient, name: str, argument: str) -> None:
@@ -126,7 +128,8 @@ class PipedView:
             current = client.state.current(name)
             for value, label, _ in client.state.choices(name):
                 mark = "*" if value == current else " "
-                self.out.write(f"{mark} {value}" + (f" ({label})" if label != value else "") + "\n")
+                line = f"{mark} {value}" + (f" ({label})" if label != value else "")
+                self.out.write(sanitize(line, one_line=True) + "\n")
         elif name == "thoughts":
             self.err.write("dsh chat: thoughts are not shown without a terminal\n")
         self.out.flush()

@@ -14,10 +14,14 @@ from typing import Any
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from dsh.chat._sanitize import sanitize
+
 __all__ = [
     "DIFF_LINES",
+    "OPTION_LABELS",
     "TAIL_LINES",
     "diff_lines",
+    "option_label",
     "permission_keys",
     "permission_question",
     "plan_view",
@@ -32,14 +36,24 @@ STATUS_MARK = {
     "completed": ("✔", "green"),
     "failed": ("✘", "red"),
 }
+OPTION_LABELS = {
+    "allow_once": "Allow",
+    "allow_always": "Always allow",
+    "reject_once": "Reject",
+    "reject_always": "Always reject",
+}
+"""What a permission option is called on screen: fixed by its kind, never the agent's own label alone."""
 PLAN_MARK = {"pending": ("☐", ""), "in_progress": ("▶", "yellow"), "completed": ("✔", "green dim")}
 
 
 def diff_lines(path: str, old: str | None, new: str) -> list[Text]:
     """A coloured unified diff (a new file when *old* is None), at most :data:`DIFF_LINES` lines."""
-    before = [] if old is None else old.splitlines()
+    path = sanitize(path, one_line=True)
+    before = [] if old is None else sanitize(old).splitlines()
     lines = list(
-        difflib.unified_diff(before, new.splitlines(), fromfile=f"a/{path}", tofile=f"b/{path}", lineterm="", n=2)
+        difflib.unified_diff(
+            before, sanitize(new).splitlines(), fromfile=f"a/{path}", tofile=f"b/{path}", lineterm="", n=2
+        )
     )
     out: list[Text] = []
     for line in lines[:DIFF_LINES]:
@@ -59,7 +73,7 @@ def diff_lines(path: str, old: str | None, new: str) -> list[Text]:
 
 
 def _tail(text: str, limit: int = TAIL_LINES) -> list[Text]:
-    lines = text.rstrip("\n").splitlines()
+    lines = sanitize(text).rstrip("\n").splitlines()
     out = []
     if len(lines) > limit:
         out.append(Text(f"… {len(lines) - limit} earlier lines", style="dim"))
@@ -82,16 +96,19 @@ def tool_card(
     shown relative to it."""
     status = str(call.get("status") or "pending")
     mark, colour = STATUS_MARK.get(status, ("•", ""))
-    header = Text.assemble((f"{mark} ", colour), (str(call.get("title") or call.get("toolCallId")), "bold"))
+    header = Text.assemble(
+        (f"{mark} ", colour), (sanitize(str(call.get("title") or call.get("toolCallId")), one_line=True), "bold")
+    )
     kind = call.get("kind")
     if isinstance(kind, str) and kind != "other":
-        header.append(f" · {kind}", style="dim")
+        header.append(f" · {sanitize(kind, one_line=True)}", style="dim")
     if status == "failed":
         header.append(" · failed", style="red")
     parts: list[RenderableType] = [header]
     raw = call.get("rawInput")
     if kind == "execute" and isinstance(raw, dict) and isinstance(raw.get("command"), str):
-        parts.append(Text(f"  $ {raw['command']}", style="bold"))
+        command = sanitize(raw["command"]).replace("\n", "\n    ")  # continuation lines indented under the $
+        parts.append(Text(f"  $ {command}", style="bold"))
     raw_content = call.get("content")
     content: list[Any] = raw_content if isinstance(raw_content, list) else []
     diffs = [c for c in content if isinstance(c, dict) and c.get("type") == "diff"]
@@ -137,14 +154,25 @@ def permission_keys(options: list[dict[str, Any]]) -> dict[str, str]:
     return keys
 
 
+def option_label(option: dict[str, Any]) -> str:
+    """The chat's fixed label for *option*'s kind; the agent's own name follows, sanitised and quoted, when it
+    says more (``Always allow ("Always allow edit_file")``); an option of unknown kind is only the quoted name."""
+    fixed = OPTION_LABELS.get(str(option.get("kind")))
+    name = sanitize(str(option.get("name", option.get("optionId", ""))), one_line=True)
+    if fixed is None:
+        return f"(unknown kind) \u201c{name}\u201d"
+    return fixed if name in ("", fixed) else f"{fixed} (\u201c{name}\u201d)"
+
+
 def permission_question(options: list[dict[str, Any]]) -> Text:
-    """``Allow? [y] Allow  [a] Always allow edit_file  [n] Reject  (Ctrl+C cancels the turn)``."""
+    """``Allow? [y] Allow  [a] Always allow ("Always allow edit_file")  [n] Reject  (Ctrl+C cancels the turn)``:
+    drawn from the options' kinds with fixed labels; the agent's labels only as sanitised data."""
     letters = {v: k for k, v in permission_keys(options).items() if k.isalpha()}
     text = Text("Allow? ", style="bold yellow")
     for index, option in enumerate(options[:9], start=1):
         key = letters.get(str(option["optionId"]), str(index))
         text.append(f"[{key}] ", style="bold cyan")
-        text.append(f"{option.get('name', option['optionId'])}  ")
+        text.append(f"{option_label(option)}  ")
     text.append("(Ctrl+C cancels the turn)", style="dim")
     return text
 
@@ -153,5 +181,5 @@ def plan_view(entries: list[dict[str, Any]]) -> RenderableType:
     lines = [Text("Plan", style="bold")]
     for entry in entries:
         mark, style = PLAN_MARK.get(str(entry.get("status")), ("•", ""))
-        lines.append(Text(f"  {mark} {entry.get('content', '')}", style=style))
+        lines.append(Text(f"  {mark} {sanitize(str(entry.get('content', '')), one_line=True)}", style=style))
     return Group(*lines)

@@ -107,7 +107,10 @@ class SessionState:
         return None
 
     def status_line(self) -> str:
-        """``model · mode · context 12% (1.2k/128k) · $0.0031``: the parts the agent has told us."""
+        """``model · mode · context 12% (1.2k/128k) · $0.0031``: the parts the agent has told us, sanitised
+        (:func:`dsh.chat._sanitize.sanitize`, one line): ready to draw."""
+        from dsh.chat._sanitize import sanitize
+
         parts: list[str] = []
         for category in ("model", "mode"):
             value = self.current(category)
@@ -120,7 +123,7 @@ class SessionState:
         if self.usage is not None and self.usage.cost is not None:
             symbol = "$" if self.usage.currency in (None, "USD") else f"{self.usage.currency} "
             parts.append(f"{symbol}{self.usage.cost:.4f}")
-        return " · ".join(parts)
+        return sanitize(" · ".join(parts), one_line=True)
 
 
 def _short(n: int) -> str:

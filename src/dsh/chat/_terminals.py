@@ -101,7 +101,9 @@ class Terminals:
         raise RpcError(-32601, "Method not found", {"method": method})
 
     async def _create(self, params: dict[str, Any]) -> dict[str, Any]:
-        from dsh.chat._secrets import command_environment
+        from dsh.chat._secrets import command_environment, sealed
+
+        await sealed(self._config)
 
         command = params.get("command")
         args = params.get("args") or []

@@ -24,6 +24,7 @@ from rich.live import Live
 from rich.text import Text
 
 from dsh.chat._render import permission_question, plan_view, tool_card
+from dsh.chat._sanitize import sanitize
 from dsh.chat._state import SessionState
 from dsh.chat._stream import MarkdownStream
 from dsh.chat._terminals import Terminal
@@ -94,7 +95,7 @@ class Transcript:
         if status is not None:
             how = f"killed by {status['signal']}" if "signal" in status else f"exit code: {status['exitCode']}"
             end = f"\n[{how}]"
-        self._terminal_text[terminal.terminal_id] = terminal.text().rstrip("\n") + end
+        self._terminal_text[terminal.terminal_id] = sanitize(terminal.text()).rstrip("\n") + end
 
     def _text(self, kind: str, update: dict[str, Any]) -> None:
         content = update.get("content")

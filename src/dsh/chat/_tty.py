@@ -13,8 +13,9 @@ Guarantees:
   message typed early waits for the session. An agent that exits ends the chat (status 1, its stderr's tail).
 * Ctrl+C or Esc during a turn sends ``session/cancel`` at once (a pending permission question is answered
   ``cancelled``); the prompt comes back when the agent answers the turn, or after :data:`CANCEL_GRACE`
-  seconds if it does not (a second Ctrl+C or Esc stops waiting at once). Ctrl+C on an empty prompt twice in a
-  row, or Ctrl+D, exits; Ctrl+C on a non-empty prompt clears it. Esc closes the ``/`` menu (and every picker:
+  seconds if it does not (a second Esc stops waiting at once). A second Ctrl+C during a turn, or Ctrl+D during a
+  turn, leaves the chat at once, whatever the agent does (it may flood output and ignore the cancel: the chat
+  stops it on the way out). Ctrl+C on an empty prompt twice in a row, or Ctrl+D, exits; Ctrl+C on a non-empty prompt clears it. Esc closes the ``/`` menu (and every picker:
   :mod:`dsh.chat._picker`), and never exits.
 * Shift+Tab sets the session's next mode (in the agent's order, round), at the prompt.
 * ``!command`` runs the command in the user's shell, not through the agent (:mod:`dsh.chat._shell`): shown with
@@ -36,8 +37,9 @@ from rich.text import Text
 from dsh.chat._commands import LocalCommand, parse_local
 from dsh.chat._mentions import prompt_blocks
 from dsh.chat._options import ChatOptions
-from dsh.chat._render import permission_keys
+from dsh.chat._render import option_label, permission_keys
 from dsh.chat._rpc import RpcError, describe
+from dsh.chat._sanitize import clean, sanitize
 from dsh.chat._shell import ShellRun, context_block, run_shell
 from dsh.chat._terminals import Terminal
 from dsh.chat._transcript import PROMPT_MARK, Transcript
@@ -63,6 +65,8 @@ class TtyView:
         self._transcript: Transcript | None = None
         self._answer: tuple[dict[str, str], anyio.Event, list[str | None]] | None = None
         self._cancelling = False
+        self._leaving = False
+        """A second Ctrl+C or a Ctrl+D during a turn: the chat ends once the turn's scope is left."""
         self._turn_scope: anyio.CancelScope | None = None
         self._task_group: Any = None
         self._typed = ""
@@ -205,6 +209,8 @@ class TtyView:
                 await self._local(local)
                 continue
             await self._turn(text)
+            if self._leaving:
+                return 0
 
     # -- input ------------------------------------------------------------------------------------------------
 
@@ -311,7 +317,7 @@ class TtyView:
         line = self.client.state.status_line()
         agent = self.client.agent_info
         name = str(agent.get("title") or agent.get("name") or "") if not line else ""
-        return " " + " · ".join(part for part in (name, line, title) if part)
+        return " " + sanitize(" · ".join(part for part in (name, line, title) if part), one_line=True)
 
     def _invalidate(self) -> None:
         if self._session is not None and self._session.app.is_running:
@@ -334,16 +340,18 @@ class TtyView:
         try:
             await self.client.set_option(command.name, value)
         except RpcError as error:
-            self.console.print(Text(f"Could not set the {command.name}: {error.message}", style="red"))
+            self.console.print(Text(f"Could not set the {command.name}: {sanitize(error.message)}", style="red"))
             return
-        self.console.print(Text(f"{command.name}: {self.client.state.current(command.name)}", style="dim"))
+        current = sanitize(str(self.client.state.current(command.name)), one_line=True)
+        self.console.print(Text(f"{command.name}: {current}", style="dim"))
 
     async def _pick(self, category: str) -> str | None:
         from dsh.chat._picker import pick
 
         choices = self.client.state.choices(category)
         options = [
-            (value, label + (f"  ({description})" if description else "")) for value, label, description in choices
+            (value, sanitize(label + (f"  ({description})" if description else ""), one_line=True))
+            for value, label, description in choices
         ]
         picked = await pick(f"Pick the {category}:", options, default=self.client.state.current(category))
         self._typed = picked.typed
@@ -388,7 +396,7 @@ class TtyView:
         if client.state.title is None:
             titles = {str(s["sessionId"]): s.get("title") for s in sessions}
             client.state.title = titles.get(chosen) if isinstance(titles.get(chosen), str) else None
-        self.console.print(Text(f"Resumed {client.state.title or chosen}.", style="dim"))
+        self.console.print(Text(f"Resumed {sanitize(client.state.title or chosen, one_line=True)}.", style="dim"))
         self._ready.set()
         return True
 
@@ -418,23 +426,31 @@ class TtyView:
                     except RpcError as error:  # the turn failed (a missing key, say): say why, keep the session
                         reason = "end_turn"
                         self.transcript.end_segment()
-                        self.console.print(Text(f"Error: {describe(error)}", style="bold red"))
+                        self.console.print(Text(f"Error: {sanitize(describe(error))}", style="bold red"))
             self._turn_scope = None
         if self._failure is not None:
             raise self._failure
         if reason != "end_turn":
-            self.console.print(Text(f"({reason.replace('_', ' ')})", style="yellow"))
+            self.console.print(Text(f"({sanitize(reason.replace('_', ' '), one_line=True)})", style="yellow"))
 
     def _on_keys(self, keys: Any) -> None:
         # a lone Esc byte is held back as the start of a sequence until flushed: keys arrive whole in one read
         for press in [*keys.read_keys(), *keys.flush_keys()]:
             key = press.key.value if hasattr(press.key, "value") else str(press.key)
-            if key in ("c-c", "escape"):
+            if key == "c-d" or (key == "c-c" and self._cancelling):
+                self._leave()
+            elif key in ("c-c", "escape"):
                 self._cancel()
             elif self._answer is not None and key in self._answer[0]:
                 mapping, event, holder = self._answer
                 holder.append(mapping[key])
                 event.set()
+
+    def _leave(self) -> None:
+        """End the turn now and the chat after it (the agent is stopped when the chat closes its connection)."""
+        self._leaving = True
+        if self._turn_scope is not None:
+            self._turn_scope.cancel()
 
     def _cancel(self) -> None:
         if self._turn_scope is None:
@@ -482,13 +498,13 @@ class TtyView:
                 self._cancelling = False
         output = run.output.rstrip("\n")
         if output:
-            self.console.print(Text(output), markup=False, highlight=False)
+            self.console.print(Text(sanitize(output)), markup=False, highlight=False)  # a cat of a hostile file
         style = "dim" if run.exit_code == 0 else "yellow"
         self.console.print(Text(f"{run.ending()} · goes with your next message", style=style))
         self._shell_runs.append(run)
 
     async def ask_permission(self, tool_call: dict[str, Any], options: list[dict[str, Any]]) -> str | None:
-        self.transcript.ask(tool_call, options)
+        self.transcript.ask(clean(tool_call), options)  # the question itself: fixed labels (_render)
         mapping = permission_keys(options)
         event = anyio.Event()
         holder: list[str | None] = []
@@ -499,7 +515,7 @@ class TtyView:
             choice = holder[0]
         finally:
             self._answer = None
-            name = next((str(o.get("name")) for o in options if o.get("optionId") == choice), "cancelled")
+            name = next((option_label(o) for o in options if o.get("optionId") == choice), "cancelled")
             self.transcript.answered(name)
         return choice
 
@@ -507,7 +523,7 @@ class TtyView:
         self.transcript.on_terminal(terminal)
 
     def on_update(self, update: dict[str, Any]) -> None:
-        self.transcript.on_update(update)
+        self.transcript.on_update(clean(update))  # agent data enters rendering here: every string sanitised
         self._invalidate()
 
 
@@ -523,4 +539,5 @@ def _session_label(session: dict[str, Any]) -> str:
     title = session.get("title") if isinstance(session.get("title"), str) else None
     updated = str(session.get("updatedAt") or "")
     when = updated[:16].replace("T", " ") if updated else ""
+    title = sanitize(title, one_line=True) if title else None
     return f"{title or '(untitled)'}  ·  {when}" if when else title or "(untitled)"

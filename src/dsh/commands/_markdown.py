@@ -53,9 +53,9 @@ class ExpansionTooLarge(ValueError):
 
 
 def _user_dir() -> Path:
-    from dsh.config import default_config_path
+    from dsh.ownfiles import user_config_dir
 
-    return default_config_path().parent / "commands"
+    return user_config_dir() / "commands"
 
 
 def parse_command_file(text: str) -> tuple[dict[str, str], str]:

@@ -3,10 +3,11 @@
 See ``README.md`` in this package (and ``rfcs/0014-context.md``)."""
 
 from dsh.context._config import CompactionConfig, ContextConfig, SectionOverrides, context_from_file
-from dsh.context._models import builtin_price, builtin_window
+from dsh.context._notes import SESSION_NOTE_OPENING
 from dsh.context._plugin import INSTRUCTIONS_EVENT, ContextService, SessionContext, context_plugin
 from dsh.context._sections import ORDER
 from dsh.context._usage import usage_update
+from dsh.services.llm import builtin_price, builtin_window
 
 __all__ = [
     "CompactionConfig",
@@ -14,6 +15,7 @@ __all__ = [
     "ContextService",
     "INSTRUCTIONS_EVENT",
     "ORDER",
+    "SESSION_NOTE_OPENING",
     "SectionOverrides",
     "SessionContext",
     "builtin_price",

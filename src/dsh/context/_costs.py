@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 from dsh.context._accounting import CALIBRATION_EVENT
-from dsh.context._models import builtin_price, builtin_window
 from dsh.context._state import INSTRUCTIONS_EVENT, SessionContext, SessionStates
 from dsh.context._usage import usage_update
+from dsh.services.llm import builtin_price, builtin_window
 from dsh.services.sessions import COMPACTION_EVENT, PRUNE_EVENT, ignores_text_chunks
 
 if TYPE_CHECKING:

@@ -14,24 +14,18 @@ skipped with one log line.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from dsh._log import get_logger
+from dsh.ownfiles import user_config_dir
 
-__all__ = ["DEFAULT_CAP", "Instructions", "find_instruction_files", "load_instructions", "user_config_dir"]
+__all__ = ["DEFAULT_CAP", "Instructions", "find_instruction_files", "load_instructions"]
 
 DEFAULT_CAP = 32_000
 """Characters of project instructions at most (about 8,000 tokens)."""
 NAMES = ("AGENTS.md", "CLAUDE.md")
 log = get_logger("dsh.context")
-
-
-def user_config_dir() -> Path:
-    """``$XDG_CONFIG_HOME/dsh`` (``~/.config/dsh``): where the user's own ``AGENTS.md`` lives."""
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "dsh"
 
 
 @dataclass(frozen=True, slots=True)

@@ -167,6 +167,7 @@ class ContextService:
         if ratio is not None:  # so a reload starts from this session's calibration, not from 1
             state.accounting.recorded_ratio = ratio
             agent.session.append(CALIBRATION_EVENT, {"ratio": round(ratio, 4)})
+        request = self.notes.update(agent, state, request)  # before: the compaction's measure includes it
         request = await self.compactor.maybe_compact(agent, turn, state, request)
         told = self.notes.update(agent, state, request)  # after a compaction: a note it removed is told again
         if told is not request:

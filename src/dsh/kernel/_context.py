@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, Protocol, TypeVar, overload
 
 import anyio
 import anyio.abc
@@ -29,11 +29,18 @@ from dsh.kernel._events import EmitEvent, EventBus, ParallelEvent, SerialEvent, 
 from dsh.kernel._scope import Disposer, Scope
 
 if TYPE_CHECKING:
+    from dsh.choices import Choices
+    from dsh.commands import CommandRegistry
+    from dsh.context import ContextService
+    from dsh.mcp import McpManager
+    from dsh.policy import Policies
+    from dsh.sandbox import Sandbox
     from dsh.services.agents import AgentRegistry
     from dsh.services.llm import LlmService
-    from dsh.services.sessions import SessionStore
+    from dsh.services.sessions import SessionPersistence, SessionStore
     from dsh.services.system_prompt import SystemPrompt
     from dsh.services.tools import ToolRegistry
+    from dsh.tools import BackgroundCommands, Workspace
 
 __all__ = ["App", "Context", "Plugin", "ServiceMissingError"]
 
@@ -209,7 +216,31 @@ class Context:
 
     # -- services ---------------------------------------------------------------------------------------
 
+    # The services other packages look up by name are typed here (RFC 0027): ``ctx.get("policy")`` is a
+    # ``Policies | None`` to mypy, so type checking does not stop at the service boundary. A name not listed
+    # is ``Any``; the interface services are attributes (``ctx.tools``).
+    @overload
+    def get(self, name: Literal["workspace"]) -> Workspace | None: ...
+    @overload
+    def get(self, name: Literal["background_commands"]) -> BackgroundCommands | None: ...
+    @overload
+    def get(self, name: Literal["policy"]) -> Policies | None: ...
+    @overload
+    def get(self, name: Literal["context"]) -> ContextService | None: ...
+    @overload
+    def get(self, name: Literal["choices"]) -> Choices | None: ...
+    @overload
+    def get(self, name: Literal["sandbox"]) -> Sandbox | None: ...
+    @overload
+    def get(self, name: Literal["mcp"]) -> McpManager | None: ...
+    @overload
+    def get(self, name: Literal["commands"]) -> CommandRegistry | None: ...
+    @overload
+    def get(self, name: Literal["session_persistence"]) -> SessionPersistence | None: ...
+    @overload
+    def get(self, name: str) -> Any | None: ...
     def get(self, name: str) -> Any | None:
+        """The service provided under *name*, or None when no plugin provides it."""
         return self.app._services.get(name)
 
     def provide(self, name: str, service: Any) -> Disposer:

@@ -11,7 +11,7 @@ front matter loader that cannot be turned against the daemon.
 Importing this package is cheap: PyYAML loads on the first front matter parsed.
 """
 
-from dsh.ownfiles._dirs import markdown_files, project_dirs
+from dsh.ownfiles._dirs import markdown_files, project_dirs, user_config_dir
 from dsh.ownfiles._frontmatter import (
     MAX_DEPTH,
     MAX_FRONT_MATTER_BYTES,
@@ -32,4 +32,5 @@ __all__ = [
     "project_dirs",
     "read_inside",
     "split_front_matter",
+    "user_config_dir",
 ]

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["markdown_files", "project_dirs"]
+__all__ = ["markdown_files", "project_dirs", "user_config_dir"]
+
+
+def user_config_dir() -> Path:
+    """``$XDG_CONFIG_HOME/dsh``, else ``~/.config/dsh`` (whether or not it exists): the one place that says where
+    the user's own dsh files live (``config.yaml``, ``AGENTS.md``, ``commands/``, ``agents/``)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "dsh"
 
 
 def project_dirs(cwd: str) -> list[Path]:

@@ -23,9 +23,14 @@ if TYPE_CHECKING:
     from dsh.kernel import Context
     from dsh.services.tools import ToolExecution
 
-__all__ = ["PLAN_EVENT", "PLAN_GUIDANCE", "plans_plugin", "validate_entries"]
+__all__ = ["PLAN_DOCUMENT_EVENT", "PLAN_EVENT", "PLAN_GUIDANCE", "PLAN_MODE_PLAN", "plans_plugin", "validate_entries"]
 
 PLAN_EVENT = "plan/update"
+PLAN_DOCUMENT_EVENT = "plan/document"
+"""A whole Markdown plan (``plan_id``, ``content``, ``path`` when it was written to a file): plan mode's finished
+plan, appended by ``exit_plan_mode`` before it asks; the latest event of a ``plan_id`` is that plan."""
+PLAN_MODE_PLAN = "plan-mode"
+"""The ``plan_id`` of plan mode's finished plan (one per session: the next ``exit_plan_mode`` replaces it)."""
 STATUSES = ("pending", "in_progress", "completed")
 PRIORITIES = ("high", "medium", "low")
 MAX_ENTRIES = 100

@@ -22,7 +22,6 @@ from dsh.policy._approval import (
     Verdict,
     approve,
 )
-from dsh.policy._budget import OUTPUT_LIMIT, budget
 from dsh.policy._config import PermissionsConfig, policy_config, unattended_policy
 from dsh.policy._modes import DEFAULT_MODE, MODE_IDS, MODES, Mode, mode_named
 from dsh.policy._pipeline import REFUSED_CODE, refusal_of
@@ -54,7 +53,6 @@ __all__ = [
     "DEFAULT_MODE",
     "MODES",
     "MODE_IDS",
-    "OUTPUT_LIMIT",
     "REJECT_ALWAYS",
     "REFUSED_CODE",
     "REJECT_ONCE",
@@ -74,7 +72,6 @@ __all__ = [
     "SimpleCommand",
     "Verdict",
     "approve",
-    "budget",
     "command_paths",
     "command_prefix",
     "escape_control",

@@ -10,6 +10,9 @@ Guarantees of :func:`operands_and_paths`:
   ``--output``), so an abbreviation of anything is not read-only. ``find`` takes its own expression syntax
   (primaries from a list). Anything else, a flag this module does not list, too many operands (``uniq IN
   OUT``), a value that is not allowed (``date 0101``), is not read-only: the caller asks.
+* No flag that follows symbolic links while recursing is listed (``grep -R``, ``rg -L``, ``find -L``/``-follow``,
+  ``ls -L``, ``tree -l``, ``du -L``, ``diff -r``, which follows them by default): a link inside the roots would
+  take the command outside them, and only the paths named on the command line are checked.
 * What it returns are the words the command reads as paths: its path operands and the values of its
   path-valued flags (``grep -f FILE``); a pattern operand (``grep PATTERN``, ``jq FILTER``) is not one.
   Commands whose operands are not paths (``seq``, ``tr``, ``basename``) return none.
@@ -63,10 +66,10 @@ def _s(short: str = "", long: str = "", **options: object) -> Spec:
 
 _SUMS = _s("btcz", "binary text check tag quiet status strict warn ignore-missing zero")
 _GREP = _s(
-    "EFGPiyvwxclLoqsnhHbaIrRzZUTe:f;m:A:B:C:d:D:",
+    "EFGPiyvwxclLoqsnhHbaIrzZUTe:f;m:A:B:C:d:D:",
     "extended-regexp fixed-strings basic-regexp perl-regexp ignore-case no-ignore-case invert-match word-regexp "
     "line-regexp count files-with-matches files-without-match only-matching quiet silent no-messages "
-    "line-number no-filename with-filename byte-offset text recursive dereference-recursive null-data null "
+    "line-number no-filename with-filename byte-offset text recursive null-data null "
     "binary initial-tab line-buffered color=? colour=? regexp= file=p max-count= after-context= "
     "before-context= context= include= exclude= exclude-dir= label= binary-files= devices= directories=",
     pattern=True,
@@ -124,11 +127,11 @@ def _date_operand(word: str) -> bool:
 
 SPECS: dict[str, Spec] = {
     "ls": _s(
-        "1aAbBcCdDfFgGhHiklLmnNopqQrRsStuUvxXZI:T:w:",
+        "1aAbBcCdDfFgGhHiklmnNopqQrRsStuUvxXZI:T:w:",
         "all almost-all author escape block-size= ignore-backups color=? directory dired classify=? file-type "
         "format= full-time group-directories-first no-group human-readable si dereference-command-line "
         "dereference-command-line-symlink-to-dir hide= hyperlink=? indicator-style= inode ignore= kibibytes "
-        "dereference numeric-uid-gid literal hide-control-chars show-control-chars quote-name quoting-style= "
+        "numeric-uid-gid literal hide-control-chars show-control-chars quote-name quoting-style= "
         "reverse recursive size sort= time= time-style= tabsize= width= context zero",
     ),
     "cat": _s("AbeEnstTuv", "show-all number-nonblank show-ends number squeeze-blank show-tabs show-nonprinting"),
@@ -166,9 +169,9 @@ SPECS: dict[str, Spec] = {
     ),
     "stat": _s("Lftc:", "dereference file-system terse format= printf= cached="),
     "du": _s(
-        "abcDhHklLmPsSx0d:B:t:",
+        "abcDhHklmPsSx0d:B:t:",
         "all apparent-size block-size= bytes total dereference-args human-readable si inodes kibibytes "
-        "count-links dereference max-depth= null no-dereference separate-dirs summarize threshold= time=? "
+        "count-links max-depth= null no-dereference separate-dirs summarize threshold= time=? "
         "time-style= exclude= one-file-system",
     ),
     "df": _s(
@@ -177,7 +180,7 @@ SPECS: dict[str, Spec] = {
         "exclude-type= total",
     ),
     "tree": _s(
-        "adlfxiqNQpugshDFvtcUrCnASL:P:I:",
+        "adfxiqNQpugshDFvtcUrCnASL:P:I:",
         "noreport dirsfirst filesfirst gitignore charset= filelimit= du prune matchdirs ignore-case "
         "inodes device sort= timefmt= noreport info",
     ),
@@ -208,8 +211,8 @@ SPECS: dict[str, Spec] = {
         "join-blank-lines= number-format= no-renumber number-separator= starting-line-number= number-width=",
     ),
     "diff": _s(
-        "qsucenyrNabwBiEZtTdpU:C:W:x:",
-        "brief report-identical-files unified=? context=? ed normal side-by-side recursive new-file "
+        "qsucenyNabwBiEZtTdpU:C:W:x:",
+        "brief report-identical-files unified=? context=? ed normal side-by-side new-file "
         "unidirectional-new-file text ignore-all-space ignore-space-change ignore-blank-lines ignore-case "
         "ignore-tab-expansion ignore-trailing-space strip-trailing-cr initial-tab minimal speed-large-files "
         "show-c-function show-function-line= label= exclude= color=? width= expand-tabs suppress-common-lines "
@@ -233,10 +236,10 @@ SPECS: dict[str, Spec] = {
         pattern=True,
     ),
     "rg": _s(
-        "iSsvwxclnNHIoquFPUL0.A:B:C:e:f;g:t:T:m:M:d:j:r:E:",
+        "iSsvwxclnNHIoquFPU0.A:B:C:e:f;g:t:T:m:M:d:j:r:E:",
         "ignore-case smart-case case-sensitive invert-match word-regexp line-regexp count count-matches "
         "files-with-matches files-without-match line-number no-line-number with-filename no-filename "
-        "only-matching quiet unrestricted fixed-strings pcre2 multiline multiline-dotall follow hidden no-ignore "
+        "only-matching quiet unrestricted fixed-strings pcre2 multiline multiline-dotall hidden no-ignore "
         "no-ignore-vcs no-ignore-dot no-ignore-global no-ignore-parent no-ignore-exclude no-ignore-files "
         "files type-list stats trim json vimgrep heading no-heading column no-messages passthru text null "
         "null-data byte-offset sort= sortr= color= colors= glob= iglob= type= type-not= max-count= "
@@ -253,11 +256,11 @@ SPECS: dict[str, Spec] = {
         "zero-terminated key= field-separator= buffer-size= parallel= debug",
     ),
 }
-_FIND_LEADING = frozenset({"-H", "-L", "-P"})
+_FIND_LEADING = frozenset({"-H", "-P"})
 _FIND_FLAGS = frozenset(
     {
         "-print", "-print0", "-ls", "-prune", "-quit", "-empty", "-readable", "-writable", "-executable",
-        "-true", "-false", "-not", "-a", "-o", "-and", "-or", "!", "(", ")", ",", "-depth", "-follow", "-xdev",
+        "-true", "-false", "-not", "-a", "-o", "-and", "-or", "!", "(", ")", ",", "-depth", "-xdev",
         "-mount", "-noleaf", "-daystart", "-nouser", "-nogroup", "-ignore_readdir_race",
     }
 )  # fmt: skip

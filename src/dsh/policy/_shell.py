@@ -200,23 +200,28 @@ def has_control_characters(text: str) -> bool:
 def escape_control(text: str, *, newlines: bool = False) -> str:
     """*text* with every character :func:`has_control_characters` looks for written as an escape (``\\x1b``,
     ``\\u202e``); when anything is escaped, backslashes are doubled so that no escape is ambiguous: what a person is
-    shown is what runs. Tabs stay; newlines stay unless *newlines* (a one-line title)."""
-
-    def escaped(char: str) -> str:
-        if char == "\\":
-            return "\\\\"
-        if char == "\t" or (char == "\n" and not newlines):
-            return char
-        code = ord(char)
-        if code < 0x20 or 0x7F <= code <= 0x9F:
-            return f"\\x{code:02x}"
-        if code > 0x7F and unicodedata.category(char) == "Cf":
-            return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
-        return char
-
+    shown is what runs. Tabs stay; newlines stay unless *newlines* (a one-line title). Linear in C for the common
+    case (only the characters that may need it reach Python), so a megabyte is cheap."""
     if not has_control_characters(text) and not (newlines and "\n" in text):
         return text
-    return "".join(escaped(char) for char in text)
+    pattern = _ESCAPE_LINES if newlines else _ESCAPE
+    return pattern.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    if char == "\\":
+        return "\\\\"
+    code = ord(char)
+    if code < 0x20 or 0x7F <= code <= 0x9F:
+        return f"\\x{code:02x}"
+    if unicodedata.category(char) == "Cf":
+        return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+    return char
+
+
+_ESCAPE = re.compile("[\\\\\x00-\x08\x0b-\x1f\x7f-\x9f]|[^\x00-\x7f]")
+_ESCAPE_LINES = re.compile("[\\\\\x00-\x08\x0a-\x1f\x7f-\x9f]|[^\x00-\x7f]")
 
 
 class _TooDeep(Exception):

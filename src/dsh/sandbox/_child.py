@@ -4,7 +4,7 @@ then Landlock. Everything is computed in the parent; the child only makes system
 Guarantees of the function :func:`confine_step` returns:
 
 * Steps run in this order: ``unshare`` (user namespace, plus a network namespace for a full network cut and a
-  mount namespace for read-only binds), the identity maps (the same uid and gid inside as outside), each
+  mount namespace for read-only binds, never propagated back to the daemon's), the identity maps (the same uid and gid inside as outside), each
   read-only bind mount, ``PR_SET_PDEATHSIG`` (after ``unshare``: the child still dies with the daemon), then
   Landlock (last: a Landlock domain forbids mounting).
 * Any step that fails raises: :mod:`subprocess` then reports the failure in the parent and nothing is exec'd.
@@ -34,7 +34,6 @@ _MS_NOEXEC = 8
 _MS_REMOUNT = 32
 _MS_BIND = 4096
 _MS_REC = 16384
-_MS_PRIVATE = 1 << 18
 _MS_NOATIME = 1024
 _MS_NODIRATIME = 2048
 _MS_RELATIME = 1 << 21
@@ -98,14 +97,13 @@ def confine_step(plan: ChildPlan) -> Callable[[], None]:
             _write("/proc/self/setgroups", b"deny")
             _write("/proc/self/uid_map", uid_map)
             _write("/proc/self/gid_map", gid_map)
-            if plan.binds:
-                if mount(null, b"/", null, _MS_REC | _MS_PRIVATE, null) != 0:
-                    raise OSError(ctypes.get_errno(), "mount --make-rprivate /")
-                for path, keep in plan.binds:
-                    if mount(path, path, null, _MS_BIND | _MS_REC, null) != 0:
-                        raise OSError(ctypes.get_errno(), f"bind {path!r}")
-                    if mount(null, path, null, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | keep, null) != 0:
-                        raise OSError(ctypes.get_errno(), f"remount read-only {path!r}")
+            # A mount namespace made together with a user namespace holds the copied mounts as slaves (mount_namespaces(7):
+            # a less privileged namespace), so the binds below never propagate back: no make-rprivate of / is needed.
+            for path, keep in plan.binds:
+                if mount(path, path, null, _MS_BIND | _MS_REC, null) != 0:
+                    raise OSError(ctypes.get_errno(), f"bind {path!r}")
+                if mount(null, path, null, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | keep, null) != 0:
+                    raise OSError(ctypes.get_errno(), f"remount read-only {path!r}")
         prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
         if os.getppid() != plan.parent:
             os._exit(127)

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from dsh import events as ev
 from dsh.kernel import plugin
-from dsh.sandbox._sandbox import FORCE_NO_ASK_ENV, Sandbox, log
+from dsh.sandbox._sandbox import CHOICE_EVENT, FORCE_NO_ASK_ENV, Sandbox, log
 from dsh.sandbox._support import support
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
-    from dsh.sandbox._config import SandboxConfig
+    from dsh.sandbox._config import ApprovedLevel, SandboxConfig
 
 __all__ = ["sandbox_command_plugin", "sandbox_plugin"]
 
@@ -46,9 +46,29 @@ def sandbox_plugin(ctx: Context, config: SandboxConfig | Mapping[str, Any] | Non
     # daemon's exit (a worker thread would be joined at exit).
     threading.Thread(target=announce, name="dsh-sandbox-probe", daemon=True).start()
 
+    told: set[str] = set()
+
+    async def tell(session_id: str) -> None:
+        """A session's first turn on a machine without a sandbox: one notice (RFC 0033), besides the start-up log."""
+        import anyio
+
+        machine = await anyio.to_thread.run_sync(support)  # probed once; never on the event loop
+        if not machine.available:
+            from dsh.notices import Notice, post_notice
+
+            why = f"{machine.why}: every command asks first and runs unconfined once approved"
+            post_notice(ctx, Notice(session_id, "warning", "Commands run without a sandbox", why, source="sandbox"))
+
+    def turn_started(agent: Any, turn: int) -> None:
+        if agent.session.id not in told:
+            told.add(agent.session.id)
+            ctx.spawn(tell, agent.session.id, name=f"sandbox-notice:{agent.session.id}")
+
     def session_disposed(session: Any) -> None:
         sandbox.dispose_session(session.id)
+        told.discard(session.id)
 
+    ctx.on(ev.AGENT_TURN_START, turn_started)
     ctx.on(ev.SESSION_DISPOSED, session_disposed)
 
 
@@ -67,7 +87,9 @@ def sandbox_command_plugin(ctx: Context, config: object) -> None:
         if wanted:
             if wanted not in ("workspace-write", "off"):
                 return CommandResult(text=f"Unknown level {wanted!r}: choose workspace-write or off.")
-            sandbox.choose(session, "workspace-write" if wanted == "workspace-write" else "off")
+            level: ApprovedLevel = "workspace-write" if wanted == "workspace-write" else "off"
+            sandbox.choose(session, level)
+            invocation.agent.session.append(CHOICE_EVENT, {"approved": level})
         current = sandbox.approved_level(session)
         marks = [f"- {level}{' (current)' if level == current else ''}" for level in ("workspace-write", "off")]
         lines = [sandbox.describe(session), "Approved commands run at (switch with /sandbox <level>):", *marks]

@@ -31,6 +31,7 @@ import contextvars
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BLOCKED_READ_ONLY",
+    "CHOICE_EVENT",
     "BLOCKED_WORKSPACE",
     "FORCE_NO_ASK_ENV",
     "LEVELS",
@@ -63,6 +65,9 @@ __all__ = [
 
 Level = Literal["read-only", "workspace-write", "off"]
 LEVELS: tuple[Level, ...] = ("read-only", "workspace-write", "off")
+
+CHOICE_EVENT = "sandbox/choice"
+"""The session event ``/sandbox LEVEL`` logs (``{"approved": LEVEL}``): a loaded session keeps its choice."""
 
 FORCE_NO_ASK_ENV = "DSH_SANDBOX_TEST_FORCE_NO_ASK"
 """Test hook: when ``1``, every command call the policy would ask about runs without a question at ``read-only``
@@ -181,6 +186,7 @@ class Sandbox:
         self._sessions: dict[str, _Session] = {}
         self._blocked: dict[str, dict[str, Level]] = {}
         self._chosen: dict[str, ApprovedLevel] = {}
+        self._lock = threading.Lock()
         self.force_no_ask = os.environ.get(FORCE_NO_ASK_ENV) == "1"
 
     @property
@@ -222,7 +228,13 @@ class Sandbox:
         """The sandbox's say on a command call the policy would run without a question (``asks`` False) or
         ask about; *read_only*: the parser found every part read-only; *bypass*: the session never asks. The
         judgement is kept for this call's ``contain`` stage (:meth:`contain_step`)."""
-        judgement = self._judge(_session_of(execution), command, asks=asks, read_only=read_only, bypass=bypass)
+        session = _session_of(execution)
+        if session not in self._chosen and execution.agent is not None:  # a loaded session's own choice
+            stored = execution.agent.session.last(CHOICE_EVENT)
+            level = stored.data.get("approved") if stored is not None and isinstance(stored.data, dict) else None
+            if level in ("workspace-write", "off"):
+                self._chosen[session] = "off" if level == "off" else "workspace-write"
+        judgement = self._judge(session, command, asks=asks, read_only=read_only, bypass=bypass)
         _JUDGED.set((execution.call_id, judgement))
         return judgement
 
@@ -278,7 +290,8 @@ class Sandbox:
         """Close the session's rulesets and remove its private temporary directory."""
         self._blocked.pop(session, None)
         self._chosen.pop(session, None)
-        state = self._sessions.pop(session, None)
+        with self._lock:
+            state = self._sessions.pop(session, None)
         if state is None:
             return
         for fd in state.rulesets.values():
@@ -291,6 +304,12 @@ class Sandbox:
             self.dispose_session(session)
 
     def temporary_directory(self, session: str) -> str:
+        """*session*'s private temporary directory, made on first use (worker threads and the event loop may ask at
+        once: one of them makes it)."""
+        with self._lock:
+            return self._temporary_directory(session)
+
+    def _temporary_directory(self, session: str) -> str:
         state = self._sessions.get(session)
         if state is None:
             if self._data_dir is not None and session and session.replace("-", "").isalnum():
@@ -314,15 +333,16 @@ class Sandbox:
         if not machine.available:
             raise OSError(f"no sandbox on this machine: {machine.why}")
         level = containment.level
-        tmp = self.temporary_directory(containment.session)
-        state = self._sessions[containment.session]
         roots = tuple(os.path.realpath(root) for root in containment.roots)
         key = (level, roots)
         network = level == "workspace-write" and self.network_on
-        ruleset = state.rulesets.get(key)
-        if ruleset is None:
-            ruleset = self._ruleset(level, roots, tmp, network=network, namespaces=machine.namespaces)
-            state.rulesets[key] = ruleset
+        with self._lock:
+            tmp = self._temporary_directory(containment.session)
+            state = self._sessions[containment.session]
+            ruleset = state.rulesets.get(key)
+            if ruleset is None:
+                ruleset = self._ruleset(level, roots, tmp, network=network, namespaces=machine.namespaces)
+                state.rulesets[key] = ruleset
         plan = self.child_plan(level, roots, ruleset, network=network, parent=os.getpid())
         env = {"TMPDIR": tmp, "TMP": tmp, "TEMP": tmp}
         return SpawnPlan(env, confine_step(plan))

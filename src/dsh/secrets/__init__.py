@@ -24,7 +24,7 @@ from dsh.secrets._policy import (
     redact_json,
     redact_text,
 )
-from dsh.secrets._seal import seal_process
+from dsh.secrets._seal import seal_and_adopt, seal_process
 
 if TYPE_CHECKING:
     from dsh.secrets._config import SecretsConfig
@@ -41,6 +41,7 @@ __all__ = [
     "policy_for",
     "redact_json",
     "redact_text",
+    "seal_and_adopt",
     "seal_process",
     "secrets_plugin",
 ]

@@ -20,3 +20,6 @@ class SecretsConfig(BaseModel):
     remove: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
     """More variables children do not see: names or shell-style patterns (``*_API_KEY``, ``AWS_*``),
     case-sensitive. Their values are also redacted from tool output."""
+    redact_prompts: bool = True
+    """A secret the user types or pastes into a prompt is stored in the session file redacted (``[redacted
+    NAME]``, as ``dsh acp --record`` does); the model still gets the prompt as typed for that turn (issue 34)."""

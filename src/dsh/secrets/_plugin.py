@@ -35,6 +35,7 @@ def policy_for(providers: dict[str, ProviderSettings] | None, config: SecretsCon
         providers,
         remove=config.remove if config is not None else (),
         pass_through=config.pass_through if config is not None else (),
+        redact_prompts=config.redact_prompts if config is not None else True,
     )
 
 

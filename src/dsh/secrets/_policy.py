@@ -67,6 +67,8 @@ class SecretPolicy:
     """``(label, value)`` of secrets the configuration file holds itself (inline ``api_key``, secret headers)."""
     remove: tuple[str, ...] = ()
     pass_through: frozenset[str] = frozenset()
+    redact_prompts: bool = True
+    """The session file stores the user's prompts redacted (``secrets.redact_prompts``)."""
 
     @classmethod
     def build(
@@ -75,6 +77,7 @@ class SecretPolicy:
         *,
         remove: Iterable[str] = (),
         pass_through: Iterable[str] = (),
+        redact_prompts: bool = True,
     ) -> SecretPolicy:
         """The policy for *providers* (merged over the built-ins) and the ``secrets`` section's lists."""
         from dsh.providers import merge_providers
@@ -88,7 +91,7 @@ class SecretPolicy:
             for header, value in settings.headers.items():
                 if value and any(word in header.lower() for word in _SECRET_HEADER_WORDS):
                     inline.append((f"providers.{name}.headers.{header}", value))
-        return cls(frozenset(variables), tuple(inline), tuple(remove), frozenset(pass_through))
+        return cls(frozenset(variables), tuple(inline), tuple(remove), frozenset(pass_through), redact_prompts)
 
     def _held_values(self, env: Mapping[str, str]) -> dict[str, str]:
         """Secret value → label, for the values dsh itself holds (provider keys in *env*, inline secrets)."""

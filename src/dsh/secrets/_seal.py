@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 
 from dsh.secrets._policy import SecretPolicy
 
-__all__ = ["seal_process"]
+__all__ = ["seal_and_adopt", "seal_process"]
 
 _PR_SET_DUMPABLE = 4
 
@@ -98,3 +98,20 @@ def seal_process(policy: SecretPolicy, env: MutableMapping[str, str] | None = No
     except (OSError, AttributeError) as exc:
         problems.append(f"prctl(PR_SET_DUMPABLE, 0): {exc}")
     return problems
+
+
+def seal_and_adopt(warn: Callable[[str, str], None], outlive: str) -> None:
+    """What every front end does once the policy is installed (RFC 0024), in one place: provider keys leave
+    this process's start-up environment block and it becomes non-dumpable (:func:`seal_process`), so a command
+    the model runs cannot read them from ``/proc/$PPID``; and the process becomes its descendants' subreaper
+    (:func:`dsh.reaper.become_subreaper`: orphans of its children stay its own, so they end with their session).
+    A platform that allows neither is ``warn(message, problem)``, never a failure; *outlive* names what
+    descendants that leave their process group may outlive ("dsh", "the run")."""
+    from dsh.reaper import become_subreaper
+    from dsh.secrets._policy import current_policy
+
+    for problem in seal_process(current_policy()):
+        warn("cannot keep secrets from child processes", problem)
+    refused = become_subreaper()
+    if refused is not None:
+        warn(f"descendants that leave their process group may outlive {outlive}", refused)

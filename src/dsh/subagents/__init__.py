@@ -2,8 +2,10 @@
 
 from dsh.subagents._files import agent_types, parse_agent_file
 from dsh.subagents._plugin import (
+    END_EVENT,
     MIRROR_EVENT,
     PROGRESS_EVENT,
+    START_EVENT,
     TASK_TOOL,
     Child,
     Subagents,
@@ -13,7 +15,9 @@ from dsh.subagents._plugin import (
 from dsh.subagents._types import BUILTIN_TYPES, DEFAULT_TYPE, READ_ONLY_TOOLS, AgentType
 
 __all__ = [
+    "END_EVENT",
     "MIRROR_EVENT",
+    "START_EVENT",
     "BUILTIN_TYPES",
     "DEFAULT_TYPE",
     "PROGRESS_EVENT",

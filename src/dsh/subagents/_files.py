@@ -32,9 +32,9 @@ _NAME = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 
 
 def _user_dir() -> Path:
-    from dsh.config import default_config_path
+    from dsh.ownfiles import user_config_dir
 
-    return default_config_path().parent / "agents"
+    return user_config_dir() / "agents"
 
 
 def parse_agent_file(name: str, text: str) -> AgentType:

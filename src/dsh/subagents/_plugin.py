@@ -22,6 +22,11 @@ Guarantees:
 * Progress: each tool call and each message of a child appends a ``tool/progress`` event to the parent's session
   for the ``task`` call (running count, the latest tool titles, the tail of its text); front ends show it on
   the call's card (ACP: ``tool_call_update`` content).
+* The parent's log brackets each child: ``subagent/start`` (child session, parent call, type, description, prompt,
+  model) is appended before the child's session exists, so it precedes everything the child logs, and
+  ``subagent/end`` (state completed | failed | cancelled, ``stop_reason`` end_turn | max_tokens | cancelled when the
+  child's turn ended that way, ``report`` its final text when it finished) after the child was disposed. Front ends
+  that show child sessions natively (ACP ``subagents``) announce and close the child from them, live and on load.
 """
 
 from __future__ import annotations
@@ -42,12 +47,23 @@ from dsh.subagents._types import BUILTIN_TYPES, DEFAULT_TYPE, AgentType
 
 if TYPE_CHECKING:
     from dsh.kernel import Context, Next
+    from dsh.policy import ShellSplit
     from dsh.services.agents import Agent
     from dsh.services.sessions import Session, SessionEvent
     from dsh.services.system_prompt import PromptAssembly
     from dsh.services.tools import ToolExecution, ToolResult
 
-__all__ = ["MIRROR_EVENT", "PROGRESS_EVENT", "TASK_TOOL", "Child", "Subagents", "SubagentsConfig", "subagents_plugin"]
+__all__ = [
+    "END_EVENT",
+    "MIRROR_EVENT",
+    "PROGRESS_EVENT",
+    "START_EVENT",
+    "TASK_TOOL",
+    "Child",
+    "Subagents",
+    "SubagentsConfig",
+    "subagents_plugin",
+]
 
 log = get_logger("dsh.subagents")
 
@@ -55,6 +71,9 @@ TASK_TOOL = "task"
 PROGRESS_EVENT = "tool/progress"
 MIRROR_EVENT = "subagent/event"
 USAGE_EVENT = "subagent/usage"
+START_EVENT = "subagent/start"
+END_EVENT = "subagent/end"
+_STOP_REASONS = {"completed": "end_turn", "max-tokens": "max_tokens", "aborted": "cancelled", "disposed": "cancelled"}
 _MIRRORED = ("tool/call", "tool/running", "tool/result")
 _MIRRORED_TEXT = 2000
 _TAIL = 300
@@ -154,9 +173,23 @@ class Subagents:
         child.model = model
         signal = execution.signal
         handle = None
+        report: str | None = None
+        announced = False
         try:
             if signal is not None:
                 signal.raise_if_aborted()
+            parent.session.append(
+                START_EVENT,
+                {
+                    "session_id": session_id,
+                    "parent_call": execution.call_id,
+                    "agent_type": kind.name,
+                    "description": args.description,
+                    "prompt": args.prompt,
+                    "model": model,
+                },
+            )
+            announced = True
             handle = await ctx.agents.create(
                 agent_id=f"agent-{session_id}",
                 session_id=session_id,
@@ -174,7 +207,8 @@ class Subagents:
             if signal is not None and signal.aborted:
                 child.state = "cancelled"
                 raise AbortedError(signal.reason or "cancelled")
-            return self._answer(agent.session, child)
+            report = self._answer(agent.session, child)
+            return report
         except BaseException:
             if child.state == "running":
                 child.state = "failed"
@@ -185,6 +219,22 @@ class Subagents:
                     await handle.dispose()
             if unlink is not None:
                 unlink()
+            if announced:
+                self._ended(parent, child, handle, report)
+
+    @staticmethod
+    def _ended(parent: Agent, child: Child, handle: Any, report: str | None) -> None:
+        """``subagent/end`` on the parent's log, for a child whose ``subagent/start`` was logged."""
+        end: dict[str, Any] = {"session_id": child.session_id, "parent_call": child.parent_call, "state": child.state}
+        last = handle.agent.session.last("turn/end") if handle is not None else None
+        kind = last.data.get("reason", {}).get("kind") if last is not None else None
+        if child.state == "cancelled":
+            end["stop_reason"] = "cancelled"
+        elif kind in _STOP_REASONS:
+            end["stop_reason"] = _STOP_REASONS[kind]
+        if report is not None:
+            end["report"] = report
+        parent.session.append(END_EVENT, end)
 
     @staticmethod
     def _answer(session: Session, child: Child) -> str:
@@ -203,8 +253,9 @@ class Subagents:
 
     # -- limits ----------------------------------------------------------------------------------------
 
-    def refusal(self, execution: ToolExecution) -> str | None:
-        """Why a child's call is outside its type (None: it may go on to the pipeline)."""
+    def refusal(self, execution: ToolExecution, split: ShellSplit | None = None) -> str | None:
+        """Why a child's call is outside its type (None: it may go on to the pipeline); *split*: the command already
+        split (off the event loop, :func:`dsh.policy.split_command_async`)."""
         agent = execution.agent
         child = self.children.get(agent.session.id) if agent is not None else None
         if child is None:
@@ -216,7 +267,7 @@ class Subagents:
             return f"{name} is not available to a {child.type.name} sub-agent. It did not run."
         if name == "run_command" and child.type.read_only_commands:
             command = execution.arguments.get("command") if isinstance(execution.arguments, dict) else None
-            if not isinstance(command, str) or not _read_only(command):
+            if not isinstance(command, str) or not _read_only(command, split):
                 return f"A {child.type.name} sub-agent runs only read-only commands. It did not run."
         return None
 
@@ -301,10 +352,10 @@ class Subagents:
         return None
 
 
-def _read_only(command: str) -> bool:
+def _read_only(command: str, split: ShellSplit | None = None) -> bool:
     from dsh.policy import is_read_only, split_command
 
-    split = split_command(command)
+    split = split if split is not None else split_command(command)
     return not split.opaque and all(is_read_only(simple) for simple in split.commands)
 
 
@@ -346,7 +397,17 @@ def subagents_plugin(ctx: Context, config: SubagentsConfig | None) -> None:
     )
 
     async def limits(execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
-        why = subagents.refusal(execution)
+        split = None
+        arguments = execution.arguments
+        if (
+            execution.name == "run_command"
+            and isinstance(arguments, dict)
+            and isinstance(arguments.get("command"), str)
+        ):
+            from dsh.policy import split_command_async
+
+            split = await split_command_async(arguments["command"])  # a long line never holds the event loop
+        why = subagents.refusal(execution, split)
         if why is not None:
             return _refused(execution, why)
         return await next_()

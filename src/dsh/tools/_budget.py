@@ -30,6 +30,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dsh.tools._offload import run_io
+
 if TYPE_CHECKING:
     from dsh.kernel import Next
     from dsh.services.tools import ToolExecution, ToolResult
@@ -189,7 +191,6 @@ def _text_of(block: Any) -> str | None:
 async def apply_budget(result: ToolResult, execution: ToolExecution, root: str) -> ToolResult:
     """*result* held to its tool's budget: each text block over it is cut (head, a line naming the spill file,
     tail) and the whole text is written once to a spill file whose path the result carries (``spill``)."""
-    import anyio
 
     budget = budget_for(execution.name)
     texts = [_text_of(block) for block in result.content]
@@ -198,7 +199,7 @@ async def apply_budget(result: ToolResult, execution: ToolExecution, root: str) 
     full = "\n".join(text for text in texts if text is not None)
     agent = execution.agent
     session = agent.session.id if agent is not None else "no-session"
-    path = await anyio.to_thread.run_sync(spill, root, session, execution.call_id or "call", full)
+    path = await run_io(spill, root, session, execution.call_id or "call", full)
     content: list[Any] = []
     for block, text in zip(result.content, texts, strict=True):
         if text is not None and over_budget(text, budget):

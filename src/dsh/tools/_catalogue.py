@@ -37,9 +37,9 @@ CATALOGUE: tuple[ToolSpec, ...] = (
             "`offset` (1-based, `limit` lines); lines longer than 2000 characters are cut. The output says "
             "how many lines remain and the offset to read on from. A directory gives its listing; an image "
             "file (PNG, JPEG, GIF, WebP) comes back as the image itself (its description when you cannot see "
-            "images); a Jupyter notebook (.ipynb) as its cells with their outputs (`offset`/`limit` then "
-            "count cells; edit cells with notebook_edit); other binary files are refused. Read several files "
-            "in one step when you need them: independent reads run at the same time."
+            "images); a notebook (.ipynb) as its cells and outputs (`offset`/`limit` count cells); other "
+            "binary files are refused. Read several files in one step when you need them: independent reads "
+            "run at the same time."
         ),
         {
             "properties": {
@@ -88,10 +88,12 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         (
             "Replace text in a file (read it first in this session). `old_string` must match exactly one "
             "place: include enough surrounding lines to make it unique, or set `replace_all`. A match that "
-            "differs only in trailing whitespace, indentation or typographic quotes and dashes is accepted "
-            "when it is unique (the result says so). For several changes to one file pass `edits: "
-            "[{old_string, new_string, replace_all?}, ...]` instead: applied in order, written once, nothing "
-            "written if one fails. Line endings are kept. Returns a unified diff."
+            "differs only in trailing whitespace, indentation, runs of blanks, blank edge lines, Unicode "
+            "spaces, typographic quotes and dashes or escaped newlines and quotes is accepted when it is "
+            "unique (the result says so); nothing merely similar is applied: a miss shows the closest lines "
+            "with their numbers. For several changes to one file pass `edits: [{old_string, new_string, "
+            "replace_all?}, ...]` instead: applied in order, written once, nothing written if one fails. Line "
+            "endings are kept. Returns a unified diff."
         ),
         {
             "properties": {
@@ -147,34 +149,24 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         "notebook_edit",
         "edit",
         (
-            "Change one cell of a Jupyter notebook (.ipynb; read it with read_file first): `edit_mode` "
-            "replace (the cell's source becomes `new_source`; a code cell's outputs are cleared), insert (a "
-            "new cell of `cell_type` at index `cell`, or after `cell_id`) or delete. Cells are counted from "
-            "0, as read_file shows them. The notebook stays valid JSON with its metadata and other cells "
-            "unchanged."
+            "Change one cell of a Jupyter notebook (read it first): replace its source (a code cell's outputs "
+            "are cleared), insert a cell at index `cell` (or after `cell_id`), or delete it. Cells count from "
+            "0, as read_file shows them; the rest of the notebook is kept."
         ),
         {
             "properties": {
-                "path": {
-                    "description": "The notebook: relative to the working directory, or absolute.",
-                    "type": "string",
-                },
+                "path": {"description": "The .ipynb file.", "type": "string"},
                 "edit_mode": {
                     "default": "replace",
                     "description": "replace (default), insert or delete.",
                     "enum": ["replace", "insert", "delete"],
                     "type": "string",
                 },
-                "cell": {
-                    "description": "The cell's 0-based index (insert: the new cell's index; "
-                    "the number of cells appends).",
-                    "minimum": 0,
-                    "type": "integer",
-                },
-                "cell_id": {"description": "The cell's id instead of its index (insert: after it).", "type": "string"},
-                "new_source": {"description": "The cell's complete new source (replace, insert).", "type": "string"},
+                "cell": {"description": "The cell's index (insert: the new cell's).", "minimum": 0, "type": "integer"},
+                "cell_id": {"description": "The cell's id instead of its index.", "type": "string"},
+                "new_source": {"description": "The cell's complete new source.", "type": "string"},
                 "cell_type": {
-                    "description": "The cell's type (insert: default code; replace: default unchanged).",
+                    "description": "insert: default code; replace: default unchanged.",
                     "enum": ["code", "markdown", "raw"],
                     "type": "string",
                 },

@@ -8,8 +8,9 @@ Guarantees:
   run_command); it reads the file so the approval card shows what is removed (its text as a diff to nothing; none
   for a binary file, one over 64 KiB, or a path outside the session's roots, whose content must not reach the
   editor before the user grants it).
-* apply removes exactly the file prepare saw: when its bytes changed since (while the user was asked) it fails
-  ``CHANGED_SINCE`` and removes nothing. Paths outside the session's roots need the user's grant, as for edits.
+* apply removes exactly the file prepare saw: when its bytes changed since (while the user was asked; above
+  :data:`HASH_MAX`, its identity or stamp) it fails ``CHANGED_SINCE`` and removes nothing. Memory and time do
+  not grow with the file: at most :data:`HASH_MAX` bytes are read. Paths outside the session's roots need the user's grant, as for edits.
 * The read ledger stays honest without a step of its own: a file that is gone has no stamp, so a later
   ``write_file`` of the same path creates it afresh.
 """
@@ -21,12 +22,12 @@ import os
 import stat
 from typing import TYPE_CHECKING, Any, Protocol
 
-import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from dsh._text import plural
 from dsh.services.tools import Prepared, ToolCard, define_prepared_tool
 from dsh.tools._errors import ToolError
+from dsh.tools._offload import run_io
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -58,8 +59,14 @@ class _Host(Protocol):
     def checked(self, execution: ToolExecution, target: ResolvedPath, raw: str) -> None: ...
 
 
-def _look(path: str, real: str) -> tuple[bytes, int]:
-    """The file's bytes and mode; refused unless *path* is a regular file (not followed when a link)."""
+HASH_MAX = 16 * 1024 * 1024
+"""Up to this size apply compares the file's bytes (a SHA-256) with what prepare saw; above it, its identity and
+stamp (device, inode, size, modification time): a 1 GiB delete never reads the file (issue 34)."""
+
+
+def _look(path: str, real: str) -> tuple[object, int, bytes]:
+    """``(fingerprint, size, head)`` of the file, *head* its first :data:`PREVIEW_MAX` + 1 bytes (nothing more
+    is read above :data:`HASH_MAX`); refused unless *path* is a regular file (not followed when a link)."""
     try:
         info = os.lstat(path)
     except FileNotFoundError:
@@ -73,7 +80,11 @@ def _look(path: str, real: str) -> tuple[bytes, int]:
     if not stat.S_ISREG(info.st_mode):
         raise ToolError(f"{path} is not a regular file; nothing was deleted", "NOT_A_FILE")
     with open(real or path, "rb") as file:
-        return file.read(), stat.S_IMODE(info.st_mode)
+        if info.st_size > HASH_MAX:
+            stamp = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+            return stamp, info.st_size, file.read(PREVIEW_MAX + 1)
+        data = file.read(HASH_MAX + 1)
+    return hashlib.sha256(data).digest(), len(data), data[: PREVIEW_MAX + 1]
 
 
 def _text_of(data: bytes) -> str | None:
@@ -97,16 +108,15 @@ def delete_file_spec(
 
     async def prepare(args: DeleteFileArgs, execution: ToolExecution) -> Prepared:
         target = host.locate(execution, args.path)
-        data, _mode = await anyio.to_thread.run_sync(_look, target.path, target.real)
-        digest = hashlib.sha256(data).digest()
+        seen, size, head = await run_io(_look, target.path, target.real)
         shown = _shown(target.path, cwd_of(execution))
 
         async def apply() -> str:
             host.checked(execution, target, args.path)
 
             def remove() -> None:
-                now, _ = _look(target.path, target.real)
-                if hashlib.sha256(now).digest() != digest:
+                now, _, _ = _look(target.path, target.real)
+                if now != seen:
                     raise ToolError(
                         f"{shown} changed since this call was prepared (while it waited for approval); nothing "
                         "was deleted. Read the file again and decide anew.",
@@ -114,12 +124,12 @@ def delete_file_spec(
                     )
                 os.unlink(target.path)
 
-            await anyio.to_thread.run_sync(remove)
-            return f"Deleted {shown} ({plural(len(data), 'byte')})."
+            await run_io(remove)
+            return f"Deleted {shown} ({plural(size, 'byte')})."
 
         # Outside the roots the card shows no text: the file's content reaches the editor only once the user
         # granted the path (as for read_file).
-        text = _text_of(data) if target.inside else None
+        text = _text_of(head) if target.inside else None
         diff = (target.path, text, "") if text is not None else None
         return Prepared(apply, (target.path,), () if target.inside else (target.path,), diff)
 

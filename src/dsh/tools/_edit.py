@@ -4,6 +4,7 @@ card)."""
 from __future__ import annotations
 
 import difflib
+from functools import partial
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -13,6 +14,7 @@ from dsh.tools._common import Spec, card_path, parse, paths_of, refuse_placehold
 from dsh.tools._edits import Edit, plan_edits
 from dsh.tools._errors import ToolError
 from dsh.tools._host import ToolHost
+from dsh.tools._offload import CPU_TIMEOUT, run_cpu
 
 __all__ = ["DIFF_MAX_CHARS", "EditFileArgs", "EditItem", "edit_file_spec"]
 
@@ -21,8 +23,9 @@ DIFF_MAX_CHARS = 20_000
 DESCRIPTION = (
     "Replace text in a file (read it first in this session). `old_string` must match exactly one place: "
     "include enough surrounding lines to make it unique, or set `replace_all`. A match that differs only "
-    "in trailing whitespace, indentation or typographic quotes and dashes is accepted when it is unique "
-    "(the result says so). For several changes to one file pass `edits: [{old_string, new_string, "
+    "in trailing whitespace, indentation, runs of blanks, blank edge lines, Unicode spaces, typographic quotes "
+    "and dashes or escaped newlines and quotes is accepted when it is unique (the result says so); nothing "
+    "merely similar is applied: a miss shows the closest lines with their numbers. For several changes to one file pass `edits: [{old_string, new_string, "
     "replace_all?}, ...]` instead: applied in order, written once, nothing written if one fails. Line "
     "endings are kept. Returns a unified diff."
 )
@@ -105,7 +108,11 @@ async def edit_file(host: ToolHost, args: EditFileArgs, execution: ToolExecution
     for index, edit in enumerate(edits):
         field = f"edits[{index}].new_string" if listed else "new_string"
         refuse_placeholder(edit.new_string, edit.old_string, known=text, field=field)
-    plan = plan_edits(text, edits, shown=where, listed=listed)
+    plan = await run_cpu(  # off the event loop, bounded: a miss on a large file is CPU-heavy (issue 34)
+        partial(plan_edits, text, edits, shown=where, listed=listed),
+        timeout=CPU_TIMEOUT,
+        what=f"matching the edit in {where}",
+    )
 
     async def apply() -> str:
         host.checked(execution, target, args.path)

@@ -292,6 +292,24 @@ def _blank_edges(old: str, new: str) -> tuple[str, str] | None:
     return old[start:end], new
 
 
+def _word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def _whole(text: str, spans: list[Span], old: str) -> list[Span]:
+    """*spans* without the places a loose rule found inside a longer word: a place whose first (last) character
+    is a letter, digit or underscore must not have one just before (after) it (``value = 1`` is not the start of
+    ``value  = 10``). *old* is what was looked for (kept for the reader: the place's own edges decide)."""
+    kept = []
+    for start, end in spans:
+        if start < end and _word_char(text[start]) and _word_char(text[start - 1 : start]):
+            continue
+        if start < end and _word_char(text[end - 1]) and _word_char(text[end : end + 1]):
+            continue
+        kept.append((start, end))
+    return kept
+
+
 def _find(text: str, old: str, new: str) -> _Found:
     rule, spans = _basic(text, old)
     if spans:
@@ -299,12 +317,14 @@ def _find(text: str, old: str, new: str) -> _Found:
     if _ESCAPE.search(old):
         plain_old = _unescape(old)
         rule, spans = _basic(text, plain_old)
+        spans = _whole(text, spans, plain_old)
         if spans:
             return _Found("escaped", spans, plain_old, _unescape(new), rule)
     spans = _exact(text.translate(_SPACES), old.translate(_SPACES)) or _block_spans(text, old, str.strip, _spaced)
+    spans = _whole(text, spans, old)
     if spans:
         return _Found("unicode-spaces", spans, old, new, "unicode-punctuation")
-    spans = _inner_spans(text, old)
+    spans = _whole(text, _inner_spans(text, old), old)
     if spans:
         return _Found("inner-whitespace", spans, old, new, "inner-whitespace")
     trimmed = _blank_edges(old, new)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field, ValidationError
 
 from dsh.services.tools import ToolCard, ToolDefinition, ToolExecution, define_tool
-from dsh.tools._common import report
+from dsh.tools._common import report, session_of
 from dsh.tools._errors import ToolError
 from dsh.tools._fetch import fetch_domain, fetch_markdown
 
@@ -45,11 +45,6 @@ class FetchUrlArgs(BaseModel):
     url: str = Field(description="The http(s) URL to fetch, one the user gave or the project names.")
 
 
-def _session(execution: ToolExecution) -> str:
-    agent = execution.agent
-    return agent.session.id if agent is not None else ""
-
-
 def _require(background: BackgroundCommands | None) -> BackgroundCommands:
     if background is None:
         raise ToolError("background commands are not available here", "UNAVAILABLE")
@@ -69,7 +64,7 @@ async def start_background(
     registry = _require(background)
     cwd_fd = open_cwd(real_cwd) if real_cwd else None
     try:
-        entry = await registry.start(_session(execution), command, cwd, cwd_fd=cwd_fd)
+        entry = await registry.start(session_of(execution), command, cwd, cwd_fd=cwd_fd)
     except FileNotFoundError as exc:
         raise ToolError(f"cannot run the command: {exc}", "BAD_CWD") from None
     finally:
@@ -95,7 +90,7 @@ def _background_tools(background: BackgroundCommands | None) -> list[Spec]:
         import anyio
 
         registry = _require(background)
-        entry = registry.get(_session(execution), args.id)
+        entry = registry.get(session_of(execution), args.id)
         if entry is None:
             raise ToolError(f"no background command {args.id!r} in this session", "NOT_FOUND")
         if args.wait:
@@ -112,7 +107,7 @@ def _background_tools(background: BackgroundCommands | None) -> list[Spec]:
 
     async def command_kill(args: CommandIdArgs, execution: ToolExecution) -> str:
         registry = _require(background)
-        entry = registry.get(_session(execution), args.id)
+        entry = registry.get(session_of(execution), args.id)
         if entry is None:
             raise ToolError(f"no background command {args.id!r} in this session", "NOT_FOUND")
         if not entry.running:

@@ -9,9 +9,17 @@ Guarantees:
   a model must not be able to reach the user's router, a cloud metadata endpoint or a service on localhost
   by being told a URL. Known limit: the request resolves the name again, so a DNS answer that changes between
   the check and the request (rebinding) is not caught.
-* HTML is converted to Markdown by :mod:`markdownify` (scripts, styles and navigation dropped); other text
+* HTML is converted to Markdown by :mod:`markdownify` (scripts, styles and navigation dropped) in a separate
+  process (:mod:`dsh.tools._htmlworker`, issue 34): never in the daemon, at most :data:`CONVERT_SOFT` seconds
+  and :data:`CONVERT_MEMORY_MIB` MiB for the Markdown (and only for pages up to :data:`MARKDOWN_MAX_CHARS`),
+  else the page's plain text with a note saying why; the
+  process is killed at :data:`CONVERT_TIMEOUT` seconds and at once when the call is cancelled. Other text
   types (plain text, Markdown, JSON, XML, CSV) come as they are; anything else is refused with its type and
   size. The result is budgeted like any other (the full text spilled to a file when it is long).
+* Compressed bodies (``gzip``, ``deflate``: the only encodings asked for) are decoded here in steps of at most
+  :data:`DECODE_STEP` bytes, and no more than :data:`MAX_BYTES` decoded bytes are kept: a small page that
+  inflates to gigabytes costs no more than a 5 MB one. Another encoding is refused.
+* Every failure says what to do next; a deadline is "timed out after N s: …", never a bare exception name.
 * No cookies, no credentials, no proxy settings from the environment are used (``trust_env=False``): the
   request carries nothing of the user's.
 """
@@ -30,6 +38,14 @@ __all__ = ["MAX_BYTES", "FetchOutcome", "domain_of", "fetch_domain", "fetch_mark
 MAX_BYTES = 5 * 1024 * 1024
 MAX_REDIRECTS = 5
 TIMEOUT = 30.0
+"""Seconds for the download (every hop); the conversion has its own deadline."""
+CONVERT_SOFT = 10.0
+CONVERT_TIMEOUT = 30.0
+CONVERT_MEMORY_MIB = 1536
+MARKDOWN_MAX_CHARS = 1 << 20
+"""A larger page is given as plain text at once: Markdown conversion grows faster than the page (5 MB took
+over 120 s), so it could never finish in time."""
+DECODE_STEP = 256 * 1024
 USER_AGENT = "dsh-fetch/1 (+https://github.com/; a coding agent reading documentation)"
 
 _TEXT_TYPES = (
@@ -144,54 +160,145 @@ def _strip_chrome(html: str) -> str:
     return f"<h1>{title}</h1>{body}" if title and title not in main.get_text()[:200] else body
 
 
-def _html_to_markdown(html: str) -> str:
+def html_to_markdown(html: str) -> str:
+    """The page as Markdown (chrome stripped). CPU- and memory-heavy on large pages: the daemon runs it only
+    in :mod:`dsh.tools._htmlworker`."""
     return _to_markdown(_strip_chrome(html))
+
+
+class _Decoder:
+    """``Content-Encoding`` undone in bounded steps (see the module docstring)."""
+
+    def __init__(self, encoding: str) -> None:
+        import zlib
+
+        encoding = encoding.strip().lower()
+        if encoding in ("", "identity"):
+            self._inflate = None
+        elif encoding in ("gzip", "x-gzip", "deflate"):
+            self._inflate = zlib.decompressobj(47 if encoding != "deflate" else 15)
+        else:
+            raise ToolError(
+                f"the server sent the page {encoding}-encoded, which fetch_url does not decode (it asks for gzip "
+                "or deflate): try another URL for the same content",
+                "FETCH_FAILED",
+            )
+
+    def feed(self, data: bytes, room: int) -> bytes:
+        """At most *room* decoded bytes of *data* (what does not fit is dropped: the body is cut there)."""
+        if self._inflate is None:
+            return data[:room]
+        out = bytearray()
+        pending = data
+        while pending and len(out) < room:
+            step = self._inflate.decompress(pending, min(DECODE_STEP, room - len(out)))
+            out += step
+            pending = self._inflate.unconsumed_tail
+            if not step and not pending:
+                break
+        return bytes(out)
+
+
+async def _convert(raw: str, url: str) -> tuple[str, str]:
+    """The page as Markdown, or its plain text and a note saying why (see the module docstring)."""
+    import orjson
+
+    from dsh.tools._offload import WorkerFailed, run_worker
+
+    try:
+        out = await run_worker(
+            "dsh.tools._htmlworker",
+            raw.encode("utf-8", "surrogatepass"),
+            timeout=CONVERT_TIMEOUT,
+            arguments=(str(CONVERT_SOFT), str(CONVERT_MEMORY_MIB), str(MARKDOWN_MAX_CHARS)),
+        )
+        result = orjson.loads(out)
+    except WorkerFailed as exc:
+        if exc.timed_out:
+            raise ToolError(
+                f"converting {url} timed out after {CONVERT_TIMEOUT:.0f} s: the page is too large or too complex "
+                "to convert; try a smaller page (a single section, a raw or print version) or a plain-text URL",
+                "FETCH_TIMEOUT",
+            ) from None
+        raise ToolError(
+            f"converting {url} failed ({exc}); try a smaller page or a plain-text version", "FETCH_FAILED"
+        ) from None
+    except orjson.JSONDecodeError:
+        raise ToolError(
+            f"converting {url} failed: the converter gave no answer; try a smaller page", "FETCH_FAILED"
+        ) from None
+    return str(result.get("text", "")), str(result.get("note", ""))
 
 
 async def fetch_markdown(url: str, *, allow_private: bool = False) -> FetchOutcome:
     """GET *url* as the module docstring says; raises :class:`ToolError` (``BAD_URL``, ``PRIVATE_ADDRESS``,
-    ``FETCH_FAILED``, ``NOT_TEXT``) with a message the model can act on."""
+    ``FETCH_FAILED``, ``FETCH_TIMEOUT``, ``NOT_TEXT``) with a message the model can act on."""
     import anyio
+
+    try:
+        with anyio.fail_after(TIMEOUT):
+            current, status, content_type, body, cut, encoding = await _download(url, allow_private)
+    except TimeoutError:
+        raise ToolError(
+            f"fetching {url} timed out after {TIMEOUT:.0f} s: the server is slow or the page is very large; try "
+            "again later, a smaller page, or another source for the same content",
+            "FETCH_TIMEOUT",
+        ) from None
+    size = len(body)
+    if content_type and not content_type.startswith(_TEXT_TYPES):
+        raise ToolError(
+            f"{current} is {content_type} ({size} bytes), not a text page: fetch_url reads only HTML and text",
+            "NOT_TEXT",
+        )
+    try:
+        raw = body.decode(encoding, errors="replace")
+    except LookupError:
+        raw = body.decode("utf-8", errors="replace")
+    is_html = content_type in ("text/html", "application/xhtml+xml") or (
+        not content_type and raw.lstrip()[:15].lower().startswith(("<!doctype html", "<html"))
+    )
+    if is_html:
+        text, note = await _convert(raw, current)
+        if note:
+            text = f"[{note}: this is the page's plain text]\n\n{text}"
+    else:
+        text = raw
+    return FetchOutcome(current, status, content_type or "unknown", text, cut)
+
+
+async def _download(url: str, allow_private: bool) -> tuple[str, int, str, bytes, bool, str]:
+    """``(final url, status, content type, body, cut, charset)``: redirects followed and checked, the body
+    decoded (``Content-Encoding``) and cut at :data:`MAX_BYTES`."""
     import httpx
 
     current = url
+    headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "gzip, deflate"}
     async with httpx.AsyncClient(
-        follow_redirects=False, trust_env=False, timeout=httpx.Timeout(TIMEOUT), headers={"User-Agent": USER_AGENT}
+        follow_redirects=False, trust_env=False, timeout=httpx.Timeout(TIMEOUT), headers=headers
     ) as client:
-        with anyio.fail_after(TIMEOUT):
-            for _hop in range(MAX_REDIRECTS + 1):
-                host = _check_url(current)
-                parts = urlsplit(current)
-                await _check_host(host, parts.port or (443 if parts.scheme == "https" else 80), allow_private)
-                try:
-                    async with client.stream("GET", current) as response:
-                        if response.is_redirect and "location" in response.headers:
-                            current = urljoin(current, response.headers["location"])
-                            continue
-                        content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
-                        body = bytearray()
-                        cut = False
-                        async for chunk in response.aiter_bytes():
-                            body.extend(chunk)
-                            if len(body) > MAX_BYTES:
-                                del body[MAX_BYTES:]
-                                cut = True
-                                break
-                        status = response.status_code
-                        encoding = response.encoding or "utf-8"
-                except httpx.HTTPError as exc:
-                    raise ToolError(f"fetching {current} failed: {exc}", "FETCH_FAILED") from None
-                size = len(body)
-                if content_type and not content_type.startswith(_TEXT_TYPES):
-                    raise ToolError(
-                        f"{current} is {content_type} ({size} bytes), not a text page: fetch_url reads only "
-                        "HTML and text",
-                        "NOT_TEXT",
-                    )
-                raw = bytes(body).decode(encoding, errors="replace")
-                is_html = content_type in ("text/html", "application/xhtml+xml") or (
-                    not content_type and raw.lstrip()[:15].lower().startswith(("<!doctype html", "<html"))
-                )
-                text = await anyio.to_thread.run_sync(_html_to_markdown, raw) if is_html else raw
-                return FetchOutcome(current, status, content_type or "unknown", text, cut)
+        for _hop in range(MAX_REDIRECTS + 1):
+            host = _check_url(current)
+            parts = urlsplit(current)
+            await _check_host(host, parts.port or (443 if parts.scheme == "https" else 80), allow_private)
+            try:
+                async with client.stream("GET", current) as response:
+                    if response.is_redirect and "location" in response.headers:
+                        current = urljoin(current, response.headers["location"])
+                        continue
+                    content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+                    decoder = _Decoder(response.headers.get("content-encoding", ""))
+                    body = bytearray()
+                    cut = False
+                    async for chunk in response.aiter_raw():
+                        body += decoder.feed(chunk, MAX_BYTES + 1 - len(body))
+                        if len(body) > MAX_BYTES:
+                            del body[MAX_BYTES:]
+                            cut = True
+                            break
+                    return current, response.status_code, content_type, bytes(body), cut, response.encoding or "utf-8"
+            except httpx.HTTPError as exc:
+                raise ToolError(
+                    f"fetching {current} failed: {exc or type(exc).__name__}; check the URL, or try again later",
+                    "FETCH_FAILED",
+                ) from None
     raise ToolError(f"{url} redirects more than {MAX_REDIRECTS} times", "FETCH_FAILED")

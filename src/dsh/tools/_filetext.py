@@ -56,9 +56,12 @@ def sniff_binary(real: str) -> Binary | None:
     """*real* as a :class:`Binary` when its first bytes say it is not UTF-8 text (a NUL byte, a known magic
     number, or bytes that are not UTF-8), else None (also when it cannot be opened: the read reports that). Text
     in another encoding (a UTF-16/32 byte-order mark; bytes that are not UTF-8 but hold no NUL) comes back with
-    its guessed ``encoding``."""
+    its guessed ``encoding``. Anything but a regular file raises :class:`~dsh.tools._regular.NotRegularFileError`
+    without blocking (a FIFO)."""
+    from dsh.tools._regular import open_regular
+
     try:
-        with open(real, "rb") as file:
+        with open(open_regular(real, checked=False), "rb") as file:
             head = file.read(SNIFF_BYTES)
             size = os.fstat(file.fileno()).st_size
     except OSError:

@@ -12,6 +12,7 @@ from dsh.services.tools import ToolCard, ToolExecution, define_tool
 from dsh.tools._common import Spec, card_path, parse, paths_of, shown
 from dsh.tools._errors import ToolError
 from dsh.tools._host import ToolHost
+from dsh.tools._offload import run_io
 from dsh.tools._search import glob_files
 
 __all__ = ["GLOB_MAX_FILES", "GlobArgs", "glob_spec"]
@@ -37,7 +38,7 @@ async def glob(host: ToolHost, args: GlobArgs, execution: ToolExecution) -> str:
     if not await anyio.Path(target.path).is_dir():
         raise ToolError(f"not a directory: {target.path}", "NOT_FOUND")
     search = partial(glob_files, args.pattern, target.path, limit=GLOB_MAX_FILES, signal=execution.signal)
-    found, total = await anyio.to_thread.run_sync(search, abandon_on_cancel=True)
+    found, total = await run_io(search, abandon_on_cancel=True)
     if not found:
         return f"[no files match {args.pattern!r} in {base}]"
     lines = [relative if base == "." else f"{base}/{relative}" for _path, relative in found]

@@ -14,6 +14,7 @@ from dsh.tools._budget import spill
 from dsh.tools._common import TITLE_WIDTH, Spec, card_path, parse, paths_of, report, session_of, shown
 from dsh.tools._errors import ToolError
 from dsh.tools._host import ToolHost
+from dsh.tools._offload import run_io
 from dsh.tools._search import GrepOutcome, GrepQuery, grep_python, grep_ripgrep, ripgrep_path
 
 __all__ = ["GREP_LINE_WIDTH", "GREP_MAX_FILES", "GREP_MAX_MATCHES", "GrepArgs", "grep_spec"]
@@ -101,7 +102,7 @@ async def grep(host: ToolHost, args: GrepArgs, execution: ToolExecution) -> str:
     else:
         query = dataclasses.replace(query, target=target.path)
         search = partial(grep_python, query, signal=execution.signal)
-        outcome = await anyio.to_thread.run_sync(search, abandon_on_cancel=True)
+        outcome = await run_io(search, abandon_on_cancel=True)
     if outcome.error == "cancelled":
         report(is_error=True)
         return "[cancelled]"
@@ -117,7 +118,7 @@ async def grep(host: ToolHost, args: GrepArgs, execution: ToolExecution) -> str:
         more = f"{outcome.total - shown_count}{'+' if outcome.capped else ''}"
         where = ""
         if outcome.everything is not None and host.spill_root is not None:
-            path = await anyio.to_thread.run_sync(
+            path = await run_io(
                 spill, host.spill_root, session_of(execution), execution.call_id, "\n".join(outcome.everything)
             )
             if path is not None:

@@ -5,16 +5,16 @@ ledger, and apply's guard that a file is still what prepare read.
 
 from __future__ import annotations
 
-import anyio
-
+from dsh._text import plural
 from dsh.services.tools import ToolExecution
 from dsh.tools._background import BackgroundCommands
 from dsh.tools._budget import spill_roots
 from dsh.tools._common import changed, dir_and_exists, session_of, shown
 from dsh.tools._encoding import not_utf8_message
 from dsh.tools._errors import OutsideRootsError, ToolError
-from dsh.tools._filetext import sniff_binary
+from dsh.tools._filetext import Binary, sniff_binary
 from dsh.tools._ledger import ReadLedger
+from dsh.tools._offload import run_io
 from dsh.tools._paths import ResolvedPath, is_granted, is_within
 from dsh.tools._safeopen import PathChangedError
 from dsh.tools._workspace import Workspace
@@ -100,27 +100,43 @@ class ToolHost:
         """The current text of an existing file, None for a new one; the ledger is checked first. With
         *must_exist* (an edit) a file missing on this disk is still read through the workspace (an editor may
         hold it) and fails ``NOT_FOUND`` when nobody has it."""
-        is_dir, exists = await anyio.to_thread.run_sync(dir_and_exists, target.real)
+        is_dir, exists = await run_io(dir_and_exists, target.real)
         if is_dir:
             raise ToolError(f"{target.path} is a directory, not a file", "IS_DIRECTORY")
         if not exists:  # a new file is not read first (through an editor, that read would report it missing)
             return await self.read_text(execution, target) if must_exist else None
-        binary = await anyio.to_thread.run_sync(sniff_binary, target.real)
+        binary = await run_io(sniff_binary, target.real)
         if binary is not None and binary.encoding is not None:  # text, not UTF-8: say how, not "read it first"
             where = shown(target.path, self.ws.cwd(execution))
             raise ToolError(not_utf8_message(where, binary.encoding, binary.size), "NOT_TEXT")
-        if not must_exist and binary is not None:
-            return None  # not text: read_file cannot show it, so it cannot have been read; replaced as a whole
+        if not must_exist and binary is not None:  # not text: replaced as a whole, once the model looked at it
+            if target.inside:
+                await self.check_binary_read(execution, target, binary)
+            return None
         if target.inside:  # an outside path is checked by apply, once a gate granted it (refused before)
             await self.check_read(execution, target)
         return await self.read_text(execution, target)
 
     async def check_read(self, execution: ToolExecution, target: ResolvedPath) -> None:
         where = shown(target.path, self.ws.cwd(execution))
-        await anyio.to_thread.run_sync(self.ledger.check, session_of(execution), target.real, where)
+        await run_io(self.ledger.check, session_of(execution), target.real, where)
+
+    async def check_binary_read(self, execution: ToolExecution, target: ResolvedPath, binary: Binary) -> None:
+        """The ledger's check for a binary file, whose refusal says what it is: ``exists, N bytes, binary``."""
+        try:
+            await self.check_read(execution, target)
+        except ToolError as exc:
+            if exc.code != "NOT_READ":
+                raise
+            where = shown(target.path, self.ws.cwd(execution))
+            raise ToolError(
+                f"{where} exists, {plural(binary.size, 'byte')}, binary ({binary.mime}): read it or delete it "
+                "first; nothing was written",
+                "NOT_READ",
+            ) from None
 
     async def record_read(self, execution: ToolExecution, target: ResolvedPath) -> None:
-        await anyio.to_thread.run_sync(self.ledger.record, session_of(execution), target.real)
+        await run_io(self.ledger.record, session_of(execution), target.real)
 
     async def _now(self, execution: ToolExecution, target: ResolvedPath, *, edit: bool) -> str | None:
         """The file's text as apply finds it (None: missing, or a binary file that write_file replaces whole)."""
@@ -131,10 +147,10 @@ class ToolHost:
                 if exc.code != "NOT_FOUND":
                     raise
                 return None
-        is_dir, exists = await anyio.to_thread.run_sync(dir_and_exists, target.real)
+        is_dir, exists = await run_io(dir_and_exists, target.real)
         if is_dir:
             raise ToolError(f"{target.path} is a directory, not a file", "IS_DIRECTORY")
-        if not exists or await anyio.to_thread.run_sync(sniff_binary, target.real) is not None:
+        if not exists or await run_io(sniff_binary, target.real) is not None:
             return None
         try:
             return await self.read_text(execution, target)

@@ -13,20 +13,19 @@ from __future__ import annotations
 import base64
 import os
 
-import anyio.to_thread
-
 from dsh._text import plural
 from dsh.images import MAX_IMAGE_BYTES as _MAX
 from dsh.images import ImageError, check_image, describe_image, image_block
 from dsh.services.llm import ContentBlock
 from dsh.tools._errors import ToolError
-from dsh.tools._safeopen import open_checked
+from dsh.tools._offload import run_cpu, run_io
+from dsh.tools._regular import open_regular
 
 __all__ = ["read_image"]
 
 
 def _read(real: str) -> bytes:
-    fd = open_checked(real, os.O_RDONLY)
+    fd = open_regular(real, os.O_RDONLY)
     try:
         chunks: list[bytes] = []
         left = _MAX + 1
@@ -41,6 +40,10 @@ def _read(real: str) -> bytes:
         os.close(fd)
 
 
+def _encode(raw: bytes) -> str:
+    return base64.b64encode(raw).decode("ascii")
+
+
 async def read_image(real: str, shown: str, declared: str, size: int) -> list[ContentBlock]:
     """The content of ``read_file`` on the image at *real* (*shown*: its path as the model names it; *declared*
     and *size*: its type by name and its size on disk): a line describing it, then the image. Raises
@@ -50,9 +53,9 @@ async def read_image(real: str, shown: str, declared: str, size: int) -> list[Co
         raw = b""
         problem = f"it is over the {_MAX // (1024 * 1024)} MB limit per image"
     else:
-        raw = await anyio.to_thread.run_sync(_read, real)
+        raw = await run_io(_read, real)
         try:
-            info = check_image(raw, declared, shown)
+            info = await run_cpu(check_image, raw, declared, shown, timeout=30, what=f"checking the image {shown}")
             problem = ""
         except ImageError as exc:
             problem = str(exc)
@@ -61,5 +64,6 @@ async def read_image(real: str, shown: str, declared: str, size: int) -> list[Co
             f"{what} is not text, and not an image a model can be shown: {problem or 'the file is empty'}",
             "NOT_AN_IMAGE",
         )
-    block = image_block(base64.b64encode(raw).decode("ascii"), info, len(raw), shown)
+    encoded = await run_cpu(_encode, raw, timeout=30, what=f"encoding the image {shown}")
+    block = image_block(encoded, info, len(raw), shown)
     return [{"type": "text", "text": f"{shown}: {describe_image({**block, 'name': ''})}"}, block]

@@ -26,6 +26,7 @@ import hashlib
 import os
 
 from dsh.tools._errors import ToolError
+from dsh.tools._regular import open_regular
 
 __all__ = ["ReadLedger", "Stamp", "stamp_of"]
 
@@ -39,9 +40,9 @@ def _digest(real: str, size: int) -> bytes | None:
     if size > DIGEST_MAX:
         return None
     try:
-        with open(real, "rb") as file:
+        with open(open_regular(real, checked=False), "rb") as file:  # a FIFO must not block the check
             return hashlib.blake2b(file.read(DIGEST_MAX + 1), digest_size=16).digest()
-    except OSError:
+    except (OSError, ToolError):  # ToolError: not a regular file, no digest
         return None
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import anyio
 from pydantic import BaseModel, Field
 
 from dsh.services.tools import ToolCard, ToolExecution, define_tool
 from dsh.tools._common import Spec, card_path, parse, paths_of, shown
 from dsh.tools._errors import ToolError
 from dsh.tools._host import ToolHost
+from dsh.tools._offload import run_io
 from dsh.tools._search import list_directory
 
 __all__ = ["LIST_MAX_ENTRIES", "ListFilesArgs", "list_files", "list_files_spec"]
@@ -42,7 +42,7 @@ async def list_files(host: ToolHost, args: ListFilesArgs, execution: ToolExecuti
         names, total = list_directory(target.path, limit=LIST_MAX_ENTRIES)
         return [name if base == "." else f"{base}/{name}" for name in names], total
 
-    entries, total = await anyio.to_thread.run_sync(collect, abandon_on_cancel=True)
+    entries, total = await run_io(collect, abandon_on_cancel=True)
     if not entries:
         return f"[no files in {base}]"
     if total > len(entries):

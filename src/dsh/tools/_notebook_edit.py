@@ -18,27 +18,26 @@ from dsh.tools._notebooks import NOTEBOOK_SUFFIX, edit_notebook, parse_notebook
 __all__ = ["NotebookEditArgs", "notebook_edit_spec"]
 
 DESCRIPTION = (
-    "Change one cell of a Jupyter notebook (.ipynb; read it with read_file first): `edit_mode` replace "
-    "(the cell's source becomes `new_source`; a code cell's outputs are cleared), insert (a new cell of "
-    "`cell_type` at index `cell`, or after `cell_id`) or delete. Cells are counted from 0, as read_file "
-    "shows them. The notebook stays valid JSON with its metadata and other cells unchanged."
+    "Change one cell of a Jupyter notebook (read it first): replace its source (a code cell's outputs are "
+    "cleared), insert a cell at index `cell` (or after `cell_id`), or delete it. Cells count from 0, as "
+    "read_file shows them; the rest of the notebook is kept."
 )
 
 
 class NotebookEditArgs(BaseModel):
-    path: str = Field(description="The notebook: relative to the working directory, or absolute.")
+    path: str = Field(description="The .ipynb file.")
     edit_mode: Literal["replace", "insert", "delete"] = Field(
         default="replace", description="replace (default), insert or delete."
     )
     cell: int | None = Field(
         default=None,
         ge=0,
-        description="The cell's 0-based index (insert: the new cell's index; the number of cells appends).",
+        description="The cell's index (insert: the new cell's).",
     )
-    cell_id: str | None = Field(default=None, description="The cell's id instead of its index (insert: after it).")
-    new_source: str | None = Field(default=None, description="The cell's complete new source (replace, insert).")
+    cell_id: str | None = Field(default=None, description="The cell's id instead of its index.")
+    new_source: str | None = Field(default=None, description="The cell's complete new source.")
     cell_type: Literal["code", "markdown", "raw"] | None = Field(
-        default=None, description="The cell's type (insert: default code; replace: default unchanged)."
+        default=None, description="insert: default code; replace: default unchanged."
     )
 
 

@@ -28,6 +28,12 @@ _WORDS = re.compile(
     r"truncated|as before|here)\b",
     re.I,
 )
+_BRACKET_WORDS = re.compile(
+    r"\b(rest|existing|unchanged|same|omitted|omit|previous|remaining|remainder|other|elided|skipped|truncated|"
+    r"as before)\b",
+    re.I,
+)
+"""A bracketed note needs a stronger word than a comment: ``[Read more...]`` is a Markdown line, not a gap."""
 _PHRASES = re.compile(
     r"^(?:(?:the\s+)?(?:rest|remainder)\s+of\s+(?:the\s+)?[\w\s]{0,30}?"
     r"|(?:[\w\s]{0,20}\s)?(?:unchanged|omitted(?:\s+for\s+brevity)?)"
@@ -58,7 +64,9 @@ def _is_placeholder(line: str) -> bool:
     if _ELLIPSIS.search(body):
         core = _ELLIPSIS.sub(" ", body)
         # a comment of dots alone says "left out"; brackets of dots alone are Python's Ellipsis
-        return bool(_WORDS.search(core)) or (match is not None and not core.strip(" .:"))
+        if match is None:
+            return bool(_BRACKET_WORDS.search(core))
+        return bool(_WORDS.search(core)) or not core.strip(" .:")
     return bool(_PHRASES.match(body.strip(" .:")))
 
 

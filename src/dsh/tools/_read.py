@@ -19,6 +19,7 @@ from dsh.tools._host import ToolHost
 from dsh.tools._images import read_image
 from dsh.tools._list import ListFilesArgs, list_files
 from dsh.tools._notebooks import NOTEBOOK_SUFFIX, image_blocks, parse_notebook, render_notebook
+from dsh.tools._offload import run_io
 from dsh.tools._paths import ResolvedPath
 
 __all__ = ["READ_MAX_CHARS", "READ_MAX_LINES", "ReadFileArgs", "read_file_spec"]
@@ -36,9 +37,8 @@ DESCRIPTION = (
     f"numbers are not part of the file. Reads up to {READ_MAX_LINES} lines and at most {READ_MAX_CHARS} "
     f"characters from `offset` (1-based, `limit` lines); lines longer than {READ_LINE_WIDTH} characters are "
     "cut. The output says how many lines remain and the offset to read on from. A directory gives its listing; an image file (PNG, JPEG, "
-    "GIF, WebP) comes back as the image itself (its description when you cannot see images); a Jupyter "
-    "notebook (.ipynb) as its cells with their outputs (`offset`/`limit` then count cells; edit cells with "
-    "notebook_edit); other binary files are refused. "
+    "GIF, WebP) comes back as the image itself (its description when you cannot see images); a notebook "
+    "(.ipynb) as its cells and outputs (`offset`/`limit` count cells); other binary files are refused. "
     "Read several files in one step when you need them: independent reads run at the same time."
 )
 
@@ -66,7 +66,7 @@ async def read_file(host: ToolHost, args: ReadFileArgs, execution: ToolExecution
     if await anyio.Path(target.real or target.path).is_dir():
         listing = await list_files(host, ListFilesArgs(path=args.path), execution)
         return f"{shown(target.path, host.cwd(execution))} is a directory; its files:\n{listing}"
-    binary = await anyio.to_thread.run_sync(sniff_binary, target.real or target.path)
+    binary = await run_io(sniff_binary, target.real or target.path)
     if binary is not None:
         return await read_binary(host, execution, target, binary)
     if target.path.lower().endswith(NOTEBOOK_SUFFIX):
@@ -75,7 +75,7 @@ async def read_file(host: ToolHost, args: ReadFileArgs, execution: ToolExecution
             return notebook
     offset = args.offset or 1
     limit = min(args.limit or READ_MAX_LINES, READ_MAX_LINES)
-    size = await anyio.to_thread.run_sync(_local_size, target.real or target.path)
+    size = await run_io(_local_size, target.real or target.path)
     total: int | None = None
     if size is not None and size <= READ_WHOLE_MAX_BYTES:
         whole = await host.read_text(execution, target)
@@ -116,11 +116,13 @@ async def read_binary(host: ToolHost, execution: ToolExecution, target: Resolved
     where = shown(target.path, host.cwd(execution))
     if binary.encoding is not None:
         raise ToolError(not_utf8_message(where, binary.encoding, binary.size), "NOT_TEXT")
+    if target.real:  # the model now knows what the file is: a later write_file over it is not unseen
+        await host.record_read(execution, target)
     if binary.mime.startswith("image/") and target.real:
         return await read_image(target.real, where, binary.mime, binary.size)
     raise ToolError(
         f"{where} is a binary file ({binary.mime}, {plural(binary.size, 'byte')}), not text: read_file "
-        "shows only text files",
+        "shows only text files (write_file may now replace it whole, delete_file remove it)",
         "NOT_TEXT",
     )
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Literal
 
 from dsh.tools._ignore import SKIP_DIRS, IgnoreRules
 from dsh.tools._process import run_process
+from dsh.tools._regular import NotRegularFileError, open_regular
 
 if TYPE_CHECKING:
     from dsh.kernel import CancelToken
@@ -423,9 +424,9 @@ def grep_python(query: GrepQuery, *, signal: CancelToken | None) -> GrepOutcome:
         try:
             if os.path.getsize(path) > _MAX_SEARCH_FILE:
                 continue
-            with open(path, "rb") as file:
+            with open(open_regular(path, checked=False), "rb") as file:  # a FIFO in the tree is skipped
                 data = file.read()
-        except OSError:
+        except (OSError, NotRegularFileError):
             continue
         if b"\0" in data[:_BINARY_PROBE]:
             continue

@@ -15,10 +15,12 @@ Guarantees of the local defaults:
 
 * ``read``: ``line`` is 1-based, ``limit`` a number of lines (as ACP's ``fs/read_text_file``); the returned
   lines keep their line endings. A missing file raises :class:`FileNotFoundError`, a directory
-  :class:`IsADirectoryError`, text that is not UTF-8 :class:`UnicodeDecodeError`. File I/O runs in a worker
-  thread, never on the event loop.
+  :class:`IsADirectoryError`, text that is not UTF-8 :class:`UnicodeDecodeError`, anything but a regular file
+  (a FIFO, a device, a socket) :class:`~dsh.tools._regular.NotRegularFileError`, found without blocking. File
+  I/O runs in a worker thread under the tools' own limiter (:func:`dsh.tools._offload.run_io`), never on the
+  event loop and never taking a thread the daemon's own work needs.
 * ``write``: the file is created or overwritten in place (its mode is kept); missing parent directories are
-  created.
+  created; an existing path that is not a regular file is refused before anything is truncated.
 * ``read`` and ``write`` open what was checked: a request's ``real`` (the real path the tool's path check
   decided on; when empty, the path's real location now) is opened without following any symlink
   (:func:`dsh.tools._safeopen.open_checked`), so a symlink swapped in after the check raises
@@ -37,11 +39,11 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING
 
-import anyio
-
 from dsh import events as ev
+from dsh.tools._offload import run_io
 from dsh.tools._paths import ResolvedPath, resolve_path
 from dsh.tools._process import CommandResult, run_process
+from dsh.tools._regular import open_regular
 from dsh.tools._safeopen import open_checked
 
 if TYPE_CHECKING:
@@ -99,7 +101,7 @@ class RunRequest:
 
 def _read_sync(path: str, real: str, line: int | None, limit: int | None) -> str:
     """Opens *real* (no symlinks), else *path*'s real location now."""
-    fd = open_checked(real or os.path.realpath(path), os.O_RDONLY)
+    fd = open_regular(real or os.path.realpath(path), os.O_RDONLY, shown=path)
     with open(fd, encoding="utf-8", newline="") as file:
         if line is None and limit is None:
             return file.read()
@@ -110,19 +112,24 @@ def _read_sync(path: str, real: str, line: int | None, limit: int | None) -> str
 
 def _write_sync(path: str, real: str, content: str) -> None:
     """Opens *real* (no symlinks), else *path*'s real location now; missing parents are created on the way."""
-    fd = open_checked(real or os.path.realpath(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, create_parents=True)
+    real = real or os.path.realpath(path)
+    try:
+        fd = open_checked(real, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666, create_parents=True)
+    except FileExistsError:  # an existing file: only a regular one is written, truncated once it is checked
+        fd = open_regular(real, os.O_WRONLY, shown=path)
+        os.ftruncate(fd, 0)
     with open(fd, "w", encoding="utf-8", newline="") as file:
         file.write(content)
 
 
 async def read_local(request: ReadRequest) -> str:
     """The innermost ``workspace/read``: the file on this machine (the checked real path)."""
-    return await anyio.to_thread.run_sync(_read_sync, request.path, request.real, request.line, request.limit)
+    return await run_io(_read_sync, request.path, request.real, request.line, request.limit)
 
 
 async def write_local(request: WriteRequest) -> None:
     """The innermost ``workspace/write``: the file on this machine (the checked real path)."""
-    await anyio.to_thread.run_sync(_write_sync, request.path, request.real, request.content)
+    await run_io(_write_sync, request.path, request.real, request.content)
 
 
 def open_cwd(real: str) -> int:
@@ -137,7 +144,7 @@ def open_cwd(real: str) -> int:
 async def run_local(request: RunRequest) -> CommandResult:
     """The innermost ``workspace/run``: a local shell command (keeps the head and the tail of long output), started in the
     checked real directory."""
-    cwd_fd = await anyio.to_thread.run_sync(open_cwd, request.real_cwd) if request.real_cwd else None
+    cwd_fd = await run_io(open_cwd, request.real_cwd) if request.real_cwd else None
     try:
         return await run_process(
             request.command,

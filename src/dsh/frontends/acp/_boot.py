@@ -42,10 +42,12 @@ def initialize_result(
     meta: dict[str, Any] | None = None,
     auth_methods: list[dict[str, Any]] | None = None,
     image: bool = False,
+    modern: bool = False,
 ) -> dict[str, Any]:
     """The result of ``initialize`` (*durable*: sessions are stored, so they can be loaded, listed, resumed;
     *mcp*: the MCP transports beyond stdio, none by default; *meta*: the ``agentCapabilities._meta`` entries
-    plugins announce, none when empty; *image*: the default model takes images)."""
+    plugins announce, none when empty; *image*: the default model takes images; *modern*: the client reads
+    schema 1.22+ fields, so the client system prompt and ``session/set_title`` are advertised, RFC 0033)."""
     capabilities: dict[str, Any] = {
         "loadSession": durable,
         "promptCapabilities": {"image": image, "audio": False, "embeddedContext": True},
@@ -54,6 +56,8 @@ def initialize_result(
         | {"additionalDirectories": {}},
         "auth": {"logout": {}},
     }
+    if modern:
+        capabilities["sessionCapabilities"] |= {"systemPrompt": {"mode": {"override": {}}}, "title": {}}
     if meta:
         capabilities["_meta"] = meta
     return {
@@ -111,6 +115,9 @@ def fast_initialize(
     capabilities = params.get("clientCapabilities") or {}
     meta = announce(capabilities) if announce is not None else None
     methods = auth(capabilities) if auth is not None else None
-    result = initialize_result(durable=durable, mcp=mcp, meta=meta, auth_methods=methods, image=image)
+    from dsh.frontends.acp._features import ClientFeatures  # standard library only
+
+    modern = ClientFeatures.of(capabilities).modern
+    result = initialize_result(durable=durable, mcp=mcp, meta=meta, auth_methods=methods, image=image, modern=modern)
     response = {"jsonrpc": "2.0", "result": result, "id": request_id}
     return json.dumps(response, separators=(",", ":"), allow_nan=False).encode(), params

@@ -378,15 +378,9 @@ def _seal_secrets() -> None:
     non-dumpable (:func:`dsh.secrets.seal_process`), so a command the model runs cannot read them from
     ``/proc/$PPID``; and the daemon becomes its descendants' subreaper (:func:`dsh.reaper.become_subreaper`).
     A platform that does not allow either is one warning, never a failed start."""
-    from dsh.secrets import current_policy, seal_process
+    from dsh.secrets import seal_and_adopt
 
-    for problem in seal_process(current_policy()):
-        log.warning("cannot keep secrets from child processes", problem=problem)
-    from dsh.reaper import become_subreaper
-
-    refused = become_subreaper()  # orphans of our children stay ours, so they end with their session and us
-    if refused is not None:
-        log.warning("descendants that leave their process group may outlive dsh", problem=refused)
+    seal_and_adopt(lambda message, problem: log.warning(message, problem=problem), "dsh")
 
 
 async def _serve_app(
@@ -401,8 +395,7 @@ async def _serve_app(
     recorder: Recorder | None = None,
 ) -> None:
     """Build the application, then serve *early* and every later frame until EOF or a signal; shut down."""
-    from dsh.app import load_core
-    from dsh.context import context_from_file
+    from dsh.app import load_product
     from dsh.frontends.acp._frontend import AcpFrontend, AcpOptions, acp_plugin
     from dsh.frontends.acp._wire import InitializeParams
     from dsh.images import DEFAULT_MAX_PER_PROMPT
@@ -413,22 +406,15 @@ async def _serve_app(
     async with App() as app:
         ctx = app.ctx
         loaded = options.loaded_config
-        load_core(
+        load_product(
             ctx,
+            loaded,
             data_dir=options.data_dir or default_data_dir(),
             agent_loop=options.agent_loop_config(),
-            providers=loaded.providers if loaded is not None else None,
-            context=context_from_file(loaded),
-            secrets=loaded.secrets if loaded is not None else None,
-            sandbox=loaded.sandbox if loaded is not None else None,
-            tools=loaded.tools if loaded is not None else None,
             policy=policy_config(loaded.permissions if loaded is not None else None),
-            subagent_model=loaded.subagent_model if loaded is not None else None,
+            mcp_timeout=options.mcp_timeout,
         )
         _report_storage(ctx.get("session_persistence"))
-        from dsh.mcp import McpOptions, mcp_plugin
-
-        ctx.plugin(mcp_plugin, McpOptions(loaded.mcp_servers if loaded else {}, options.mcp_timeout))
         from dsh.plugins.memory import memory_plugin
 
         ctx.plugin(memory_plugin)  # closed sessions' cyclic garbage is collected (RFC 0031)

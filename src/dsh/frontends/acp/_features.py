@@ -33,8 +33,14 @@ class ClientFeatures:
     compaction: bool = False
 
     @property
-    def tool_names(self) -> bool:
+    def modern(self) -> bool:
+        """The client advertised a capability of schema 1.22 or later: it reads the newer optional fields
+        (``ToolCall.name``, ``PromptResponse.usage``, ``sessionCapabilities.systemPrompt`` and ``title``)."""
         return self.notices or self.plan or self.subagents or self.compaction
+
+    @property
+    def tool_names(self) -> bool:
+        return self.modern
 
     @classmethod
     def of(cls, capabilities: dict[str, Any]) -> ClientFeatures:

@@ -43,6 +43,7 @@ from dsh.events import TurnEndReason
 from dsh.frontends.acp._auth import AGENT_METHOD_ID, AuthState, auth_methods
 from dsh.frontends.acp._backpressure import FlowControl, stream_gate
 from dsh.frontends.acp._boot import initialize_result
+from dsh.frontends.acp._client_prompt import ClientPrompts, parse_system_prompt
 from dsh.frontends.acp._commands import CommandDesk, commands_hooks
 from dsh.frontends.acp._content import prompt_content
 from dsh.frontends.acp._delegation import EditorDelegation
@@ -50,10 +51,12 @@ from dsh.frontends.acp._dispatch import MethodTable, make_dispatch, public_error
 from dsh.frontends.acp._features import ClientFeatures
 from dsh.frontends.acp._fork import ForkSessionParams, fork_session_method
 from dsh.frontends.acp._gate import ApprovalDesk
+from dsh.frontends.acp._listing import iso, list_sessions, normal
 from dsh.frontends.acp._mcp import close_mcp, mcp_capabilities, open_mcp
 from dsh.frontends.acp._notices import notice_updates
 from dsh.frontends.acp._pickers import Pickers
 from dsh.frontends.acp._projection import (
+    Presenter,
     encode_chunk_frame,
     encode_update,
     failed_update,
@@ -65,6 +68,8 @@ from dsh.frontends.acp._replay import replay_frames
 from dsh.frontends.acp._roots import add_session_roots
 from dsh.frontends.acp._rpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, Connection, RpcError, arrival
 from dsh.frontends.acp._session import AcpSession, PendingPrompt
+from dsh.frontends.acp._session_info import SetTitleParams, add_usage, prompt_usage, set_title_method, stored_title
+from dsh.frontends.acp._subagents import SUBAGENT_KINDS, ChildSessions
 from dsh.frontends.acp._wire import (
     AuthenticateParams,
     CancelParams,
@@ -130,17 +135,6 @@ def _stop_reason(reason: TurnEndReason) -> dict[str, Any] | RpcError:
     return {"stopReason": "end_turn"}
 
 
-def _normal(path: str) -> str:
-    """A lexically normal path (no file-system access): ``/a/./b/`` and ``/a/b`` are the same directory."""
-    return os.path.normpath(path)
-
-
-def _iso(timestamp: float) -> str:
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
-
-
 def _resume_error(session_id: str, error: Exception) -> RpcError:
     """A resume failure as the JSON-RPC error a client can act on (never a bare -32603)."""
     code = error_code(error)
@@ -174,6 +168,10 @@ class AcpFrontend:
         self.desk = CommandDesk(ctx, self)
         self.pickers = Pickers(ctx, options.model, options.models, self._update)
         self._capability_hooks: list[Callable[[dict[str, Any]], dict[str, Any]]] = []
+        self.client_prompts = ClientPrompts()
+        self.children = ChildSessions(
+            lambda: self.features, options.send_frame, self._cancel_child, self._make_presenter
+        )
         self.connection = Connection(
             options.send_frame, make_dispatch(self._methods()), notifications=frozenset({"session/cancel"})
         )
@@ -195,6 +193,7 @@ class AcpFrontend:
             "session/set_config_option": (SetConfigOptionParams, self.set_config_option),
             "session/set_model": (SetModelParams, self.set_model),
             "session/set_mode": (SetModeParams, self.set_mode),
+            "session/set_title": (SetTitleParams, partial(set_title_method, self)),
         }
 
     # -- methods ----------------------------------------------------------------------------------------
@@ -214,6 +213,7 @@ class AcpFrontend:
             meta=meta,
             auth_methods=auth_methods(self.client_capabilities),
             image=self._ctx.llm.takes_images(self._options.model),
+            modern=self.features.modern,
         )
 
     async def authenticate(self, params: AuthenticateParams) -> dict[str, Any]:
@@ -228,6 +228,7 @@ class AcpFrontend:
             raise RpcError(INVALID_PARAMS, f"cwd must be an absolute path, got {params.cwd!r}", {"field": "cwd"})
         roots = params.additional_directories
         add_session_roots(None, "", roots)  # checked before anything is created
+        given = parse_system_prompt(params.system_prompt)
         unserved = self._ctx.llm.unserved(self._options.model)
         if unserved is not None:
             raise RpcError(INTERNAL_ERROR, f"dsh cannot start a session: {unserved}", {"model": self._options.model})
@@ -246,6 +247,7 @@ class AcpFrontend:
         record = self._record(session_id, params.cwd, handle, list(params.mcp_servers))
         record.remove_roots = remove_roots
         record.roots = list(roots)
+        self.client_prompts.open(handle.agent.session, given)
         self._sessions[session_id] = record
         open_mcp(self, record)
         self.desk.opened(record)
@@ -305,6 +307,7 @@ class AcpFrontend:
     async def cancel(self, params: CancelParams) -> None:
         record = self._sessions.get(params.session_id)
         if record is None:
+            self.children.cancel(params.session_id)  # a child the client sees: its own work only
             return
         self._cancel_work(record, arrival())
 
@@ -344,6 +347,11 @@ class AcpFrontend:
             policy = policies.session(session_id) if policies is not None else SessionPolicy()
             state = SessionChoices(self._options.model, policy=policy)
         record = AcpSession(session_id, cwd, handle, mcp_servers, state)
+        record.present = self._make_presenter(session_id, cwd)
+        record.names = {} if self.features.tool_names else None
+        return record
+
+    def _make_presenter(self, session_id: str, cwd: str) -> Presenter:
         tools = self._ctx.tools
 
         def present(name: str, arguments: Any) -> Any:
@@ -357,8 +365,14 @@ class AcpFrontend:
                 log.warning("tool presenter failed", tool=name, session_id=session_id)
                 return None
 
-        record.present = present
-        return record
+        return present
+
+    def _cancel_child(self, session_id: str) -> bool:
+        for agent in self._ctx.agents.list():
+            if agent.session.id == session_id:
+                agent.cancel("session/cancel")
+                return True
+        return False
 
     # -- session state: the pickers (dsh.frontends.acp._pickers) -----------------------------------------
 
@@ -408,13 +422,17 @@ class AcpFrontend:
         record = await self._open_stored(params)
         open_mcp(self, record)
         flow = self._options.flow  # the writer's back-pressure (RFC 0008), where the daemon has one
-        prefix, send = record.frame_prefix, self._send
-
-        def frames_of(event: SessionEvent) -> list[bytes]:
-            updates = project(event, replay=True, present=record.present, compaction_updates=self.features.compaction)
-            return [prefix + encode_update(update) + b"}}" for update in updates]
+        prefix, send, features = record.frame_prefix, self._send, self.features
 
         shown = in_view(record.handle.agent.session.events)  # a /rewind's turns are not replayed
+        children = await self.children.load_children(shown, self._persistence())  # each child's own log
+
+        def frames_of(event: SessionEvent) -> list[bytes]:
+            if features.subagents and event.type in SUBAGENT_KINDS:  # the child announced, then its whole log
+                return self.children.replay_frames(record.id, record.cwd, event, children, record.names)
+            updates = project(event, replay=True, present=record.present, features=features, names=record.names)
+            return [prefix + encode_update(update) + b"}}" for update in updates]
+
         for frames in replay_frames(shown, prefix, frames_of, _REPLAY_BATCH):
             for frame in frames:
                 send(frame)
@@ -443,7 +461,9 @@ class AcpFrontend:
             raise RpcError(INVALID_PARAMS, f"cwd must be an absolute path, got {params.cwd!r}", {"field": "cwd"})
         if session_id in self._sessions or session_id in self._opening:
             raise RpcError(INVALID_PARAMS, f"session {session_id} is already open", {"sessionId": session_id})
+        self.children.refuse(session_id)  # a child this client sees is shown through its parent
         add_session_roots(None, "", params.additional_directories)  # checked before anything is opened
+        given = parse_system_prompt(params.system_prompt)
         if self._persistence() is None:
             raise RpcError(INTERNAL_ERROR, "session persistence is not configured")
         self._opening.add(session_id)
@@ -461,7 +481,7 @@ class AcpFrontend:
             self._opening.discard(session_id)
         session = handle.agent.session
         stored_cwd = session.header.cwd
-        if stored_cwd is None or _normal(stored_cwd) != _normal(params.cwd):
+        if stored_cwd is None or normal(stored_cwd) != normal(params.cwd):
             remove_roots()
             await handle.dispose()
             raise RpcError(
@@ -477,42 +497,16 @@ class AcpFrontend:
         if policies is not None:
             policies.restore(session_id, recorded)  # the session's own "always" rules (record.policy is this object)
         self.pickers.restore(record, recorded)
-        record.titled = any(event.type == "user/message" for event in recorded)
+        self.client_prompts.open(session, given, recorded)
+        record.title = stored_title(recorded)
+        record.titled = record.title is not None or any(event.type == "user/message" for event in recorded)
         last = next((event for event in reversed(recorded) if event.type == "turn/start"), None)
         record.current_turn = int(last.data["turn"]) if last is not None else None
         return record
 
     async def list_sessions(self, params: ListSessionsParams) -> dict[str, Any]:
-        persistence = self._persistence()
-        if persistence is None:
-            return {"sessions": []}
-        if params.cwd is not None and not os.path.isabs(params.cwd):
-            raise RpcError(INVALID_PARAMS, f"cwd must be an absolute path, got {params.cwd!r}", {"field": "cwd"})
-        try:
-            offset = int(params.cursor) if params.cursor is not None else 0
-            if offset < 0:
-                raise ValueError
-        except ValueError:
-            raise RpcError(INVALID_PARAMS, f"invalid cursor {params.cursor!r}", {"field": "cursor"}) from None
-        wanted = _normal(params.cwd) if params.cwd is not None else None
-        infos = [
-            info
-            for info in await persistence.list()
-            if info.cwd is not None
-            and info.parent_call is None  # a sub-agent's session is reached through its parent
-            and (wanted is None or _normal(info.cwd) == wanted)
-        ]
-        page = infos[offset : offset + LIST_PAGE]
-        result: dict[str, Any] = {
-            "sessions": [
-                {"sessionId": info.id, "cwd": info.cwd, "updatedAt": _iso(info.updated_at)}
-                | ({"title": info.title} if info.title else {})
-                for info in page
-            ]
-        }
-        if offset + LIST_PAGE < len(infos):
-            result["nextCursor"] = str(offset + LIST_PAGE)
-        return result
+        titles = {record.id: record.title for record in self._sessions.values() if record.title is not None}
+        return await list_sessions(self._persistence(), params, titles)
 
     async def close_session(self, params: SessionIdParams) -> dict[str, Any]:
         """Cancel the session's work as ``session/cancel`` would, then dispose its agent and free it."""
@@ -552,6 +546,8 @@ class AcpFrontend:
         await close_mcp(self, record.id, reason)
         self._settle_cancelled(record)
         self._sessions.pop(record.id, None)
+        self.children.forget(record.id)
+        self.client_prompts.close(record.id)
         self.desk.closed(record.id)
         record.remove_roots()
 
@@ -560,11 +556,15 @@ class AcpFrontend:
     def on_session_event(self, session: Session, event: SessionEvent) -> None:
         record = self._sessions.get(session.id)
         if record is None:
+            self.children.on_child(session, event)  # a sub-agent the client sees as a session of its own
             return
         if type(event) is ChunkEvent:  # nearly every event of a turn: straight to the frame's bytes
             self._send(encode_chunk_frame(record.frame_prefix, event))
             return
-        for update in project(event, present=record.present, compaction_updates=self.features.compaction):
+        if event.type in SUBAGENT_KINDS and self.features.subagents:
+            self.children.on_parent(record.id, record.cwd, event, record.names)
+            return
+        for update in project(event, present=record.present, features=self.features, names=record.names):
             self._update(record.id, update)
         kind = event.type
         if kind == "assistant/chunk":
@@ -573,6 +573,7 @@ class AcpFrontend:
         if kind == "turn/start":
             record.current_turn = data["turn"]
             record.turn_open = True
+            record.turn_usage = {}
         elif kind == "user/message":
             source = data.get("source") or {}
             prompt = record.by_message.get(source.get("message_id", "")) if isinstance(source, dict) else None
@@ -584,9 +585,10 @@ class AcpFrontend:
                     record.titled = True
                     self._update(
                         record.id,
-                        {"sessionUpdate": "session_info_update", "title": title, "updatedAt": _iso(event.time)},
+                        {"sessionUpdate": "session_info_update", "title": title, "updatedAt": iso(event.time)},
                     )
         elif kind == "usage":
+            add_usage(record.turn_usage, data.get("usage") or {})
             self._send_usage(record, data.get("usage") or {})
         elif kind == "tool/call":
             record.open_calls[data["call_id"]] = None
@@ -610,6 +612,8 @@ class AcpFrontend:
         if record.cancelling:
             self._settle_cancelled(record)
         outcome = _stop_reason(reason)
+        if self.features.modern and isinstance(outcome, dict):  # the turn's totals, for clients that read them
+            outcome = {**outcome, "usage": prompt_usage(record.turn_usage)}
         for prompt in list(record.prompts):
             if prompt.turn == turn:
                 self._settle(record, prompt, outcome)
@@ -617,7 +621,7 @@ class AcpFrontend:
     def _settle_cancelled(self, record: AcpSession) -> None:
         record.cancelling = 0
         for call_id in list(record.open_calls):
-            self._update(record.id, failed_update(call_id, "Cancelled by the user."))
+            self._update(record.id, failed_update(call_id, "Cancelled by the user.", record.names))
         record.open_calls.clear()
         for prompt in list(record.prompts):
             if prompt.cancelled:
@@ -670,6 +674,13 @@ class AcpFrontend:
         """The live ACP session *session_id*, if it is one of this front end's."""
         return self._sessions.get(session_id)
 
+    def refuse_child(self, session_id: str) -> None:
+        self.children.refuse(session_id)
+
+    async def stored(self, session_id: str) -> bool:
+        persistence = self._persistence()
+        return persistence is not None and await persistence.has(self._stored_id(session_id))
+
     def owns(self, session_id: str) -> bool:
         """Whether *session_id* is one of this front end's live sessions."""
         return session_id in self._sessions
@@ -695,10 +706,16 @@ class AcpFrontend:
         if notice.session_id in self._sessions:
             for update in notice_updates(notice, self.features):
                 self._update(notice.session_id, update)
+        else:  # a sub-agent's, on its own session when the client sees it
+            self.children.send(notice.session_id, notice_updates(notice, self.features))
 
     def tool_update(self, session_id: str, update: dict[str, Any]) -> None:
         """Send an update about a running tool call (an editor terminal attached to its card)."""
-        if session_id in self._sessions:
+        record = self._sessions.get(session_id)
+        if record is not None:
+            names, call = record.names, update.get("toolCallId")
+            if names is not None and call in names and update.get("sessionUpdate") == "tool_call_update":
+                update = {**update, "name": names[call]}
             self._update(session_id, update)
 
     def _update(self, session_id: str, update: dict[str, Any]) -> None:
@@ -716,6 +733,7 @@ class AcpFrontend:
         self._check_open()
         record = self._sessions.get(session_id)
         if record is None:
+            self.children.refuse(session_id)  # a child: -32602, it is driven through its parent
             raise RpcError(RESOURCE_NOT_FOUND, f"unknown session {session_id!r}", {"sessionId": session_id})
         return record
 
@@ -734,6 +752,7 @@ def acp_plugin(ctx: Context, options: AcpOptions) -> None:
     ctx.on(ev.SESSION_EVENT, frontend.on_session_event)
     ctx.on(ev.AGENT_STATUS, frontend.on_agent_status)
     ctx.on(ev.SESSION_NOTICE, frontend.on_notice)
+    ctx.on(ev.SYSTEM_PROMPT_ASSEMBLE, frontend.client_prompts.on_assemble)
     ctx.on(ev.AGENT_REQUEST, frontend.route_request)
     if options.flow is not None:
         ctx.on(ev.LLM_STREAM, stream_gate(options.flow))

@@ -2,12 +2,14 @@
 
 The policy (modes, rules, what asks) is core (:mod:`dsh.policy`); this desk only asks. Guarantees: the
 ``tool_call`` card is out before any request (the loop logs the call before executing it); the request's tool
-call carries the card (title, kind, locations) and the prepared diff (for ``write_file`` too: a new file's
+call carries the card (title, kind, locations), the tool's name for a client that knows names, and the prepared diff (for ``write_file`` too: a new file's
 content, an overwrite's old and new text); a command is shown whole in the request's content and on one line in
 its title, its control and invisible characters escaped (:func:`command_shown`; ``rawInput`` stays the exact
 arguments, which JSON escapes anyway); the options are the pipeline's (their names say the scope an
 "always" answer records); when the turn is cancelled the client's ``cancelled`` answer is awaited briefly
 (``Connection.request_until``), and only a request it leaves unanswered is withdrawn (``$/cancel_request``).
+A child's call, for a client that sees child sessions, is asked on the child's session, the child's state on
+the parent ``requires_action`` until the answer (RFC 0033).
 """
 
 from __future__ import annotations
@@ -88,11 +90,23 @@ class ApprovalDesk:
         if self._frontend.session_record(approval.session_id) is None:
             return await next_()
         signal = approval.signal
+        params = permission_params(approval)
+        if self._frontend.features.tool_names:
+            params["toolCall"]["name"] = approval.tool
+        children = self._frontend.children  # a child the client sees as a session: asked on the child's session
+        child = children.child_of_call(approval.session_id, approval.call_id)
         try:
             async with self._asking.setdefault(approval.session_id, anyio.Lock()):  # one question at a time
-                answered, answer = await self._frontend.connection.request_until(
-                    "session/request_permission", permission_params(approval), signal
-                )
+                if child is not None:
+                    params["sessionId"] = child
+                    children.state(child, "requires_action")
+                try:
+                    answered, answer = await self._frontend.connection.request_until(
+                        "session/request_permission", params, signal
+                    )
+                finally:
+                    if child is not None:
+                        children.state(child, "running")
         except RpcError as exc:
             log.warning("permission request failed", session_id=approval.session_id, error=exc.message)
             return Verdict(reason=f"the editor could not ask: {exc.message}")

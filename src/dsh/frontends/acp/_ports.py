@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from dsh.frontends.acp._pickers import Pickers
     from dsh.frontends.acp._rpc import Connection
     from dsh.frontends.acp._session import AcpSession
+    from dsh.frontends.acp._subagents import ChildSessions
     from dsh.notices import Notice
 
 __all__ = ["FrontendPort"]
@@ -22,6 +23,7 @@ class FrontendPort(Protocol):
     client_capabilities: dict[str, Any]
     pickers: Pickers
     features: ClientFeatures
+    children: ChildSessions
 
     @property
     def mcp(self) -> Any: ...

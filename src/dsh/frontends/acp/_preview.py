@@ -62,14 +62,15 @@ def _tail(log: Path) -> str:
     return "".join(f"\n  {line}" for line in said)
 
 
-async def _ask(env: dict[str, str], cwd: str, log: Path) -> str:
-    """One daemon run (its stderr to *log*): the agent's answer to a prompt (the captured system prompt)."""
+async def _ask(env: dict[str, str], cwd: str, log: Path, client: dict[str, Any] | None = None) -> str:
+    """One daemon run (its stderr to *log*): the agent's answer to a prompt (the captured system prompt);
+    *client*: the ``systemPrompt`` the session is opened with (RFC 0033)."""
     import anyio
     from anyio.streams.buffered import BufferedByteReceiveStream
 
     requests: list[tuple[str, dict[str, Any]]] = [
         ("initialize", {"protocolVersion": 1, "clientCapabilities": {}}),
-        ("session/new", {"cwd": cwd, "mcpServers": []}),
+        ("session/new", {"cwd": cwd, "mcpServers": []} | ({"systemPrompt": client} if client else {})),
     ]
     text: list[str] = []
     with log.open("ab") as stderr:
@@ -102,8 +103,9 @@ async def _ask(env: dict[str, str], cwd: str, log: Path) -> str:
     return "".join(text)
 
 
-async def preview_system_prompt(settings: Settings, cwd: str) -> str:
-    """The system prompt of the first request of a new session in *cwd*, as the model would receive it."""
+async def preview_system_prompt(settings: Settings, cwd: str, client: dict[str, Any] | None = None) -> str:
+    """The system prompt of the first request of a new session in *cwd* (opened with the client system prompt
+    *client*, when given), as the model would receive it."""
     import tempfile
 
     import anyio
@@ -117,12 +119,12 @@ async def preview_system_prompt(settings: Settings, cwd: str) -> str:
         with anyio.fail_after(WAIT):
             log = Path(data) / "daemon.log"
             try:
-                system = await _ask(env, cwd, log)
+                system = await _ask(env, cwd, log, client)
             except PreviewError:
                 if settings.model == "echo":
                     raise
                 env["DSH_MODEL"] = "echo"  # the model cannot be served here (no key): its prompt is echo's
-                system = await _ask(env, cwd, log)
+                system = await _ask(env, cwd, log, client)
             _relay(log)
             return system
 
@@ -138,8 +140,11 @@ def _relay(log: Path) -> None:
         sys.stderr.write(said if said.endswith("\n") else said + "\n")
 
 
-def show_system_prompt(settings: Settings, cwd: str | None) -> int:
-    """Print the system prompt to stdout; return the exit status."""
+def show_system_prompt(
+    settings: Settings, cwd: str | None, client_prompt: str | None = None, client_mode: str = "append"
+) -> int:
+    """Print the system prompt to stdout (with an editor's *client_prompt* in *client_mode*); return the exit
+    status."""
     import anyio
 
     directory = os.path.abspath(cwd if cwd is not None else os.getcwd())
@@ -147,7 +152,8 @@ def show_system_prompt(settings: Settings, cwd: str | None) -> int:
         sys.stderr.write(f"dsh: --cwd {directory} is not a directory\n")
         return 1
     try:
-        system = anyio.run(preview_system_prompt, settings, directory)
+        client = {"mode": client_mode, "content": [{"type": "text", "text": client_prompt}]} if client_prompt else None
+        system = anyio.run(preview_system_prompt, settings, directory, client)
     except (PreviewError, TimeoutError, OSError, ValueError) as error:
         sys.stderr.write(f"dsh: cannot show the system prompt: {error}\n")
         return 1

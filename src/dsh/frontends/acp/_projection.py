@@ -25,11 +25,19 @@ Mapping:
 |                                       | the summary (or ``compaction_update`` + summary chunk when    |
 |                                       | the client advertises ``session.compaction``), then           |
 |                                       | ``usage_update`` with the new figure when the window is known |
-| ``plan/update``                       | ``plan`` (the complete list of entries)                      |
+| ``plan/update``                       | ``plan`` (the complete list of entries); with ``plan``:       |
+|                                       | ``plan_update`` (planId ``checklist``) or ``plan_removed``    |
+| ``plan/document`` (exit_plan_mode)    | with ``plan``: ``plan_update`` (Markdown, planId ``plan-mode``) |
+|                                       | else none (the permission request shows it, as before)        |
 | ``command/output``                    | ``agent_message_chunk`` (replay: the ``/command`` line first) |
 | ``turn/end`` cancelled or interrupted | ``session_info_update`` with ``_meta.dsh.turnEnd``           |
 | (replay only)                         | (``cancelled``, ``interrupted``): a client can mark the turn |
 | anything else                         | none                                                         |
+
+Every ``tool_call`` and ``tool_call_update`` also carries the tool's catalogue ``name`` when the caller passes
+*names* (a client that knows schema 1.22, :class:`~._features.ClientFeatures`): the projection remembers each
+call's name from its ``tool/call`` in that dict and forgets it at its ``tool/result``, so a replay that starts with
+an empty dict names exactly what the live session named.
 """
 
 from __future__ import annotations
@@ -45,9 +53,11 @@ from dsh.policy import escape_control
 from dsh.services.sessions import ChunkEvent, SessionEvent, dumps_json, parse_json
 
 if TYPE_CHECKING:
+    from dsh.frontends.acp._features import ClientFeatures
     from dsh.services.tools import ToolCard
 
 __all__ = [
+    "CHECKLIST_PLAN",
     "Presenter",
     "card_fields",
     "encode_chunk_frame",
@@ -112,14 +122,48 @@ def _text_content(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return content
 
 
-def failed_update(call_id: str, message: str) -> dict[str, Any]:
+def failed_update(call_id: str, message: str, names: dict[str, str] | None = None) -> dict[str, Any]:
     """The final update for a tool call that will never get a result (the turn was cancelled)."""
-    return {
+    update: dict[str, Any] = {
         "sessionUpdate": "tool_call_update",
         "toolCallId": call_id,
         "status": "failed",
         "content": [{"type": "content", "content": {"type": "text", "text": message}}],
     }
+    if names is not None and call_id in names:
+        update["name"] = names.pop(call_id)
+    return update
+
+
+CHECKLIST_PLAN = "checklist"
+"""The ``planId`` of a session's ``update_plan`` checklist (one per session: plan ids are per session)."""
+
+
+def _plan(data: dict[str, Any], features: ClientFeatures | None) -> list[dict[str, Any]]:
+    entries = data.get("entries", [])
+    if features is None or not features.plan:
+        return [{"sessionUpdate": "plan", "entries": entries}]
+    if not entries:  # the model dropped its plan
+        return [{"sessionUpdate": "plan_removed", "planId": CHECKLIST_PLAN}]
+    return [{"sessionUpdate": "plan_update", "plan": {"type": "items", "planId": CHECKLIST_PLAN, "entries": entries}}]
+
+
+def _plan_document(data: dict[str, Any], features: ClientFeatures | None) -> list[dict[str, Any]]:
+    if features is None or not features.plan or not isinstance(data.get("content"), str):
+        return []
+    plan: dict[str, Any] = {"type": "markdown", "planId": str(data.get("plan_id", "plan")), "content": data["content"]}
+    if isinstance(data.get("path"), str):
+        plan["_meta"] = {"dsh": {"path": data["path"]}}
+    return [{"sessionUpdate": "plan_update", "plan": plan}]
+
+
+def _named(update: dict[str, Any], names: dict[str, str] | None, *, forget: bool = False) -> dict[str, Any]:
+    """*update* with its call's catalogue name, when names are wanted and the call's ``tool/call`` was seen."""
+    if names is not None:
+        name = names.pop(update["toolCallId"], None) if forget else names.get(update["toolCallId"])
+        if name is not None:
+            update["name"] = name
+    return update
 
 
 Presenter = Callable[[str, Any], "ToolCard | None"]
@@ -210,13 +254,20 @@ def _text(text: str) -> dict[str, Any]:
 
 
 def project(
-    event: SessionEvent, *, replay: bool = False, present: Presenter | None = None, compaction_updates: bool = False
+    event: SessionEvent,
+    *,
+    replay: bool = False,
+    present: Presenter | None = None,
+    compaction_updates: bool = False,
+    features: ClientFeatures | None = None,
+    names: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """The ``session/update`` payloads (the ``update`` objects) for one session event.
 
     *present* lets tools show themselves (title, kind, locations, diff); it must be as deterministic as the
     rest, so live streaming and a replay give the same cards. *compaction_updates*: the client advertised
-    ``session.compaction`` (it gets ``compaction_update`` instead of a tool card)."""
+    ``session.compaction`` (it gets ``compaction_update`` instead of a tool card). *features*: what else the
+    client advertised (plan operations); *names*: the calls' catalogue names (see the module's docstring)."""
     if type(event) is ChunkEvent:  # a loaded chunk: no data dicts to build (replays of big sessions)
         turn, step, chunk_kind, text = event.text_chunk
         if chunk_kind == "text-delta":
@@ -246,9 +297,14 @@ def project(
         card = present(name, raw_input) if present is not None else None
         if card is not None:
             call.update(card_fields(card))
+        if names is not None:
+            names[data["call_id"]] = call["name"] = name
         return [call]
     if kind == "tool/running":  # the permission gate let the call run
-        return [{"sessionUpdate": "tool_call_update", "toolCallId": data["call_id"], "status": "in_progress"}]
+        running = {"sessionUpdate": "tool_call_update", "toolCallId": data["call_id"], "status": "in_progress"}
+        return [_named(running, names)]
+    if kind == "tool/progress" and features is not None and features.subagents and _of_child(data):
+        return []  # the card links the child's session (``session`` content), which shows the work itself
     if kind == "tool/progress":  # a running tool's report so far (a sub-agent's work): the card's content
         progress: dict[str, Any] = {
             "sessionUpdate": "tool_call_update",
@@ -258,9 +314,11 @@ def project(
         }
         if isinstance(data.get("meta"), dict):
             progress["_meta"] = data["meta"]
-        return [progress]
+        return [_named(progress, names)]
+    if kind == "subagent/event" and features is not None and features.subagents:
+        return []  # the child's own session shows its cards
     if kind == "subagent/event":  # a sub-agent's tool call, shown as a card tagged with the parent's call
-        return _subagent(data, replay, present)
+        return _subagent(data, replay, present, names)
     if kind == "tool/result":
         update: dict[str, Any] = {
             "sessionUpdate": "tool_call_update",
@@ -279,11 +337,13 @@ def project(
             diff = display.get("diff")
             if isinstance(diff, dict) and isinstance(diff.get("path"), str):
                 update["locations"] = [{"path": diff["path"], "line": display["line"]}]
-        return [update]
+        return [_named(update, names, forget=True)]
     if kind == "context/compaction":
-        return _compaction(event, compaction_updates)
+        return _compaction(event, compaction_updates or (features is not None and features.compaction))
     if kind == "plan/update":
-        return [{"sessionUpdate": "plan", "entries": data.get("entries", [])}]
+        return _plan(data, features)
+    if kind == "plan/document":
+        return _plan_document(data, features)
     if kind == "turn/end" and replay:  # live, the prompt's stop reason says it
         reason = data.get("reason")
         ended = _TURN_ENDS.get(str(reason.get("kind"))) if isinstance(reason, dict) else None
@@ -315,7 +375,15 @@ def project(
 _SUBAGENT_KINDS = ("tool/call", "tool/running", "tool/result")
 
 
-def _subagent(data: dict[str, Any], replay: bool, present: Presenter | None) -> list[dict[str, Any]]:
+def _of_child(data: dict[str, Any]) -> bool:
+    meta = data.get("meta")
+    dsh = meta.get("dsh") if isinstance(meta, dict) else None
+    return isinstance(dsh, dict) and "subagentSessionId" in dsh
+
+
+def _subagent(
+    data: dict[str, Any], replay: bool, present: Presenter | None, names: dict[str, str] | None
+) -> list[dict[str, Any]]:
     inner = data.get("data")
     inner_type = data.get("type")
     if inner_type not in _SUBAGENT_KINDS or not isinstance(inner, dict) or "call_id" not in inner:
@@ -323,7 +391,7 @@ def _subagent(data: dict[str, Any], replay: bool, present: Presenter | None) -> 
     scoped = {**inner, "call_id": f"{data.get('session_id', '')}/{inner['call_id']}"}
     if inner_type == "tool/call" and ("name" not in scoped or "arguments" not in scoped):
         return []
-    updates = project(SessionEvent(str(inner_type), 0, 0.0, scoped), replay=replay, present=present)
+    updates = project(SessionEvent(str(inner_type), 0, 0.0, scoped), replay=replay, present=present, names=names)
     meta = {"dsh": {"parentToolCallId": data.get("parent_call"), "subagentSessionId": data.get("session_id")}}
     return [{**update, "_meta": meta} for update in updates]
 

@@ -9,7 +9,9 @@ Guarantees:
   is "no answer". A declined, dismissed or failed request is "no answer" too, with the reason.
 * ``exit_plan_mode`` (offered in every mode, it acts in plan mode only) shows the plan and asks which mode to switch to; the chosen mode is set
   exactly as the mode picker sets it (``current_mode_update`` and ``config_option_update`` go out); "stay"
-  keeps plan mode.
+  keeps plan mode. The plan is logged first (``plan/document``): a client with plan operations gets it as one
+  Markdown ``plan_update`` before the question, and the question then names the plan (``_meta.dsh.planId``)
+  instead of repeating it, so the plan is rendered once (RFC 0033); any other client sees it in the question.
 """
 
 from __future__ import annotations
@@ -95,16 +97,17 @@ class QuestionDesk:
             {"optionId": choice.id, "name": choice.label, "kind": "reject_once" if choice.id == STAY else "allow_once"}
             for choice in question.choices
         ]
-        params = {
-            "sessionId": question.session_id,
-            "toolCall": {
-                "toolCallId": question.call_id,
-                "title": question.text if len(question.text) <= 200 else question.text[:199] + "…",
-                "kind": "switch_mode" if switching else "other",
-                "status": "pending",
-            },
-            "options": options,
+        tool_call: dict[str, Any] = {
+            "toolCallId": question.call_id,
+            "title": question.text if len(question.text) <= 200 else question.text[:199] + "…",
+            "kind": "switch_mode" if switching else "other",
+            "status": "pending",
         }
+        if switching and self._frontend.features.plan:  # links the question to the plan it is about
+            from dsh.plans import PLAN_MODE_PLAN
+
+            tool_call["_meta"] = {"dsh": {"planId": PLAN_MODE_PLAN}}
+        params = {"sessionId": question.session_id, "toolCall": tool_call, "options": options}
         result = await self._request("session/request_permission", params, question.signal)
         if result is _WITHDRAWN:
             return Answer(reason="the question was withdrawn (the turn was cancelled)")
@@ -159,10 +162,16 @@ def exit_plan_mode_tool(ctx: Context, frontend: FrontendPort) -> ToolDefinition:
         if record is None or record.policy.mode != "plan":
             return "Plan mode is not on; carry on."
         choices = tuple(Choice(mode.id, f"Yes, switch to {mode.name}") for mode in MODES if mode.id != "plan")
+        from dsh.plans import PLAN_DOCUMENT_EVENT, PLAN_MODE_PLAN
+
+        record.handle.agent.session.append(PLAN_DOCUMENT_EVENT, {"plan_id": PLAN_MODE_PLAN, "content": plan.strip()})
+        shown = frontend.features.plan  # the plan went out as a plan_update: the question does not repeat it
         question = Question(
             record.id,
             execution.call_id,
-            "Ready to code? Here is the plan:\n\n" + plan.strip(),
+            "Ready to code? The plan is shown above."
+            if shown
+            else "Ready to code? Here is the plan:\n\n" + plan.strip(),
             (*choices, Choice(STAY, "No, keep planning")),
             purpose="switch_mode",
             signal=execution.signal,

@@ -51,7 +51,13 @@ class AcpSession:
     current_turn: int | None = None
     turn_open: bool = False
     titled: bool = False
+    title: str | None = None
+    """The title the client set (``session/set_title``), None when it never did."""
+    turn_usage: dict[str, int] = field(default_factory=dict)
+    """The current turn's token totals (``PromptResponse.usage``)."""
     present: Presenter | None = None
+    names: dict[str, str] | None = None
+    """The open calls' catalogue names, when the client gets ``ToolCall.name`` (the projection keeps it)."""
     """How this session's tool calls show themselves (tool cards); set when the record is made."""
     cancelled_at: int = -1
     """Arrival number of the last ``session/cancel``: a prompt that arrived before it is cancelled too,

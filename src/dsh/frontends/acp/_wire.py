@@ -85,6 +85,8 @@ class NewSessionParams(Wire):
     cwd: Path
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
     additional_directories: list[Path] = Field(default_factory=list)
+    system_prompt: Any = None
+    """``SystemPrompt`` (checked by :func:`~._client_prompt.parse_system_prompt`)."""
 
 
 class LoadSessionParams(Wire):
@@ -92,6 +94,7 @@ class LoadSessionParams(Wire):
     cwd: Path
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
     additional_directories: list[Path] = Field(default_factory=list)
+    system_prompt: Any = None
 
 
 class ListSessionsParams(Wire):

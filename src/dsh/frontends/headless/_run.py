@@ -169,35 +169,22 @@ def _seal_secrets() -> None:
     ``/proc/$PPID``; and the run becomes its descendants' subreaper. A platform that allows neither is a logged
     warning, never a failed run."""
     from dsh._log import get_logger
-    from dsh.reaper import become_subreaper
-    from dsh.secrets import current_policy, seal_process
+    from dsh.secrets import seal_and_adopt
 
     log = get_logger("dsh.exec")
-    for problem in seal_process(current_policy()):
-        log.warning("cannot keep secrets from child processes", problem=problem)
-    refused = become_subreaper()
-    if refused is not None:
-        log.warning("descendants that leave their process group may outlive the run", problem=refused)
+    seal_and_adopt(lambda message, problem: log.warning(message, problem=problem), "the run")
 
 
 def _load(ctx: Context, options: ExecOptions, settings: Settings, policy: PolicyConfig) -> None:
-    from dsh.app import load_core
-    from dsh.context import context_from_file
-    from dsh.mcp import McpOptions, mcp_plugin
+    from dsh.app import load_product
 
-    loaded = settings.config
-    load_core(
+    load_product(
         ctx,
+        settings.config,
         data_dir=None if options.ephemeral else settings.data_dir,
-        providers=loaded.providers if loaded is not None else None,
-        secrets=loaded.secrets if loaded is not None else None,
-        sandbox=loaded.sandbox if loaded is not None else None,
-        context=context_from_file(loaded),
-        tools=loaded.tools if loaded is not None else None,
         policy=policy,
-        subagent_model=loaded.subagent_model if loaded is not None else None,
+        mcp_timeout=settings.get("mcp_timeout"),
     )
-    ctx.plugin(mcp_plugin, McpOptions(loaded.mcp_servers if loaded is not None else {}, settings.get("mcp_timeout")))
 
 
 async def _run(options: ExecOptions, settings: Settings, state: _State) -> int:

@@ -191,6 +191,19 @@ def _reason(error: OSError) -> str:
 _SETTING = "set --data-dir or DSH_DATA_DIR (or data_dir in the config file) to a writable directory"
 
 
+def _redacted_prompt(event: SessionEvent) -> SessionEvent:
+    """A user's prompt as the file stores it: every secret value the policy knows replaced, as the recording
+    does (``secrets.redact_prompts``, on by default); the session in memory, and so the model's turn, keep the
+    prompt as typed."""
+    from dsh.secrets import current_policy, redact_json
+
+    policy = current_policy()
+    if not policy.redact_prompts:
+        return event
+    data = redact_json(event.data, policy.redactor())
+    return event if data == event.data else SessionEvent(event.type, event.seq, event.time, data)
+
+
 class JsonlPersistence:
     """The ``session_persistence`` service (see :class:`~dsh.services.sessions.SessionPersistence`)."""
 
@@ -272,6 +285,8 @@ class JsonlPersistence:
         The quick test is two C-level searches of the encoded line; only a line that may hold an image is walked.
         If the store cannot take the bytes (a full disk), the line keeps them inline: nothing is lost, and the
         line's own write reports the disk."""
+        if event.type == "user/message":
+            event = _redacted_prompt(event)
         line = encode_event(event)
         if type(event) is ChunkEvent or not mentions_images(line):
             return line

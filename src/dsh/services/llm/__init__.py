@@ -9,6 +9,7 @@ from dsh.services.llm._estimate import (
     estimate_request,
     tools_chars,
 )
+from dsh.services.llm._models import builtin_price, builtin_window
 from dsh.services.llm._service import LlmService, ModelInfo, Price, ReasoningSupport, llm_plugin, model_name
 from dsh.services.llm._types import (
     Adapter,
@@ -34,6 +35,8 @@ from dsh.services.llm._types import (
 )
 
 __all__ = [
+    "builtin_price",
+    "builtin_window",
     "CHARS_PER_TOKEN",
     "MESSAGE_OVERHEAD",
     "Adapter",

@@ -24,7 +24,6 @@ from dsh.services.llm._types import Message
 
 __all__ = [
     "CHARS_PER_TOKEN",
-    "IMAGE_TOKENS",
     "MESSAGE_OVERHEAD",
     "content_chars",
     "estimate_chars",
@@ -35,24 +34,22 @@ __all__ = [
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD = 4
 """Tokens a provider spends per message on roles and separators (estimate)."""
-IMAGE_TOKENS = 1_000
-"""A typical image's cost in tokens (an image block that does not say its pixel size: dsh's own always do)."""
 
 
 def _image_tokens(block: dict[str, Any]) -> int:
-    """An image's tokens from its ``width`` and ``height`` (:func:`dsh.images.image_tokens`), else
-    :data:`IMAGE_TOKENS`."""
-    width, height = block.get("width"), block.get("height")
-    if type(width) is not int or type(height) is not int:
-        return IMAGE_TOKENS
+    """An image's tokens from its ``width`` and ``height`` (:func:`dsh.images.image_tokens`; a block that does not
+    say its pixel size, dsh's own always do, costs :data:`dsh.images.TYPICAL_IMAGE_TOKENS`, the one constant)."""
     from dsh.images import image_tokens
 
+    width, height = block.get("width"), block.get("height")
+    if type(width) is not int or type(height) is not int:
+        return image_tokens(None, None)
     return image_tokens(width, height)
 
 
 def content_chars(blocks: Iterable[Any]) -> int:
     """Characters of the content blocks that reach a model (text, reasoning, tool calls and results; an image
-    counts the tokens its pixel size costs, :data:`IMAGE_TOKENS` when it does not say)."""
+    counts the tokens its pixel size costs, :data:`dsh.images.TYPICAL_IMAGE_TOKENS` when it does not say)."""
     total = 0
     for block in blocks:
         if not isinstance(block, dict):

@@ -140,7 +140,7 @@ class LlmService:
     def _claimants(self, name: str) -> list[str]:
         """The providers (with a ``provider:*`` adapter) known to serve a model called *name*: configured for it
         (a described ``provider:name``) or, for the built-in providers, in their table of well-known models."""
-        from dsh.context import builtin_price, builtin_window  # only on this error path
+        from dsh.services.llm._models import builtin_price, builtin_window  # only on this error path
 
         out = []
         for provider in self.providers():

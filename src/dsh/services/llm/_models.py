@@ -9,7 +9,7 @@ million tokens as published by the providers (2026); they are estimates for disp
 
 from __future__ import annotations
 
-from dsh.services.llm import Price
+from dsh.services.llm._service import Price
 
 __all__ = ["BUILTIN_PRICES", "BUILTIN_WINDOWS", "builtin_price", "builtin_window"]
 
