@@ -435,7 +435,8 @@ async def test_the_chat_leaves_during_a_flood_whatever_the_agent_does(tmp_path: 
     with tmux_chat(tmp_path, ["--agent", FLOOD_AGENT], sandbox_env(tmp_path, "echo"), tmp_path) as tmux:
         await tmux.wait_for(lambda s: PROMPT.strip() in s and s.splitlines()[-1].strip() == "flood")
         await submit(tmux, "go")
-        await tmux.wait_for(lambda s: "flood" in s, within=30)
+        # the turn streams (the agent's name "flood" is on the status line from the start: wait for its output)
+        await tmux.wait_for(lambda s: "working" in s and re.search(r"flood\d+ flood\d+", s) is not None, within=30)
         for key in keys[:-1]:  # a first Ctrl+C: the turn is being cancelled (the agent ignores it)
             tmux.keys(key)
             await tmux.wait_for(lambda s: "cancelling" in s, within=30)
