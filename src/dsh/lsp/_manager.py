@@ -1,0 +1,274 @@
+"""Language servers per root and language, started lazily, shared by the sessions on a root.
+
+Guarantees:
+
+* No server is started unless a file of a language with a found server (configured, else the first built-in
+  candidate on ``PATH`` or beside the running Python) is changed by a tool.
+* :meth:`LspManager.after_edit` never takes longer than its *timeout* (server start-up included) and never
+  raises: a server that fails to start, hangs, crashes or floods yields a one-line note instead of diagnostics.
+* A server that failed once is not started again for that root and language (one line per failure, not per
+  edit).
+* :meth:`LspManager.release` stops the servers no session uses any more; :meth:`LspManager.close` kills all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dsh.lsp._client import Diagnostic, LspServer
+from dsh.lsp._config import LspConfig
+
+__all__ = ["LANGUAGES", "EditReport", "LspManager"]
+
+LANGUAGES: dict[str, str] = {
+    ".py": "python",
+    ".pyi": "python",
+    ".ts": "typescript",
+    ".tsx": "typescriptreact",
+    ".js": "javascript",
+    ".jsx": "javascriptreact",
+    ".go": "go",
+    ".rs": "rust",
+    ".c": "c",
+    ".h": "c",
+    ".cc": "cpp",
+    ".cpp": "cpp",
+    ".hpp": "cpp",
+}
+"""File suffix → LSP language id."""
+
+_CANDIDATES: dict[str, list[tuple[str, list[str]]]] = {
+    "python": [
+        ("basedpyright", ["basedpyright-langserver", "--stdio"]),
+        ("pyright", ["pyright-langserver", "--stdio"]),
+        ("pylsp", ["pylsp"]),
+    ],
+    "typescript": [("typescript-language-server", ["typescript-language-server", "--stdio"])],
+    "go": [("gopls", ["gopls"])],
+    "rust": [("rust-analyzer", ["rust-analyzer"])],
+    "c": [("clangd", ["clangd"])],
+}
+_FAMILY = {"typescriptreact": "typescript", "javascript": "typescript", "javascriptreact": "typescript", "cpp": "c"}
+_SEVERITY = {"error": 1, "warning": 2, "information": 3, "hint": 4}
+_LABEL = {1: "error", 2: "warning", 3: "info", 4: "hint"}
+_INITIALIZE = 60.0
+"""Seconds a server gets to answer ``initialize`` before it counts as failed (each edit waits its own bound)."""
+MAX_LISTED = 20
+"""Diagnostics listed per file in one edit's result; the rest are counted."""
+
+
+def _which(program: str) -> str | None:
+    found = shutil.which(program)
+    if found is not None:
+        return found
+    beside = Path(sys.executable).parent / program  # a server installed in dsh's own environment
+    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
+
+
+@dataclass
+class EditReport:
+    """What one edit's diagnostics came to: new diagnostics per file, and notes (a server that failed,
+    diagnostics that did not arrive in time)."""
+
+    new: list[Diagnostic] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    checked: list[tuple[str, str]] = field(default_factory=list)
+    """``(path, server)`` of every file whose diagnostics arrived."""
+
+    def render(self, cwd: str | None) -> str:
+        """The text appended to the tool's result ("" when there is nothing to say)."""
+        lines: list[str] = []
+        by_file: dict[str, list[Diagnostic]] = {}
+        for item in self.new:
+            by_file.setdefault(item.path, []).append(item)
+        for path, items in by_file.items():
+            shown = os.path.relpath(path, cwd) if cwd else path
+            lines.append(f"New diagnostics in {shown} ({items[0].server}):")
+            for item in sorted(items, key=lambda d: d.line)[:MAX_LISTED]:
+                source = f" [{item.source}]" if item.source else ""
+                lines.append(f"  line {item.line}: {_LABEL.get(item.severity, 'error')}: {item.message}{source}")
+            if len(items) > MAX_LISTED:
+                lines.append(f"  … and {len(items) - MAX_LISTED} more")
+        lines.extend(self.notes)
+        return "\n".join(lines)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "new": [
+                {
+                    "path": d.path,
+                    "line": d.line,
+                    "severity": _LABEL.get(d.severity, "error"),
+                    "message": d.message,
+                    "source": d.source,
+                    "server": d.server,
+                }
+                for d in self.new
+            ],
+            "notes": list(self.notes),
+        }
+
+
+class LspManager:
+    """The servers of one daemon (see the module docstring)."""
+
+    def __init__(self, config: LspConfig) -> None:
+        self.config = config
+        self.servers: dict[tuple[str, str], LspServer] = {}
+        self._starting: dict[tuple[str, str], asyncio.Task[LspServer]] = {}
+        self._failed: set[tuple[str, str]] = set()
+        self._users: dict[tuple[str, str], set[str]] = {}
+        self._threshold = _SEVERITY[config.severity]
+        self._commands: dict[str, tuple[str, list[str], dict[str, Any]] | None] = {}
+
+    def command_for(self, language: str) -> tuple[str, list[str], dict[str, Any]] | None:
+        """``(name, argv, init_options)`` of the server for *language*, or None when none is found (looked up once
+        per language; blocking: it searches ``PATH``)."""
+        if language not in self._commands:
+            self._commands[language] = self._lookup(language)
+        return self._commands[language]
+
+    def _lookup(self, language: str) -> tuple[str, list[str], dict[str, Any]] | None:
+        family = _FAMILY.get(language, language)
+        for name, server in self.config.servers.items():
+            if language in server.languages or family in server.languages:
+                return name, list(server.command), dict(server.init_options)
+        for name, argv in _CANDIDATES.get(family, ()):
+            found = _which(argv[0])
+            if found is not None:
+                return name, [found, *argv[1:]], {}
+        return None
+
+    def wants(self, path: str) -> bool:
+        """Whether an edit of *path* would be diagnosed (its language has a server that has not failed)."""
+        language = LANGUAGES.get(Path(path).suffix.lower())
+        return language is not None and self.command_for(language) is not None
+
+    async def after_edit(
+        self, changes: list[tuple[str, str | None, str | None]], root: str, session: str, bound: float | None = None
+    ) -> EditReport:
+        """Diagnose *changes* (``(path, text before or None, text now or None for a deleted file)``) under
+        *root*: what is new since before. Bounded by *bound* (default: the configuration's); never raises."""
+        report = EditReport()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (bound if bound is not None else self.config.timeout)
+        try:
+            await asyncio.wait_for(self._diagnose(changes, root, session, deadline, report), deadline - loop.time())
+        except TimeoutError:
+            if not report.checked:
+                report.notes.append(f"(diagnostics: none arrived within {self.config.timeout:g} s)")
+        except Exception as exc:  # a server's failure is a note, never the edit's
+            report.notes.append(f"(diagnostics unavailable: {exc})")
+        return report
+
+    async def _diagnose(
+        self,
+        changes: list[tuple[str, str | None, str | None]],
+        root: str,
+        session: str,
+        deadline: float,
+        report: EditReport,
+    ) -> None:
+        for path, before, now in changes:
+            language = LANGUAGES.get(Path(path).suffix.lower())
+            if language is None:
+                continue
+            server = await self._server(root, language, session, report)
+            if server is None:
+                continue
+            if now is None:
+                await server.close(path)
+                continue
+            old: list[Diagnostic] = []
+            if server.versions.get(Path(path).as_uri()) is None and before is not None:
+                server.forget(path)
+                version = await server.open_or_change(path, before, language)
+                old = await server.wait_diagnostics(path, version, deadline) or []
+            else:
+                old = (
+                    list(server.published[Path(path).as_uri()].items) if Path(path).as_uri() in server.published else []
+                )
+            server.forget(path)
+            version = await server.open_or_change(path, now, language)
+            got = await server.wait_diagnostics(path, version, deadline)
+            if got is None:
+                report.notes.append(f"(diagnostics: {server.name} did not answer in time for {Path(path).name})")
+                continue
+            report.checked.append((path, server.name))
+            seen: dict[tuple[int, str, str], int] = {}
+            for item in old:
+                seen[item.key()] = seen.get(item.key(), 0) + 1
+            for item in got:
+                if item.severity > self._threshold:
+                    continue
+                if seen.get(item.key(), 0) > 0:
+                    seen[item.key()] -= 1
+                    continue
+                report.new.append(item)
+
+    async def _server(self, root: str, language: str, session: str, report: EditReport) -> LspServer | None:
+        family = _FAMILY.get(language, language)
+        key = (root, family)
+        self._users.setdefault(key, set()).add(session)
+        server = self.servers.get(key)
+        if server is not None and not server.dead:
+            return server
+        if key in self._failed:
+            return None
+        found = self.command_for(language)
+        if found is None:
+            return None
+        name, argv, options = found
+        task = self._starting.get(key)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._start(key, name, argv, options))
+            self._starting[key] = task
+        try:
+            return await asyncio.shield(task)
+        except Exception as exc:
+            self._failed.add(key)
+            report.notes.append(f"(language server {name} failed to start: {exc})")
+            return None
+
+    async def _start(self, key: tuple[str, str], name: str, argv: list[str], options: dict[str, Any]) -> LspServer:
+        try:
+            server = await LspServer.start(name, argv, key[0], options)
+        finally:
+            self._starting.pop(key, None)
+        self.servers[key] = server
+        try:
+            await asyncio.wait_for(server.initialize(), _INITIALIZE)
+        except BaseException:
+            server.kill()
+            self.servers.pop(key, None)
+            raise
+        return server
+
+    def release(self, session: str) -> list[int]:
+        """*session* ended: stop every server no other session uses; returns their pids."""
+        stopped = []
+        for key, users in list(self._users.items()):
+            users.discard(session)
+            if not users:
+                del self._users[key]
+                server = self.servers.pop(key, None)
+                if server is not None:
+                    stopped.append(server.pid)
+                    server.kill()
+        return stopped
+
+    def close(self) -> None:
+        """Kill every server (the daemon ends); never raises."""
+        for task in self._starting.values():
+            task.cancel()
+        for server in self.servers.values():
+            with contextlib.suppress(Exception):
+                server.kill()
+        self.servers.clear()

@@ -1,0 +1,114 @@
+"""The ``lsp`` plugin: the pipeline's ``diagnose`` stage, servers ended with their sessions and the daemon."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from dsh import events as ev
+from dsh._log import get_logger
+from dsh.kernel import plugin
+from dsh.lsp._config import LspConfig
+
+if TYPE_CHECKING:
+    from dsh.kernel import Context, Next
+    from dsh.lsp._manager import LspManager
+    from dsh.services.agents import Agent
+    from dsh.services.tools import ToolExecution, ToolResult
+
+__all__ = ["EDIT_TOOLS", "MAX_FILE", "lsp_plugin"]
+
+log = get_logger("dsh.lsp")
+
+EDIT_TOOLS = frozenset({"edit_file", "edits", "write_file", "delete_file", "notebook_edit"})
+"""The tools whose changes are diagnosed."""
+MAX_FILE = 2 << 20
+"""A file larger than this (bytes) is not sent to a server."""
+
+
+def _read(path: str) -> str | None:
+    try:
+        if os.path.getsize(path) > MAX_FILE:
+            return None
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def _texts(paths: list[str]) -> dict[str, str | None]:
+    """Each path's text now (None: absent, unreadable or too large); blocking, run in a worker thread."""
+    return {path: _read(path) for path in paths}
+
+
+def _wanted(lsp: LspManager, execution: ToolExecution, root: str) -> list[str]:
+    """The paths of *execution* that a server would diagnose; blocking (it looks servers up on ``PATH``)."""
+    return [p for p in _paths(execution, root) if lsp.wants(p)]
+
+
+def _paths(execution: ToolExecution, cwd: str) -> tuple[str, ...]:
+    if execution.prepared is not None:
+        return execution.prepared.paths
+    arguments = execution.arguments
+    path = arguments.get("path") if isinstance(arguments, dict) else None
+    return (os.path.join(cwd, path),) if isinstance(path, str) else ()
+
+
+@plugin("lsp", inject=("tools",))
+def lsp_plugin(ctx: Context, config: LspConfig | dict[str, Any] | None = None) -> None:
+    """Join the ``diagnose`` stage: after an allowed edit of a file a server knows, append the diagnostics that
+    are new since before it (see :mod:`dsh.lsp`). Disabled (``enabled: false``, the default): nothing at all."""
+    settings = config if isinstance(config, LspConfig) else LspConfig.model_validate(config or {})
+    if not settings.enabled:
+        return
+    manager: LspManager | None = None
+
+    def get_manager() -> LspManager:
+        nonlocal manager
+        if manager is None:
+            from dsh.lsp._manager import LspManager
+
+            manager = LspManager(settings)
+        return manager
+
+    async def diagnose(execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
+        if execution.name not in EDIT_TOOLS:
+            return await next_()
+        from anyio import to_thread
+
+        agent = execution.agent
+        cwd = agent.session.header.cwd if agent is not None else None
+        root = cwd if cwd and os.path.isabs(cwd) else os.getcwd()
+        lsp = get_manager()
+        paths = await to_thread.run_sync(_wanted, lsp, execution, root)
+        if not paths:
+            return await next_()
+        before = await to_thread.run_sync(_texts, paths)
+        result = await next_()
+        if result.is_error:
+            return result
+        after = await to_thread.run_sync(_texts, paths)
+        changes = [(p, before[p], after[p]) for p in paths]
+        report = await lsp.after_edit(changes, root, agent.session.id if agent is not None else "")
+        for note in report.notes:
+            log.info("diagnostics", note=note)
+        text = report.render(root)
+        if not text:
+            return result
+        display = {**(result.display or {}), "diagnostics": report.as_json()}
+        return replace(result, content=[*result.content, {"type": "text", "text": text}], display=display)
+
+    def disposed(agent: Agent) -> None:
+        if manager is not None:
+            stopped = manager.release(agent.session.id)
+            if stopped:
+                log.info("stopped language servers of a closed session", pids=stopped)
+
+    def at_exit() -> None:
+        if manager is not None:
+            manager.close()
+
+    ctx.tools.stage("diagnose", diagnose)
+    ctx.on(ev.AGENT_DISPOSED, disposed)
+    ctx.effect(at_exit)

@@ -1,0 +1,92 @@
+"""Issue 39 over the wire: a real ``dsh acp`` daemon with ``lsp: {enabled: true}`` and a real language server
+(``pylsp`` with pyflakes, from the dev extra), driven by the ACP SDK client, the model played by the loopback
+provider. What the model receives is read from the requests the provider captured."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.checkpoints.test_rewind_acp import env_of, text, tool
+from tests.support.editor import EditorClient, run_editor
+from tests.support.provider_server import FakeProvider
+
+MODEL = "openai:test-model"
+
+pytest.importorskip("pylsp")
+pytest.importorskip("pyflakes")
+
+
+def write_config(tmp_path: Path, **lsp: Any) -> Path:
+    config = tmp_path / "config.yaml"
+    section = {
+        "enabled": True,
+        "timeout": 30,  # generous on a busy machine: the bound is the configuration's
+        "servers": {"pylsp": {"command": [sys.executable, "-m", "pylsp"], "languages": ["python"]}},
+        **lsp,
+    }
+    config.write_text(json.dumps({"lsp": section}))  # JSON is YAML
+    return config
+
+
+def tool_message(bodies: list[Any], call_id: str) -> str:
+    """The text the model was sent as the result of *call_id* (the first request that carried it)."""
+    for body in bodies:
+        for message in body.get("messages", ()):
+            if message.get("role") == "tool" and message.get("tool_call_id") == call_id:
+                content = message["content"]
+                return content if isinstance(content, str) else "".join(part.get("text", "") for part in content)
+    raise AssertionError(f"no request carried the result of {call_id}")
+
+
+def servers_in(project: Path) -> list[int]:
+    """Pids of live ``pylsp`` processes whose working directory is *project*."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if b"pylsp" in cmdline and cwd == str(project) and state != "Z":
+            found.append(int(entry))
+    return found
+
+
+async def test_undefined_name_is_reported_and_its_fix_reports_none(server: FakeProvider, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    server.script(
+        tool("w1", "write_file", path="mod.py", content="import os\n\nprint(undefined_thing)\n"),
+        tool("e2", "edit_file", path="mod.py", old_string="print(undefined_thing)", new_string="print(os.sep)"),
+        tool("w3", "write_file", path="notes.txt", content="not a language a server knows\n"),
+        text("done"),
+    )
+    env = {**env_of(server), "DSH_CONFIG": str(write_config(tmp_path))}
+    client = EditorClient([])
+    async with run_editor(tmp_path, MODEL, client, env=env, project=project) as editor:
+        session = (await editor.new_session()).session_id
+        await editor.conn.set_session_mode(session_id=session, mode_id="accept-edits")
+        with anyio.fail_after(120):
+            assert (await editor.prompt(session, "write it")).stop_reason == "end_turn"
+        assert servers_in(project), "the pylsp server should be running while the daemon lives"
+    bodies = server.bodies()
+    broke = tool_message(bodies, "w1")
+    assert "New diagnostics in mod.py (pylsp):" in broke
+    assert "line 3: error: undefined name 'undefined_thing' [pyflakes]" in broke
+    fixed = tool_message(bodies, "e2")
+    assert "diagnostics" not in fixed.lower()
+    assert "undefined" not in fixed.split("\n")[-1]
+    assert "diagnostics" not in tool_message(bodies, "w3").lower()
+    with anyio.fail_after(30):  # daemon EOF: the server is gone (hang detection, not a timed assert)
+        while servers_in(project):
+            await anyio.sleep(0.05)
