@@ -26,6 +26,8 @@ from typing import Any
 __all__ = ["MAX_MESSAGE", "Diagnostic", "LspServer"]
 
 MAX_MESSAGE = 8 << 20
+"""A message larger than this (bytes) ends the connection."""
+_reaping: set[asyncio.Task[int]] = set()
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,7 +268,19 @@ class LspServer:
             os.killpg(self.process.pid, signal.SIGKILL)
         if self._reader is not None:
             self._reader.cancel()
-        for stream in (self.process.stdin,):
-            if stream is not None:
-                with contextlib.suppress(Exception):
-                    stream.close()
+        stdin = self.process.stdin
+        if stdin is not None:
+            with contextlib.suppress(Exception):
+                stdin.close()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop (the daemon's last moments): the subreaper or init reaps it
+        _reaping.add(task := loop.create_task(self.process.wait()))
+        task.add_done_callback(_reaping.discard)
+
+    async def stop(self) -> None:
+        """:meth:`kill`, then wait (bounded) until the process is reaped."""
+        self.kill()
+        with contextlib.suppress(TimeoutError, ProcessLookupError):
+            await asyncio.wait_for(self.process.wait(), 10)

@@ -230,6 +230,7 @@ class LspManager:
         if task is None:
             task = asyncio.get_running_loop().create_task(self._start(key, name, argv, options))
             self._starting[key] = task
+            task.add_done_callback(lambda done: self._started(key, done))
         try:
             return await asyncio.shield(task)
         except Exception as exc:
@@ -237,11 +238,14 @@ class LspManager:
             report.notes.append(f"(language server {name} failed to start: {exc})")
             return None
 
+    def _started(self, key: tuple[str, str], task: asyncio.Task[LspServer]) -> None:
+        if self._starting.get(key) is task:
+            del self._starting[key]
+        if not task.cancelled() and task.exception() is not None:  # retrieved: a failure is the edit's note
+            self._failed.add(key)
+
     async def _start(self, key: tuple[str, str], name: str, argv: list[str], options: dict[str, Any]) -> LspServer:
-        try:
-            server = await LspServer.start(name, argv, key[0], options)
-        finally:
-            self._starting.pop(key, None)
+        server = await LspServer.start(name, argv, key[0], options)
         self.servers[key] = server
         try:
             await asyncio.wait_for(server.initialize(), _INITIALIZE)
@@ -272,3 +276,10 @@ class LspManager:
             with contextlib.suppress(Exception):
                 server.kill()
         self.servers.clear()
+
+    async def aclose(self) -> None:
+        """:meth:`close`, then wait (bounded) until every server is reaped."""
+        servers = list(self.servers.values())
+        self.close()
+        for server in servers:
+            await server.stop()

@@ -1,0 +1,73 @@
+"""A language server that hangs, crashes, stays silent or floods never holds an edit's diagnostics past the bound,
+never raises into the edit, and is one note; servers are killed with their process group (issue 39)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from dsh.lsp import LspConfig
+from dsh.lsp._manager import LspManager
+
+FAKE = str(Path(__file__).with_name("fake_server.py"))
+
+
+def manager(mode: str, bound: float = 1.0) -> LspManager:
+    return LspManager(
+        LspConfig.model_validate(
+            {
+                "enabled": True,
+                "timeout": bound,
+                "servers": {"fake": {"command": [sys.executable, FAKE, mode], "languages": ["python"]}},
+            }
+        )
+    )
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize("mode", ["hang", "crash", "silent", "flood"])
+async def test_a_bad_server_is_a_note_within_the_bound(mode: str, tmp_path: Path) -> None:
+    lsp = manager(mode)
+    path = str(tmp_path / "mod.py")
+    Path(path).write_text("x = 1\n")
+    try:
+        for _ in range(2):  # the second edit too (a failed server is not retried for ever)
+            with anyio.fail_after(30):  # hang detection: the bound is 1 s
+                report = await lsp.after_edit([(path, "", "x = 1\n")], str(tmp_path), "s1")
+            assert report.new == []
+            if mode != "crash" or _ == 0:
+                assert len(report.notes) == 1, report.notes
+    finally:
+        pids = [server.pid for server in lsp.servers.values()]
+        await lsp.aclose()
+    for pid in pids:
+        with anyio.fail_after(30):
+            while alive(pid):
+                await anyio.sleep(0.02)
+
+
+async def test_release_kills_the_server_when_its_last_session_ends(tmp_path: Path) -> None:
+    lsp = manager("silent", bound=0.5)
+    path = str(tmp_path / "mod.py")
+    with anyio.fail_after(30):
+        await lsp.after_edit([(path, "", "x = 1\n")], str(tmp_path), "s1")
+        await lsp.after_edit([(path, "x = 1\n", "x = 2\n")], str(tmp_path), "s2")
+    (server,) = lsp.servers.values()
+    assert lsp.release("s1") == [] and alive(server.pid)
+    assert lsp.release("s2") == [server.pid]
+    await server.stop()
+    with anyio.fail_after(30):
+        while alive(server.pid):
+            await anyio.sleep(0.02)
+    assert os.getpgid(os.getpid()) != server.pid  # the server had its own group: killpg never hit the runner
