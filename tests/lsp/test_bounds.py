@@ -36,11 +36,16 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+async def dead(pid: int) -> None:
+    with anyio.fail_after(30):  # hang detection
+        while alive(pid):  # noqa: ASYNC110 - another process: no event to wait on, so poll, bounded
+            await anyio.sleep(0.02)
+
+
 @pytest.mark.parametrize("mode", ["hang", "crash", "silent", "flood"])
 async def test_a_bad_server_is_a_note_within_the_bound(mode: str, tmp_path: Path) -> None:
     lsp = manager(mode)
     path = str(tmp_path / "mod.py")
-    Path(path).write_text("x = 1\n")
     try:
         for _ in range(2):  # the second edit too (a failed server is not retried for ever)
             with anyio.fail_after(30):  # hang detection: the bound is 1 s
@@ -52,9 +57,7 @@ async def test_a_bad_server_is_a_note_within_the_bound(mode: str, tmp_path: Path
         pids = [server.pid for server in lsp.servers.values()]
         await lsp.aclose()
     for pid in pids:
-        with anyio.fail_after(30):
-            while alive(pid):
-                await anyio.sleep(0.02)
+        await dead(pid)
 
 
 async def test_release_kills_the_server_when_its_last_session_ends(tmp_path: Path) -> None:
@@ -67,7 +70,5 @@ async def test_release_kills_the_server_when_its_last_session_ends(tmp_path: Pat
     assert lsp.release("s1") == [] and alive(server.pid)
     assert lsp.release("s2") == [server.pid]
     await server.stop()
-    with anyio.fail_after(30):
-        while alive(server.pid):
-            await anyio.sleep(0.02)
+    await dead(server.pid)
     assert os.getpgid(os.getpid()) != server.pid  # the server had its own group: killpg never hit the runner

@@ -62,6 +62,13 @@ def servers_in(project: Path) -> list[int]:
     return found
 
 
+async def gone(project: Path) -> None:
+    """Until no pylsp server of *project* is left (hang detection, not a timed assert)."""
+    with anyio.fail_after(30):
+        while servers_in(project):  # noqa: ASYNC110 - another process: no event to wait on, so poll, bounded
+            await anyio.sleep(0.05)
+
+
 async def test_undefined_name_is_reported_and_its_fix_reports_none(server: FakeProvider, tmp_path: Path) -> None:
     project = tmp_path / "project"
     project.mkdir()
@@ -87,6 +94,4 @@ async def test_undefined_name_is_reported_and_its_fix_reports_none(server: FakeP
     assert "diagnostics" not in fixed.lower()
     assert "undefined" not in fixed.split("\n")[-1]
     assert "diagnostics" not in tool_message(bodies, "w3").lower()
-    with anyio.fail_after(30):  # daemon EOF: the server is gone (hang detection, not a timed assert)
-        while servers_in(project):
-            await anyio.sleep(0.05)
+    await gone(project)  # daemon EOF: the server is gone

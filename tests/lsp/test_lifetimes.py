@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.lsp.test_diagnostics_wire import servers_in, write_config
+from tests.lsp.test_diagnostics_wire import gone, servers_in, write_config
 from tests.support.durable import WAIT, Daemon, run_daemon
 from tests.support.editor import call
 from tests.support.env import write_script
@@ -24,12 +24,6 @@ async def started(tmp_path: Path, daemon: Daemon, project: Path) -> str:
     assert (await daemon.prompt(session, "write it")).stop_reason == "end_turn"
     assert servers_in(project), "the edit of a Python file should have started pylsp"
     return session
-
-
-async def gone(project: Path) -> None:
-    with anyio.fail_after(30):  # hang detection, not a timed assert
-        while servers_in(project):  # noqa: ASYNC110 - another process: no event to wait on, so poll, bounded
-            await anyio.sleep(0.05)
 
 
 def scripted(tmp_path: Path) -> tuple[Path, str, dict[str, str]]:
