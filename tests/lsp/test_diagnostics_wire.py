@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.checkpoints.test_rewind_acp import env_of, text, tool
+from tests.checkpoints.test_rewind_acp import env_of, said, text, tool
 from tests.support.editor import EditorClient, run_editor
 from tests.support.provider_server import FakeProvider
 
@@ -69,12 +69,16 @@ async def gone(project: Path) -> None:
             await anyio.sleep(0.05)
 
 
-async def test_undefined_name_is_reported_and_its_fix_reports_none(server: FakeProvider, tmp_path: Path) -> None:
+async def test_undefined_name_is_reported_its_fix_reports_none_and_the_tool_agrees(
+    server: FakeProvider, tmp_path: Path
+) -> None:
     project = tmp_path / "project"
     project.mkdir()
     server.script(
         tool("w1", "write_file", path="mod.py", content="import os\n\nprint(undefined_thing)\n"),
+        tool("d1", "diagnostics", path="mod.py"),
         tool("e2", "edit_file", path="mod.py", old_string="print(undefined_thing)", new_string="print(os.sep)"),
+        tool("d2", "diagnostics"),
         tool("w3", "write_file", path="notes.txt", content="not a language a server knows\n"),
         text("done"),
     )
@@ -86,6 +90,11 @@ async def test_undefined_name_is_reported_and_its_fix_reports_none(server: FakeP
         with anyio.fail_after(120):
             assert (await editor.prompt(session, "write it")).stop_reason == "end_turn"
         assert servers_in(project), "the pylsp server should be running while the daemon lives"
+        (project / "other.py").write_text("print(nowhere)\n")
+        since = len(editor.updates(session))
+        with anyio.fail_after(60):
+            await editor.prompt(session, "/diagnostics other.py")
+        assert "other.py:1: error: undefined name 'nowhere' [pyflakes] (pylsp)" in said(editor, session, since)
     bodies = server.bodies()
     broke = tool_message(bodies, "w1")
     assert "New diagnostics in mod.py (pylsp):" in broke
@@ -94,4 +103,6 @@ async def test_undefined_name_is_reported_and_its_fix_reports_none(server: FakeP
     assert "diagnostics" not in fixed.lower()
     assert "undefined" not in fixed.split("\n")[-1]
     assert "diagnostics" not in tool_message(bodies, "w3").lower()
+    assert "mod.py:3: error: undefined name 'undefined_thing' [pyflakes] (pylsp)" in tool_message(bodies, "d1")
+    assert tool_message(bodies, "d2").startswith("No diagnostics known")
     await gone(project)  # daemon EOF: the server is gone

@@ -25,7 +25,7 @@ from typing import Any
 from dsh.lsp._client import Diagnostic, LspServer
 from dsh.lsp._config import LspConfig
 
-__all__ = ["LANGUAGES", "EditReport", "LspManager"]
+__all__ = ["LANGUAGES", "EditReport", "LspManager", "render_list"]
 
 LANGUAGES: dict[str, str] = {
     ".py": "python",
@@ -116,6 +116,20 @@ class EditReport:
         }
 
 
+def render_list(items: list[Diagnostic], cwd: str, limit: int = 100) -> str:
+    """*items* one per line (``mod.py:3: error: message [source] (server)``), at most *limit*, the rest counted."""
+    lines = []
+    for item in sorted(items, key=lambda d: (d.path, d.line))[:limit]:
+        source = f" [{item.source}]" if item.source else ""
+        where = os.path.relpath(item.path, cwd)
+        lines.append(
+            f"{where}:{item.line}: {_LABEL.get(item.severity, 'error')}: {item.message}{source} ({item.server})"
+        )
+    if len(items) > limit:
+        lines.append(f"… and {len(items) - limit} more")
+    return "\n".join(lines)
+
+
 class LspManager:
     """The servers of one daemon (see the module docstring)."""
 
@@ -167,6 +181,49 @@ class LspManager:
         except Exception as exc:  # a server's failure is a note, never the edit's
             report.notes.append(f"(diagnostics unavailable: {exc})")
         return report
+
+    async def check(self, path: str, text: str, root: str, session: str) -> tuple[list[Diagnostic], list[str]]:
+        """*path*'s diagnostics now (at or above the configured severity) and notes, *text* being its content;
+        bounded by the configuration's timeout; never raises."""
+        notes: list[str] = []
+        language = LANGUAGES.get(Path(path).suffix.lower())
+        if language is None:
+            return [], [f"(no language server for {Path(path).suffix or 'this kind of file'})"]
+
+        async def run() -> list[Diagnostic] | None:
+            report = EditReport()
+            server = await self._server(root, language, session, report)
+            notes.extend(report.notes)
+            if server is None:
+                return None
+            server.forget(path)
+            version = await server.open_or_change(path, text, language)
+            return await server.wait_diagnostics(path, version, deadline)
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.timeout
+        try:
+            got = await asyncio.wait_for(run(), self.config.timeout)
+        except TimeoutError:
+            got = None
+        except Exception as exc:
+            notes.append(f"(diagnostics unavailable: {exc})")
+            got = None
+        if got is None:
+            if not notes:
+                notes.append(f"(diagnostics: none arrived within {self.config.timeout:g} s)")
+            return [], notes
+        return [d for d in got if d.severity <= self._threshold], notes
+
+    def known(self, root: str) -> list[Diagnostic]:
+        """Every diagnostic the servers of *root* last published (for the files opened so far), at or above the
+        configured severity."""
+        found: list[Diagnostic] = []
+        for (server_root, _), server in self.servers.items():
+            if server_root == root:
+                for published in server.published.values():
+                    found.extend(d for d in published.items if d.severity <= self._threshold)
+        return found
 
     async def _diagnose(
         self,

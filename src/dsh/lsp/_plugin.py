@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
 
 from dsh import events as ev
 from dsh._log import get_logger
@@ -12,6 +15,7 @@ from dsh.kernel import plugin
 from dsh.lsp._config import LspConfig
 
 if TYPE_CHECKING:
+    from dsh.commands import CommandResult, Invocation
     from dsh.kernel import Context, Next
     from dsh.lsp._manager import LspManager
     from dsh.services.agents import Agent
@@ -110,5 +114,75 @@ def lsp_plugin(ctx: Context, config: LspConfig | dict[str, Any] | None = None) -
             manager.close()
 
     ctx.tools.stage("diagnose", diagnose)
+    _register_diagnostics(ctx, get_manager)
     ctx.on(ev.AGENT_DISPOSED, disposed)
     ctx.effect(at_exit)
+
+
+class DiagnosticsArgs(BaseModel):
+    path: str | None = Field(
+        default=None,
+        description="A file (relative to the working directory, or absolute) to check now; omit it for every "
+        "diagnostic the language servers know in the working directory (the files edited or checked so far).",
+    )
+
+
+DIAGNOSTICS_DESCRIPTION = (
+    "The language server's diagnostics (errors by default) for a file, checked now, or for the files of the "
+    "working directory it knows. Edits already report their new diagnostics; use this to see a file's existing ones."
+)
+
+
+def _register_diagnostics(ctx: Context, get_manager: Callable[[], LspManager]) -> None:
+    from dsh.services.tools import define_tool
+
+    async def diagnostics(args: DiagnosticsArgs, execution: ToolExecution) -> str:
+        return await report_for(get_manager(), args.path, execution.agent)
+
+    tool = define_tool("diagnostics", DIAGNOSTICS_DESCRIPTION, DiagnosticsArgs, diagnostics)
+    ctx.tools.register(replace(tool, meta={"kind": "read"}))
+
+    async def command(invocation: Invocation) -> CommandResult:
+        from dsh.commands import CommandResult
+
+        text = await report_for(get_manager(), invocation.args.strip() or None, invocation.agent)
+        return CommandResult(text=text)
+
+    commands = ctx.get("commands")  # loaded before this plugin by dsh.app; absent in a core without commands
+    if commands is not None:
+        commands.register(
+            "diagnostics", "Show the language servers' diagnostics (a file, or all known)", command, "[file]"
+        )
+
+
+def _inside(root: str, path: str) -> str | None:
+    """*path* (relative to *root*, or absolute) made absolute, or None when it is outside *root* (lexically)."""
+    full = os.path.normpath(os.path.join(root, path))
+    return full if os.path.commonpath([full, root]) == root else None
+
+
+async def report_for(lsp: LspManager, path: str | None, agent: Agent | None) -> str:
+    """What the ``diagnostics`` tool and ``/diagnostics`` say for *path* (None: every known one of the root)."""
+    from anyio import to_thread
+
+    from dsh.lsp._manager import render_list
+
+    cwd = agent.session.header.cwd if agent is not None else None
+    root = cwd if cwd and os.path.isabs(cwd) else os.getcwd()
+    session = agent.session.id if agent is not None else ""
+    if path is None:
+        known = lsp.known(root)
+        return (
+            render_list(known, root)
+            if known
+            else "No diagnostics known (none of the files edited or checked so far has any)."
+        )
+    full = _inside(root, path)
+    if full is None:
+        return f"Error: {path} is outside the working directory"
+    text = (await to_thread.run_sync(_texts, [full]))[full]
+    if text is None:
+        return f"Error: cannot read {path}"
+    items, notes = await lsp.check(full, text, root, session)
+    body = render_list(items, root) if items else f"No diagnostics in {path}."
+    return "\n".join([body, *notes])
