@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from tests.checkpoints.test_rewind_acp import env_of, said, text, tool
-from tests.support.editor import EditorClient, run_editor
+from tests.support.editor import EditorClient, run_editor, text_of
 from tests.support.provider_server import FakeProvider
 
 MODEL = "openai:test-model"
@@ -89,6 +89,9 @@ async def test_undefined_name_is_reported_its_fix_reports_none_and_the_tool_agre
         await editor.conn.set_session_mode(session_id=session, mode_id="accept-edits")
         with anyio.fail_after(120):
             assert (await editor.prompt(session, "write it")).stop_reason == "end_turn"
+        card = editor.final(session, "w1")  # the edit's card: its diff and the result's text, diagnostics included
+        assert [c["type"] for c in card["content"]][0] == "diff"
+        assert "undefined name 'undefined_thing'" in text_of(card)
         assert servers_in(project), "the pylsp server should be running while the daemon lives"
         (project / "other.py").write_text("print(nowhere)\n")
         since = len(editor.updates(session))
