@@ -90,7 +90,7 @@ async def test_undefined_name_is_reported_its_fix_reports_none_and_the_tool_agre
         with anyio.fail_after(120):
             assert (await editor.prompt(session, "write it")).stop_reason == "end_turn"
         card = editor.final(session, "w1")  # the edit's card: its diff and the result's text, diagnostics included
-        assert [c["type"] for c in card["content"]][0] == "diff"
+        assert card["content"][0]["type"] == "diff"
         assert "undefined name 'undefined_thing'" in text_of(card)
         assert servers_in(project), "the pylsp server should be running while the daemon lives"
         (project / "other.py").write_text("print(nowhere)\n")

@@ -140,6 +140,7 @@ class LspManager:
         self._failed: set[tuple[str, str]] = set()
         self._users: dict[tuple[str, str], set[str]] = {}
         self._threshold = _SEVERITY[config.severity]
+        self._spawned: list[LspServer] = []
         self._commands: dict[str, tuple[str, list[str], dict[str, Any]] | None] = {}
 
     def command_for(self, language: str) -> tuple[str, list[str], dict[str, Any]] | None:
@@ -303,6 +304,7 @@ class LspManager:
 
     async def _start(self, key: tuple[str, str], name: str, argv: list[str], options: dict[str, Any]) -> LspServer:
         server = await LspServer.start(name, argv, key[0], options)
+        self._spawned.append(server)
         self.servers[key] = server
         try:
             await asyncio.wait_for(server.initialize(), _INITIALIZE)
@@ -323,6 +325,7 @@ class LspManager:
                 if server is not None:
                     stopped.append(server.pid)
                     server.kill()
+                    self._spawned.remove(server)
         return stopped
 
     def close(self) -> None:
@@ -335,8 +338,8 @@ class LspManager:
         self.servers.clear()
 
     async def aclose(self) -> None:
-        """:meth:`close`, then wait (bounded) until every server is reaped."""
-        servers = list(self.servers.values())
+        """:meth:`close`, then wait (bounded) until every server ever started is reaped."""
         self.close()
-        for server in servers:
+        for server in self._spawned:
             await server.stop()
+        self._spawned.clear()
