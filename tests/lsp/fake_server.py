@@ -3,6 +3,8 @@
 * ``hang``: reads its input and never writes a byte.
 * ``crash``: exits at once.
 * ``silent``: answers ``initialize`` and never publishes a diagnostic.
+* ``cascade``: answers ``initialize``; on every ``didChange`` publishes an error for ``other.py`` beside the changed
+  file (then the changed file's own, empty, diagnostics); on ``didOpen`` only the opened file's (empty).
 * ``flood``: answers ``initialize``, then writes diagnostics for other files without end (and a huge message).
 """
 
@@ -41,7 +43,32 @@ def main(mode: str) -> None:
             return
         if mode == "hang":
             continue
-        if message.get("method") == "initialize":
+        method = message.get("method")
+        if mode == "cascade" and method in ("textDocument/didOpen", "textDocument/didChange"):
+            document = message["params"]["textDocument"]  # type: ignore[index]
+            uri, version = document["uri"], document["version"]
+            if method == "textDocument/didChange":
+                other = uri.rsplit("/", 1)[0] + "/other.py"
+                diagnostic = {
+                    "range": {"start": {"line": 4, "character": 0}, "end": {"line": 4, "character": 1}},
+                    "message": f"broken by version {version}",
+                    "severity": 1,
+                }
+                send(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "textDocument/publishDiagnostics",
+                        "params": {"uri": other, "diagnostics": [diagnostic]},
+                    }
+                )
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "textDocument/publishDiagnostics",
+                    "params": {"uri": uri, "version": version, "diagnostics": []},
+                }
+            )
+        if method == "initialize":
             send({"jsonrpc": "2.0", "id": message["id"], "result": {"capabilities": {}}})
             if mode == "flood":
                 n = 0

@@ -72,3 +72,22 @@ async def test_release_kills_the_server_when_its_last_session_ends(tmp_path: Pat
     await server.stop()
     await dead(server.pid)
     assert os.getpgid(os.getpid()) != server.pid  # the server had its own group: killpg never hit the runner
+
+
+async def test_other_files_new_diagnostics_are_listed_briefly(tmp_path: Path) -> None:
+    lsp = manager("cascade", bound=30)
+    path = str(tmp_path / "mod.py")
+    try:
+        with anyio.fail_after(60):
+            report = await lsp.after_edit([(path, "x = 1\n", "x = 2\n")], str(tmp_path), "s1")
+            assert report.new == [] and report.notes == []
+            assert [(Path(d.path).name, d.line, d.message) for d in report.others] == [
+                ("other.py", 5, "broken by version 2")
+            ]
+            assert "New diagnostics in other files:\n  other.py:5: broken by version 2 (fake)" in report.render(
+                str(tmp_path)
+            )
+            again = await lsp.after_edit([(path, None, "x = 3\n")], str(tmp_path), "s1")
+            assert [d.message for d in again.others] == ["broken by version 3"]  # a new message: new again
+    finally:
+        await lsp.aclose()

@@ -60,6 +60,8 @@ _SEVERITY = {"error": 1, "warning": 2, "information": 3, "hint": 4}
 _LABEL = {1: "error", 2: "warning", 3: "info", 4: "hint"}
 _INITIALIZE = 60.0
 """Seconds a server gets to answer ``initialize`` before it counts as failed (each edit waits its own bound)."""
+MAX_OTHERS = 5
+"""Lines listing other files' new diagnostics in one edit's result."""
 MAX_LISTED = 20
 """Diagnostics listed per file in one edit's result; the rest are counted."""
 
@@ -79,6 +81,10 @@ class EditReport:
 
     new: list[Diagnostic] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    others: list[Diagnostic] = field(default_factory=list)
+    """New diagnostics the server published for *other* files while the edit was diagnosed (listed briefly)."""
+    others_more: int = 0
+    """How many more there were than ``others`` lists (a flooding server costs no memory here)."""
     checked: list[tuple[str, str]] = field(default_factory=list)
     """``(path, server)`` of every file whose diagnostics arrived."""
 
@@ -96,6 +102,13 @@ class EditReport:
                 lines.append(f"  line {item.line}: {_LABEL.get(item.severity, 'error')}: {item.message}{source}")
             if len(items) > MAX_LISTED:
                 lines.append(f"  … and {len(items) - MAX_LISTED} more")
+        if self.others:
+            lines.append("New diagnostics in other files:")
+            for item in sorted(self.others, key=lambda d: (d.path, d.line)):
+                shown = os.path.relpath(item.path, cwd) if cwd else item.path
+                lines.append(f"  {shown}:{item.line}: {item.message} ({item.server})")
+            if self.others_more:
+                lines.append(f"  … and {self.others_more} more")
         lines.extend(self.notes)
         return "\n".join(lines)
 
@@ -111,6 +124,17 @@ class EditReport:
                     "server": d.server,
                 }
                 for d in self.new
+            ],
+            "others": [
+                {
+                    "path": d.path,
+                    "line": d.line,
+                    "severity": _LABEL.get(d.severity, "error"),
+                    "message": d.message,
+                    "source": d.source,
+                    "server": d.server,
+                }
+                for d in self.others
             ],
             "notes": list(self.notes),
         }
@@ -254,12 +278,14 @@ class LspManager:
                     list(server.published[Path(path).as_uri()].items) if Path(path).as_uri() in server.published else []
                 )
             server.forget(path)
+            elsewhere = {uri: published for uri, published in server.published.items()}
             version = await server.open_or_change(path, now, language)
             got = await server.wait_diagnostics(path, version, deadline)
             if got is None:
                 report.notes.append(f"(diagnostics: {server.name} did not answer in time for {Path(path).name})")
                 continue
             report.checked.append((path, server.name))
+            self._others(server, path, elsewhere, report)
             seen: dict[tuple[int, str, str], int] = {}
             for item in old:
                 seen[item.key()] = seen.get(item.key(), 0) + 1
@@ -270,6 +296,28 @@ class LspManager:
                     seen[item.key()] -= 1
                     continue
                 report.new.append(item)
+
+    def _others(self, server: LspServer, path: str, before: dict[str, Any], report: EditReport) -> None:
+        """What *server* published for files other than *path* since *before* (a snapshot of its publications)
+        that is new, at or above the threshold, into ``report.others``."""
+        edited = Path(path).as_uri()
+        for uri, published in list(server.published.items()):
+            if uri == edited or before.get(uri) is published:
+                continue
+            old = before.get(uri)
+            seen: dict[tuple[int, str, str], int] = {}
+            for item in old.items if old is not None else ():
+                seen[item.key()] = seen.get(item.key(), 0) + 1
+            for item in published.items:
+                if item.severity > self._threshold:
+                    continue
+                if seen.get(item.key(), 0) > 0:
+                    seen[item.key()] -= 1
+                    continue
+                if len(report.others) < MAX_OTHERS:
+                    report.others.append(item)
+                else:
+                    report.others_more += 1
 
     async def _server(self, root: str, language: str, session: str, report: EditReport) -> LspServer | None:
         family = _FAMILY.get(language, language)
