@@ -91,3 +91,22 @@ async def test_other_files_new_diagnostics_are_listed_briefly(tmp_path: Path) ->
             assert [d.message for d in again.others] == ["broken by version 3"]  # a new message: new again
     finally:
         await lsp.aclose()
+
+
+async def test_an_idle_server_is_stopped_and_the_next_edit_starts_it_again(tmp_path: Path) -> None:
+    lsp = manager("cascade", bound=30)
+    path = str(tmp_path / "mod.py")
+    try:
+        with anyio.fail_after(60):
+            await lsp.after_edit([(path, "", "x = 1\n")], str(tmp_path), "s1")
+            (first,) = lsp.servers.values()
+            assert lsp.sweep(first.last_used + lsp.config.idle - 1) == []  # used within idle: kept
+            assert lsp.sweep(first.last_used + lsp.config.idle) == [first.pid]
+            await first.stop()
+            assert not alive(first.pid) and lsp.servers == {}
+            report = await lsp.after_edit([(path, "x = 1\n", "x = 2\n")], str(tmp_path), "s1")
+            assert report.checked and report.notes == []
+            (second,) = lsp.servers.values()
+            assert second.pid != first.pid
+    finally:
+        await lsp.aclose()

@@ -78,6 +78,8 @@ class LspServer:
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _reader: asyncio.Task[None] | None = None
     dead: bool = False
+    last_used: float = 0.0
+    """``loop.time()`` of the last edit or check that used this server (for the idle stop)."""
 
     @classmethod
     async def start(cls, name: str, command: list[str], root: str, init_options: dict[str, Any] | None) -> LspServer:

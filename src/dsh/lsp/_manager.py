@@ -325,6 +325,7 @@ class LspManager:
         self._users.setdefault(key, set()).add(session)
         server = self.servers.get(key)
         if server is not None and not server.dead:
+            server.last_used = asyncio.get_running_loop().time()
             return server
         if key in self._failed:
             return None
@@ -352,6 +353,7 @@ class LspManager:
 
     async def _start(self, key: tuple[str, str], name: str, argv: list[str], options: dict[str, Any]) -> LspServer:
         server = await LspServer.start(name, argv, key[0], options)
+        server.last_used = asyncio.get_running_loop().time()
         self._spawned.append(server)
         self.servers[key] = server
         try:
@@ -373,6 +375,20 @@ class LspManager:
                 if server is not None:
                     stopped.append(server.pid)
                     server.kill()
+                    if server in self._spawned:
+                        self._spawned.remove(server)
+        return stopped
+
+    def sweep(self, now: float) -> list[int]:
+        """Stop the servers unused since ``now - idle`` (``now``: ``loop.time()``); returns their pids. A server
+        stopped so is started again by the next edit of its language (it did not fail)."""
+        stopped = []
+        for key, server in list(self.servers.items()):
+            if now - server.last_used >= self.config.idle:
+                del self.servers[key]
+                stopped.append(server.pid)
+                server.kill()
+                if server in self._spawned:
                     self._spawned.remove(server)
         return stopped
 

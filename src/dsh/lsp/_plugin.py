@@ -74,7 +74,19 @@ def lsp_plugin(ctx: Context, config: LspConfig | dict[str, Any] | None = None) -
             from dsh.lsp._manager import LspManager
 
             manager = LspManager(settings)
+            ctx.spawn(idle_stop, manager, name="lsp:idle")
         return manager
+
+    async def idle_stop(lsp: LspManager) -> None:
+        """Every quarter of ``idle``: stop the servers unused for ``idle`` seconds (none started: nothing to do)."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(settings.idle / 4)
+            stopped = lsp.sweep(loop.time())
+            if stopped:
+                log.info("stopped idle language servers", pids=stopped)
 
     async def diagnose(execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
         if execution.name not in EDIT_TOOLS:
