@@ -42,6 +42,18 @@ class Diagnostic:
     source: str
     server: str
 
+    def as_json(self) -> dict[str, Any]:
+        """For a result's ``display`` (front ends): path, line, severity as a word, message, source, server."""
+        label = {1: "error", 2: "warning", 3: "info", 4: "hint"}.get(self.severity, "error")
+        return {
+            "path": self.path,
+            "line": self.line,
+            "severity": label,
+            "message": self.message,
+            "source": self.source,
+            "server": self.server,
+        }
+
     def key(self) -> tuple[int, str, str]:
         """What makes two diagnostics "the same" across an edit: severity, message, source (not the line, which
         an edit above it moves)."""

@@ -114,28 +114,8 @@ class EditReport:
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "new": [
-                {
-                    "path": d.path,
-                    "line": d.line,
-                    "severity": _LABEL.get(d.severity, "error"),
-                    "message": d.message,
-                    "source": d.source,
-                    "server": d.server,
-                }
-                for d in self.new
-            ],
-            "others": [
-                {
-                    "path": d.path,
-                    "line": d.line,
-                    "severity": _LABEL.get(d.severity, "error"),
-                    "message": d.message,
-                    "source": d.source,
-                    "server": d.server,
-                }
-                for d in self.others
-            ],
+            "new": [d.as_json() for d in self.new],
+            "others": [d.as_json() for d in self.others],
             "notes": list(self.notes),
         }
 
@@ -286,16 +266,7 @@ class LspManager:
                 continue
             report.checked.append((path, server.name))
             self._others(server, path, elsewhere, report)
-            seen: dict[tuple[int, str, str], int] = {}
-            for item in old:
-                seen[item.key()] = seen.get(item.key(), 0) + 1
-            for item in got:
-                if item.severity > self._threshold:
-                    continue
-                if seen.get(item.key(), 0) > 0:
-                    seen[item.key()] -= 1
-                    continue
-                report.new.append(item)
+            report.new.extend(self._new_since(old, got))
 
     def _others(self, server: LspServer, path: str, before: dict[str, Any], report: EditReport) -> None:
         """What *server* published for files other than *path* since *before* (a snapshot of its publications)
@@ -305,19 +276,27 @@ class LspManager:
             if uri == edited or before.get(uri) is published:
                 continue
             old = before.get(uri)
-            seen: dict[tuple[int, str, str], int] = {}
-            for item in old.items if old is not None else ():
-                seen[item.key()] = seen.get(item.key(), 0) + 1
-            for item in published.items:
-                if item.severity > self._threshold:
-                    continue
-                if seen.get(item.key(), 0) > 0:
-                    seen[item.key()] -= 1
-                    continue
+            for item in self._new_since(old.items if old is not None else [], published.items):
                 if len(report.others) < MAX_OTHERS:
                     report.others.append(item)
                 else:
                     report.others_more += 1
+
+    def _new_since(self, old: list[Diagnostic], now: list[Diagnostic]) -> list[Diagnostic]:
+        """The diagnostics of *now* at or above the threshold that *old* has fewer of (same severity, message
+        and source; lines are not compared: an edit above an old error moves it)."""
+        seen: dict[tuple[int, str, str], int] = {}
+        for item in old:
+            seen[item.key()] = seen.get(item.key(), 0) + 1
+        new = []
+        for item in now:
+            if item.severity > self._threshold:
+                continue
+            if seen.get(item.key(), 0) > 0:
+                seen[item.key()] -= 1
+                continue
+            new.append(item)
+        return new
 
     async def _server(self, root: str, language: str, session: str, report: EditReport) -> LspServer | None:
         family = _FAMILY.get(language, language)
