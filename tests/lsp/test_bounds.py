@@ -101,7 +101,7 @@ async def test_an_idle_server_is_stopped_and_the_next_edit_starts_it_again(tmp_p
             await lsp.after_edit([(path, "", "x = 1\n")], str(tmp_path), "s1")
             (first,) = lsp.servers.values()
             assert lsp.sweep(first.last_used + lsp.config.idle - 1) == []  # used within idle: kept
-            assert lsp.sweep(first.last_used + lsp.config.idle) == [first.pid]
+            assert lsp.sweep(first.last_used + lsp.config.idle + 1) == [first.pid]
             await first.stop()
             assert not alive(first.pid) and lsp.servers == {}
             report = await lsp.after_edit([(path, "x = 1\n", "x = 2\n")], str(tmp_path), "s1")

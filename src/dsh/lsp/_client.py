@@ -280,8 +280,7 @@ class LspServer:
         self.dead = True
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
-        if self._reader is not None:
-            self._reader.cancel()
+        # the reader is not cancelled: it reads the pipe's end (the group is dead) and so closes it
         stdin = self.process.stdin
         if stdin is not None:
             with contextlib.suppress(Exception):
@@ -298,3 +297,6 @@ class LspServer:
         self.kill()
         with contextlib.suppress(TimeoutError, ProcessLookupError):
             await asyncio.wait_for(self.process.wait(), 10)
+        if self._reader is not None:
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(self._reader, 10)
