@@ -74,6 +74,7 @@ class TtyView:
         self._shell_runs: list[ShellRun] = []
         """``!command`` runs not yet sent: they go with the next prompt."""
         self._menu_mark = ""
+        self._shell_scope: anyio.CancelScope | None = None
 
     @property
     def client(self) -> AcpClient:
@@ -437,7 +438,10 @@ class TtyView:
         # a lone Esc byte is held back as the start of a sequence until flushed: keys arrive whole in one read
         for press in [*keys.read_keys(), *keys.flush_keys()]:
             key = press.key.value if hasattr(press.key, "value") else str(press.key)
-            if key == "c-d" or (key == "c-c" and self._cancelling):
+            if self._shell_scope is not None:  # a !command runs: these keys stop it, and only it
+                if key in ("c-c", "escape", "c-d"):
+                    self._shell_scope.cancel()
+            elif key == "c-d" or (key == "c-c" and self._cancelling):
                 self._leave()
             elif key in ("c-c", "escape"):
                 self._cancel()
@@ -486,16 +490,14 @@ class TtyView:
         self.console.print(Text(f"! {command}", style="bold magenta"))
         keys = create_input()
         with anyio.CancelScope() as scope:
-            self._turn_scope = scope
-            self._cancelling = True  # the first Ctrl+C or Esc stops it: there is no agent to ask
+            self._shell_scope = scope  # Ctrl+C, Esc or Ctrl+D stop the command (never the chat: no agent to ask)
             try:
                 with keys.raw_mode(), keys.attach(lambda: self._on_keys(keys)):
                     await run_shell(run, command_environment(self.options.config))
             except OSError as error:
                 run.output = f"{error.strerror or error}\n"
             finally:
-                self._turn_scope = None
-                self._cancelling = False
+                self._shell_scope = None
         output = run.output.rstrip("\n")
         if output:
             self.console.print(Text(sanitize(output)), markup=False, highlight=False)  # a cat of a hostile file
