@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from dsh.config import DshConfig, ToolsConfig
     from dsh.context import ContextConfig
     from dsh.kernel import Context
+    from dsh.lsp import LspConfig
     from dsh.policy import PolicyConfig
     from dsh.providers import ProviderSettings
     from dsh.sandbox import SandboxConfig
@@ -37,6 +38,7 @@ def load_core(
     policy: PolicyConfig | Literal[False] | None = None,
     subagent_model: str | None = None,
     sandbox: SandboxConfig | None = None,
+    lsp: LspConfig | None = None,
 ) -> None:
     """Load the interface services, the ``commands`` service with the built-in commands, the ``echo`` and ``scripted`` models, the remote providers (the built-ins,
     with *providers* merged over them) and the agent loop into *ctx*; with *data_dir*, also the JSONL session
@@ -49,7 +51,8 @@ def load_core(
     a call that would ask is refused); ``policy=False`` leaves it out (tests of the tools and the loop alone:
     calls run unattended, as a direct ``ctx.tools.execute`` would). *subagent_model* is the sub-agents' default
     model (:mod:`dsh.subagents`; None: the parent's). *sandbox* is the file's ``sandbox`` section (:mod:`dsh.sandbox`:
-    at which level commands run; the ``sandbox`` plugin is always loaded).
+    at which level commands run; the ``sandbox`` plugin is always loaded). *lsp* is the file's ``lsp`` section
+    (:mod:`dsh.lsp`: the ``diagnose`` stage; loaded only when it is enabled).
 
     Application order does not matter: each plugin applies once the services it injects exist, and the
     packages that wrap a tool call (sub-agent limits, the policy, checkpoints, the reaper, secret redaction, the
@@ -125,6 +128,10 @@ def load_core(
     from dsh.sandbox import sandbox_command_plugin
 
     ctx.plugin(sandbox_command_plugin)
+    if lsp is not None and lsp.enabled:
+        from dsh.lsp import lsp_plugin
+
+        ctx.plugin(lsp_plugin, lsp)
 
 
 def load_product(
@@ -154,5 +161,6 @@ def load_product(
         tools=config.tools if config is not None else None,
         policy=policy,
         subagent_model=config.subagent_model if config is not None else None,
+        lsp=config.lsp if config is not None else None,
     )
     ctx.plugin(mcp_plugin, McpOptions(config.mcp_servers if config is not None else {}, mcp_timeout))

@@ -33,6 +33,7 @@ from dsh._text import did_you_mean
 from dsh.context import CompactionConfig, SectionOverrides
 from dsh.errors import DshError
 from dsh.images.config import ImagesConfig
+from dsh.lsp import LspConfig
 from dsh.mcp import McpServerConfig
 from dsh.policy import PermissionsConfig
 from dsh.providers import ProviderSettings
@@ -129,6 +130,8 @@ class DshConfig(BaseModel):
     """The built-in tools' settings (:mod:`dsh.tools`)."""
     permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
     """New sessions' mode and the allow / ask / deny patterns of tool calls (see :mod:`dsh.policy`)."""
+    lsp: LspConfig = Field(default_factory=LspConfig)
+    """Language servers and the diagnostics appended to edits (:mod:`dsh.lsp`; off unless ``enabled: true``)."""
     subagent_model: NonEmpty | None = None
     """The model of sub-agents (``task``) whose type names none (default: the parent's; :mod:`dsh.subagents`)."""
 

@@ -68,7 +68,18 @@ async def _execute(ctx: Context, name: str, cwd: Path) -> ToolResult:
 
 
 def test_the_stages_have_one_fixed_order() -> None:
-    assert STAGES == ("budget", "redact", "limits", "prepare", "decide", "ask", "checkpoint", "contain", "apply")
+    assert STAGES == (
+        "budget",
+        "redact",
+        "limits",
+        "prepare",
+        "decide",
+        "ask",
+        "checkpoint",
+        "diagnose",
+        "contain",
+        "apply",
+    )
 
 
 def _package_of(step: Any) -> str:

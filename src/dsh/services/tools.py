@@ -21,7 +21,7 @@ Guarantees:
   ``apply``. Without the pipeline, a prepared tool's ``execute`` is prepare followed by apply.
 * **The declared pipeline** (RFC 0027): every call runs through named stages in the fixed order of
   :data:`STAGES`, outermost first: ``budget``, ``redact``, ``limits``, ``prepare``, ``decide``, ``ask``,
-  ``checkpoint``, ``contain``, ``apply``; then the ``tools/execute`` waterfall (whose innermost default runs the
+  ``checkpoint``, ``diagnose``, ``contain``, ``apply``; then the ``tools/execute`` waterfall (whose innermost default runs the
   tool). A package adds a :data:`Step` to a stage with :meth:`ToolRegistry.stage`; a step is a waterfall
   listener ``(execution, next) -> result``: it acts on the way in before calling ``next`` and on the result on
   the way out, so the ``budget`` stage is the last to see a result and ``redact`` the one before it, whatever
@@ -262,7 +262,9 @@ def error_result(call_id: str, error: BaseException) -> ToolResult:
     )
 
 
-Stage: TypeAlias = Literal["budget", "redact", "limits", "prepare", "decide", "ask", "checkpoint", "contain", "apply"]
+Stage: TypeAlias = Literal[
+    "budget", "redact", "limits", "prepare", "decide", "ask", "checkpoint", "diagnose", "contain", "apply"
+]
 """A named stage of the tool call pipeline."""
 
 STAGES: tuple[Stage, ...] = get_args(Stage)
@@ -276,6 +278,7 @@ STAGES: tuple[Stage, ...] = get_args(Stage)
 * ``ask``: the user, when the verdict asks; an allowed call is granted its outside paths and logged as running
   (``ToolExecution.decision`` says whether anyone was asked).
 * ``checkpoint``: what an edit or a command is about to change, kept for ``/rewind``.
+* ``diagnose``: after an edit, the language server's new diagnostics appended to the result (RFC 0037).
 * ``contain``: around running: the processes the call starts (tagged with its session; confinement).
 * ``apply``: the innermost: the result's ``is_error``/``display`` channel, then the ``tools/execute`` waterfall.
 """
