@@ -39,6 +39,7 @@ from dsh.providers import ProviderSettings
 from dsh.sandbox import SandboxConfig
 from dsh.secrets import SecretsConfig
 from dsh.settings import DEFAULT_MODEL, default_config_path
+from dsh.skills import SkillsConfig
 
 if TYPE_CHECKING:
     import yaml
@@ -129,6 +130,8 @@ class DshConfig(BaseModel):
     """The built-in tools' settings (:mod:`dsh.tools`)."""
     permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
     """New sessions' mode and the allow / ask / deny patterns of tool calls (see :mod:`dsh.policy`)."""
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    """Where skills are looked for (:mod:`dsh.skills`): ``claude: true`` also reads ``.claude/skills/``."""
     subagent_model: NonEmpty | None = None
     """The model of sub-agents (``task``) whose type names none (default: the parent's; :mod:`dsh.subagents`)."""
 
