@@ -59,6 +59,20 @@ async def prompt(daemon: DshProcess, session_id: str, text: str) -> str:
     return str(response.stop_reason)
 
 
+async def talk(tmp_path: Path, replies: list[Reply], *prompts: str) -> tuple[list[dict[str, Any]], str]:
+    """Run *prompts* in one session against a provider answering *replies*; the captured request bodies and the
+    daemon's stderr."""
+    with serve() as server:
+        server.script(*replies)
+        async with run_dsh(tmp_path, "openai:test-model", env=env_for(server.url)) as daemon:
+            with anyio.fail_after(WAIT):
+                session_id = await daemon.start()
+            for text in prompts:
+                assert await prompt(daemon, session_id, text) == "end_turn"
+            stderr = daemon.stderr()
+        return server.bodies(), stderr
+
+
 async def announced(daemon: DshProcess, session_id: str) -> dict[str, str]:
     with anyio.fail_after(WAIT):
         await daemon.client.wait_until(
@@ -76,18 +90,10 @@ async def test_a_project_skill_is_listed_in_the_prompt_and_loaded_on_demand(tmp_
         "Step one: read CHANGES.md.\n",
     )
     _write(tmp_path / ".agents" / "skills" / "release-notes" / "scripts" / "collect.sh", "git log\n")
-    with serve() as server:
-        server.script(
-            tool_call("call-1", "skill", {"name": "release-notes"}),
-            Reply(events=oa_text_reply("done")),
-            Reply(events=oa_text_reply("again")),
-        )
-        async with run_dsh(tmp_path, "openai:test-model", env=env_for(server.url)) as daemon:
-            with anyio.fail_after(WAIT):
-                session_id = await daemon.start()
-            assert await prompt(daemon, session_id, "write the release notes") == "end_turn"
-            assert await prompt(daemon, session_id, "once more") == "end_turn"
-        first, second, third = server.bodies()
+    replies = [tool_call("call-1", "skill", {"name": "release-notes"}), Reply(events=oa_text_reply("done"))]
+    (first, second, third), _ = await talk(
+        tmp_path, [*replies, Reply(events=oa_text_reply("again"))], "write the release notes", "once more"
+    )
     system = system_of(first)
     assert "# Skills\n" in system
     assert "- release-notes: Write release notes from the git log." in system
@@ -156,14 +162,7 @@ async def test_malformed_and_hostile_skill_files_are_skipped_with_one_line_each(
     wrong = skill(folder, "wrong", "Name differs.", "x\n")
     wrong.write_text("---\nname: other\ndescription: Name differs.\n---\nx\n", encoding="utf-8")
     huge = skill(folder, "huge", "Too big.", "x" * (300 * 1024))
-    with serve() as server:
-        server.script(Reply(events=oa_text_reply("ok")))
-        async with run_dsh(tmp_path, "openai:test-model", env=env_for(server.url)) as daemon:
-            with anyio.fail_after(WAIT):
-                session_id = await daemon.start()
-            assert await prompt(daemon, session_id, "hello") == "end_turn"
-            stderr = daemon.stderr()
-        (body,) = server.bodies()
+    (body,), stderr = await talk(tmp_path, [Reply(events=oa_text_reply("ok"))], "hello")
     system = system_of(body)
     assert "- fine: A fine skill." in system
     for name in ("unclosed", "bomb", "leak", "other", "huge", "secret", "leaked"):
@@ -184,21 +183,15 @@ async def test_allowed_tools_narrow_the_calls_while_the_skill_is_followed(tmp_pa
         extra="allowed-tools: Read Grep\n",
     )
     _write(tmp_path / "notes.txt", "hello\n")
-    with serve() as server:
-        server.script(
-            tool_call("call-1", "skill", {"name": "read-only-review"}),
-            tool_call("call-2", "write_file", {"path": "out.txt", "content": "x"}),
-            tool_call("call-3", "read_file", {"path": "notes.txt"}),
-            Reply(events=oa_text_reply("reviewed")),
-            tool_call("call-4", "list_files", {"path": "."}),
-            Reply(events=oa_text_reply("listed")),
-        )
-        async with run_dsh(tmp_path, "openai:test-model", env=env_for(server.url)) as daemon:
-            with anyio.fail_after(WAIT):
-                session_id = await daemon.start()
-            assert await prompt(daemon, session_id, "review it") == "end_turn"
-            assert await prompt(daemon, session_id, "list the files") == "end_turn"
-        bodies = server.bodies()
+    replies = [
+        tool_call("call-1", "skill", {"name": "read-only-review"}),
+        tool_call("call-2", "write_file", {"path": "out.txt", "content": "x"}),
+        tool_call("call-3", "read_file", {"path": "notes.txt"}),
+        Reply(events=oa_text_reply("reviewed")),
+        tool_call("call-4", "list_files", {"path": "."}),
+        Reply(events=oa_text_reply("listed")),
+    ]
+    bodies, _ = await talk(tmp_path, replies, "review it", "list the files")
     results = tool_results(bodies[3])
     assert "While you follow this skill you may call only: Read, Grep" in results["call-1"]
     assert results["call-2"].startswith("Error: write_file is not among the tools the skill")
@@ -209,12 +202,6 @@ async def test_allowed_tools_narrow_the_calls_while_the_skill_is_followed(tmp_pa
 
 
 async def test_a_session_without_skills_gets_neither_the_section_nor_the_tool(tmp_path: Path) -> None:
-    with serve() as server:
-        server.script(Reply(events=oa_text_reply("ok")))
-        async with run_dsh(tmp_path, "openai:test-model", env=env_for(server.url)) as daemon:
-            with anyio.fail_after(WAIT):
-                session_id = await daemon.start()
-            assert await prompt(daemon, session_id, "hello") == "end_turn"
-        (body,) = server.bodies()
+    (body,), _ = await talk(tmp_path, [Reply(events=oa_text_reply("ok"))], "hello")
     assert "skill" not in [t["function"]["name"] for t in body["tools"]]
     assert "# Skills" not in system_of(body) and "- skill:" not in system_of(body)

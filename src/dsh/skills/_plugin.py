@@ -23,6 +23,7 @@ Guarantees:
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -170,16 +171,7 @@ def skills_plugin(ctx: Context, config: SkillsConfig | None) -> None:
         return ToolCard(title=f"Skill: {name or '?'}", kind="read")
 
     tool = define_tool(SKILL_TOOL, DESCRIPTION, SkillArguments, load)
-    ctx.tools.register(
-        type(tool)(
-            tool.name,
-            tool.description,
-            tool.parameters,
-            tool.execute,
-            tool.strict,
-            meta={"kind": "read", "present": present, "concurrency_safe": True},
-        )
-    )
+    ctx.tools.register(replace(tool, meta={"kind": "read", "present": present, "concurrency_safe": True}))
 
     async def section(assembly: PromptAssembly, next_: Next[PromptAssembly, PromptAssembly]) -> PromptAssembly:
         # Outside the context plugin's listener (prepended after it), so the tools section it renders never lists
