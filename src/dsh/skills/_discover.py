@@ -14,13 +14,15 @@ Guarantees:
 * The front matter must give ``name`` (1-64 of lowercase letters, digits and single hyphens, equal to the folder's
   name) and ``description`` (text, at most :data:`MAX_DESCRIPTION` characters; whitespace is folded so it is one
   line); ``allowed-tools`` is optional (a list, or a string separated by spaces or commas). A skill that breaks any
-  rule is skipped with one log line naming its file and the reason; it never breaks the session or other skills.
+  rule is skipped with one line naming its file and the reason (a log line, or the caller's report: the skills
+  plugin makes it a session notice); it never breaks the session or other skills.
 * At most :data:`MAX_SKILLS` skills are offered; the rest are skipped with one log line.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -117,9 +119,17 @@ def _sources(cwd: str | None, claude: bool) -> list[tuple[Path, str, Path, str]]
     return out
 
 
-def discover_skills(cwd: str | None, *, claude: bool = False) -> list[Skill]:
+def _log_skip(path: Path, reason: str) -> None:
+    log.warning("skipped a skill", path=str(path), reason=reason)
+
+
+def discover_skills(
+    cwd: str | None, *, claude: bool = False, skipped: Callable[[Path, str], None] | None = None
+) -> list[Skill]:
     """The skills a session in *cwd* offers, each name once, in precedence then name order (see the module
-    docstring)."""
+    docstring). Each skipped file is reported once: to *skipped* ``(path, reason)`` when given (which then owns the
+    one line), else as one log line."""
+    report = skipped or _log_skip
     found: dict[str, Skill] = {}
     for folder, origin, root, label in _sources(cwd, claude):
         try:
@@ -133,12 +143,12 @@ def discover_skills(cwd: str | None, *, claude: bool = False) -> list[Skill]:
             if not path.exists() and not path.is_symlink():
                 continue
             if len(found) >= MAX_SKILLS:
-                log.warning("skipped a skill", path=str(path), reason=f"more than {MAX_SKILLS} skills")
+                report(path, f"more than {MAX_SKILLS} skills")
                 continue
             try:
                 skill, _ = load_skill(path, root, entry.name, origin, label)
             except Exception as exc:  # whatever a file does: skip it with one line, never fail
-                log.warning("skipped a skill", path=str(path), reason=f"{type(exc).__name__}: {str(exc)[:200]}")
+                report(path, f"{type(exc).__name__}: {str(exc)[:200]}")
                 continue
             found[skill.name] = skill
     return list(found.values())

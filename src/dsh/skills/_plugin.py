@@ -3,7 +3,8 @@
 
 Guarantees:
 
-* Each session's skills are discovered once, at its first prompt assembly, and kept for the life of the agent:
+* Each session's skills are discovered once, at its first prompt assembly, and kept for the life of the agent (a
+  skipped skill file is one ``session/notice`` then, so an editor's user sees it, not only the log):
   the ``skills`` section (order :data:`SKILLS_ORDER`, between the project instructions and the configured
   prompt) lists name and description only and is the same bytes on every step, so the prompt cache holds. It is
   added only when the model is given the ``skill`` tool; ``system_prompt_sections: {skills: false}`` removes it.
@@ -91,7 +92,8 @@ def _files(directory: Path) -> list[str]:
 class Skills:
     """Each session's skills and the narrowings of its current turn."""
 
-    def __init__(self, config: SkillsConfig) -> None:
+    def __init__(self, ctx: Context, config: SkillsConfig) -> None:
+        self._ctx = ctx
         self.config = config
         self._sessions: dict[str, list[Skill]] = {}
         self._narrowed: dict[str, list[Narrowing]] = {}
@@ -106,7 +108,18 @@ class Skills:
         """The session's skills, discovered at its first use and kept for the agent's life."""
         found = self._sessions.get(agent.session.id)
         if found is None:
-            found = self._sessions[agent.session.id] = self.find(agent.session.header.cwd)
+            session_id = agent.session.id
+
+            def skipped(path: Path, reason: str) -> None:  # the session's user sees it: one notice (and its log line)
+                from dsh.notices import Notice, post_notice
+
+                title = f"skipped a skill: {path} ({reason})"
+                post_notice(self._ctx, Notice(session_id, "warning", title, source="skills"))
+
+            cwd = agent.session.header.cwd
+            enabled = self.config.enabled
+            found = discover_skills(cwd, claude=self.config.claude, skipped=skipped) if enabled else []
+            self._sessions[session_id] = found
         return found
 
     def forget(self, agent: Agent) -> None:
@@ -152,7 +165,7 @@ def skills_plugin(ctx: Context, config: SkillsConfig | None) -> None:
     from dsh.services.system_prompt import PromptSection
     from dsh.services.tools import ToolCard, define_tool
 
-    skills = Skills(config or SkillsConfig())
+    skills = Skills(ctx, config or SkillsConfig())
     ctx.provide("skills", skills)
     if not skills.config.enabled:
         return
