@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from dsh.providers import ProviderSettings
     from dsh.sandbox import SandboxConfig
     from dsh.secrets import SecretsConfig
+    from dsh.skills import SkillsConfig
 
 from dsh.settings import DEFAULT_MODEL
 
@@ -39,6 +40,7 @@ def load_core(
     subagent_model: str | None = None,
     sandbox: SandboxConfig | None = None,
     lsp: LspConfig | None = None,
+    skills: SkillsConfig | None = None,
 ) -> None:
     """Load the interface services, the ``commands`` service with the built-in commands, the ``echo`` and ``scripted`` models, the remote providers (the built-ins,
     with *providers* merged over them) and the agent loop into *ctx*; with *data_dir*, also the JSONL session
@@ -120,6 +122,9 @@ def load_core(
         from dsh.subagents import SubagentsConfig, subagents_plugin
 
         ctx.plugin(subagents_plugin, SubagentsConfig(model=subagent_model))
+        from dsh.skills import skills_plugin
+
+        ctx.plugin(skills_plugin, skills)  # the skills section, the skill tool, /name and /skills (RFC 0035)
         from dsh.checkpoints import checkpoints_plugin
 
         ctx.plugin(
@@ -162,5 +167,6 @@ def load_product(
         policy=policy,
         subagent_model=config.subagent_model if config is not None else None,
         lsp=config.lsp if config is not None else None,
+        skills=config.skills if config is not None else None,
     )
     ctx.plugin(mcp_plugin, McpOptions(config.mcp_servers if config is not None else {}, mcp_timeout))

@@ -599,12 +599,25 @@ def config_show(
     client_prompt_mode: Annotated[
         str, typer.Option(metavar="MODE", help="With --client-prompt: append (default) or override.")
     ] = "append",
+    skills: Annotated[
+        bool, typer.Option("--skills", help="List the skills a session in --cwd (default: here) offers instead.")
+    ] = False,
 ) -> None:
     """Print the effective configuration as YAML: every section and key of the configuration model with its value, where it came from (default, file, environment) and, for keys the file sets, their defaults; secrets masked as *** (keys from the environment by name)."""
     from dsh.config import render_config
 
     path, loaded = _load_config_or_exit(config)
     settings = settings_for(config)
+    if skills:
+        from dsh.skills import SkillsConfig, discover_skills
+
+        chosen = loaded.skills if loaded is not None else SkillsConfig()
+        found = discover_skills(os.path.abspath(cwd or os.getcwd()), claude=chosen.claude) if chosen.enabled else []
+        for skill in found:
+            typer.echo(f"{skill.name}\t{skill.origin}\t{skill.path}\t{skill.description}")
+        if not found:
+            typer.echo("no skills", err=True)
+        return
     if system_prompt:
         from dsh.frontends.acp import show_system_prompt
 

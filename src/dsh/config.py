@@ -40,6 +40,7 @@ from dsh.providers import ProviderSettings
 from dsh.sandbox import SandboxConfig
 from dsh.secrets import SecretsConfig
 from dsh.settings import DEFAULT_MODEL, default_config_path
+from dsh.skills import SkillsConfig
 
 if TYPE_CHECKING:
     import yaml
@@ -132,6 +133,8 @@ class DshConfig(BaseModel):
     """New sessions' mode and the allow / ask / deny patterns of tool calls (see :mod:`dsh.policy`)."""
     lsp: LspConfig = Field(default_factory=LspConfig)
     """Language servers and the diagnostics appended to edits (:mod:`dsh.lsp`; off unless ``enabled: true``)."""
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    """Where skills are looked for (:mod:`dsh.skills`): ``claude: true`` also reads ``.claude/skills/``."""
     subagent_model: NonEmpty | None = None
     """The model of sub-agents (``task``) whose type names none (default: the parent's; :mod:`dsh.subagents`)."""
 

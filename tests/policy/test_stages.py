@@ -99,6 +99,7 @@ async def test_every_package_sits_in_its_stage() -> None:
         ("budget", "dsh.tools"),
         ("redact", "dsh.secrets"),
         ("limits", "dsh.subagents"),
+        ("limits", "dsh.skills"),
         ("prepare", "dsh.policy"),
         ("decide", "dsh.policy"),
         ("ask", "dsh.policy"),

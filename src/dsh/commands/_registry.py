@@ -6,7 +6,9 @@ Guarantees:
   ``commands/change``.
 * Names are unique among registered commands; a name is 1-64 characters of ``[A-Za-z0-9_.:-]`` (no ``/``).
 * :meth:`CommandRegistry.for_session` is what one session offers: the registered commands, then the user's
-  Markdown commands for its directory (project files shadow user files; a registered command is never shadowed).
+  Markdown commands for its directory (project files shadow user files; a registered command is never shadowed),
+  then the commands of each source added with :meth:`CommandRegistry.add_source` (skills, ``dsh.skills``) that no
+  earlier command shadows. A source that raises offers nothing (one log line); it never hides the others.
 """
 
 from __future__ import annotations
@@ -115,6 +117,7 @@ class CommandRegistry:
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
         self._commands: dict[str, Command] = {}
+        self._sources: list[Callable[[str | None], list[Command]]] = []
 
     def register(self, name: str, description: str, handler: Handler, input_hint: str | None = None) -> Disposer:
         """Add ``/name``; owned by the calling scope."""
@@ -133,6 +136,19 @@ class CommandRegistry:
 
         return (current_scope() or self._ctx.scope).effect(remove)
 
+    def add_source(self, source: Callable[[str | None], list[Command]]) -> Disposer:
+        """Offer the commands *source* finds for a session's directory after the registered and Markdown ones
+        (a name already offered shadows the source's); owned by the calling scope."""
+        self._sources.append(source)
+        self._changed()
+
+        def remove() -> None:
+            if source in self._sources:
+                self._sources.remove(source)
+                self._changed()
+
+        return (current_scope() or self._ctx.scope).effect(remove)
+
     def get(self, name: str) -> Command | None:
         return self._commands.get(name)
 
@@ -146,6 +162,18 @@ class CommandRegistry:
         offered = dict(self._commands)
         for command in markdown_commands(cwd):
             offered.setdefault(command.name, command)
+        for source in self._sources:
+            try:
+                found = source(cwd)
+            except Exception as exc:  # a broken source hides only its own commands
+                from dsh._log import get_logger
+
+                get_logger("dsh.commands").warning(
+                    "a command source failed", error=f"{type(exc).__name__}: {exc}"[:200]
+                )
+                continue
+            for command in found:
+                offered.setdefault(command.name, command)
         return list(offered.values())
 
     def _changed(self) -> None:

@@ -8,6 +8,7 @@ Order (lower first; a plugin's own section picks a number between them):
 | 200   | tools          | guidance generated from the tools the model is given               | the tool set        |
 | 400   | environment    | cwd, roots, OS, shell, git repository and branch                   | resume / load       |
 | 500   | instructions   | AGENTS.md / CLAUDE.md, repository root → cwd, plus the user's file | resume / load       |
+| 550   | skills         | each skill's name and description (``dsh.skills``, its own plugin)  | resume / load       |
 
 The configured ``system_prompt`` (``--system``, ``DSH_SYSTEM_PROMPT``) is appended after all of them by the loop.
 Every text here is a pure function of its inputs: the same inputs give the same bytes (prompt caches hit). Nothing
