@@ -347,6 +347,93 @@ def chat(
 
 
 @app.command()
+def serve(
+    listen: Annotated[
+        str, typer.Option("--listen", metavar="HOST:PORT", help="Where to listen (loopback unless told otherwise).")
+    ] = "127.0.0.1:8765",
+    token_file: Annotated[
+        str | None,
+        typer.Option(
+            "--token-file",
+            metavar="FILE",
+            help=r"The bearer token's file (made with mode 0600 at first start) \[env DSH_SERVE_TOKEN: the token].",
+        ),
+    ] = None,
+    allow_origin: Annotated[
+        list[str] | None,
+        typer.Option("--allow-origin", metavar="ORIGIN", help="An Origin a browser client may connect from."),
+    ] = None,
+    tls_cert: Annotated[
+        str | None, typer.Option("--tls-cert", metavar="FILE", help="Serve wss:// with this certificate.")
+    ] = None,
+    tls_key: Annotated[
+        str | None, typer.Option("--tls-key", metavar="FILE", help="The certificate's private key.")
+    ] = None,
+    max_frame: Annotated[int, typer.Option("--max-frame", metavar="BYTES", help="Largest message accepted.")] = 64
+    * 1024
+    * 1024,
+    max_connections: Annotated[int, typer.Option("--max-connections", help="Connections open at once.")] = 64,
+    idle_timeout: Annotated[
+        float, typer.Option("--idle-timeout", metavar="SECONDS", help="Close a connection silent this long.")
+    ] = 3600.0,
+    delegate: Annotated[
+        bool,
+        typer.Option(
+            "--delegate", help="Let clients' fs/* and terminal/* capabilities through (off: files are this machine's)."
+        ),
+    ] = False,
+    model: ModelOption = None,
+    system: SystemOption = None,
+    log_level: LogLevelOption = None,
+    log_file: LogFileOption = None,
+    data_dir: DataDirOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Serve ACP over WebSocket at ws://HOST:PORT/acp: each connection is a client as an editor on stdio is (RFC 0038)."""
+    from dsh.frontends.acp import DaemonOptions
+    from dsh.frontends.serve import ServeOptions, run_serve
+    from dsh.settings import exit_on_error, fail
+
+    host, _, port = listen.rpartition(":")
+    if not host or not port.isdigit():
+        fail(f"--listen {listen}: expected HOST:PORT", 2)
+    with exit_on_error():
+        daemon = DaemonOptions.resolve(
+            model=model, system_prompt=system, log_level=log_level, log_file=log_file, data_dir=data_dir, config=config
+        )
+    options = ServeOptions(
+        host=host.strip("[]"),
+        port=int(port),
+        allowed_origins=tuple(allow_origin or ()),
+        max_frame=max_frame,
+        max_connections=max_connections,
+        idle_timeout=idle_timeout,
+        delegate=delegate,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+    )
+    raise typer.Exit(run_serve(options, daemon, token_file))
+
+
+@app.command()
+def bridge(
+    url: Annotated[
+        str, typer.Argument(metavar="URL", help="The server's ws:// or wss:// address, e.g. ws://127.0.0.1:8765/acp.")
+    ],
+    token_file: Annotated[
+        str | None,
+        typer.Option(
+            "--token-file", metavar="FILE", help=r"The bearer token's file \[env DSH_SERVE_TOKEN: the token]."
+        ),
+    ] = None,
+) -> None:
+    """Connect stdin/stdout to a `dsh serve`: any stdio ACP client (an editor) reaches a remote dsh."""
+    from dsh.frontends.serve import run_bridge
+
+    raise typer.Exit(run_bridge(url, token_file))
+
+
+@app.command()
 def version() -> None:
     """Print the version."""
     from dsh import __version__

@@ -7,10 +7,22 @@ responses, our own requests), the jsonrpcserver adapter, the projection of sessi
 
 from typing import Any
 
-from dsh.frontends.acp._daemon import DaemonOptions, run
+from dsh.frontends.acp._backpressure import FlowControl
+from dsh.frontends.acp._daemon import DaemonOptions, FrameSource, run, serve_client
+from dsh.frontends.acp._framing import Oversized
 from dsh.frontends.acp._terminal import note_if_terminal
 
-__all__ = ["DaemonOptions", "note_if_terminal", "preview_system_prompt", "run", "show_system_prompt"]
+__all__ = [
+    "DaemonOptions",
+    "FlowControl",
+    "FrameSource",
+    "Oversized",
+    "note_if_terminal",
+    "preview_system_prompt",
+    "run",
+    "serve_client",
+    "show_system_prompt",
+]
 
 
 def __getattr__(name: str) -> Any:
