@@ -13,10 +13,12 @@ Guarantees:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import threading
 from pathlib import Path
+from typing import BinaryIO
 
 import anyio
 import anyio.abc
@@ -46,7 +48,7 @@ async def bridge(url: str, token: str | None, *, max_frame: int = 64 * 1024 * 10
     from websockets.exceptions import ConnectionClosed, InvalidStatus
 
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    out = sys.stdout.buffer
+    out = _stdout()
     try:
         ws = await connect(url, additional_headers=headers, max_size=max_frame, compression=None, open_timeout=30)
     except InvalidStatus as exc:
@@ -79,19 +81,33 @@ async def bridge(url: str, token: str | None, *, max_frame: int = 64 * 1024 * 10
                     await answered.wait()
             await ws.close(1000)
 
-        async def downstream() -> None:
-            nonlocal code, answered
+        loop = asyncio.get_running_loop()
+        flush_scheduled = False
+
+        def flush() -> None:
+            nonlocal flush_scheduled
+            flush_scheduled = False
             try:
-                async for message in ws:
-                    data = message.encode("utf-8") if isinstance(message, str) else message
+                out.flush()
+            except OSError:  # the client went away: the end of stdin follows
+                pass
+
+        async def downstream() -> None:
+            nonlocal code, answered, flush_scheduled
+            try:
+                while True:
+                    data = await ws.recv(decode=False)  # the frame's bytes: no decode and encode again
                     if pending and b'"method"' not in data:
                         pending.discard(_response_id(data))
                         answered.set()
                         answered = anyio.Event()
                     out.write(data + b"\n")
-                    out.flush()
+                    if not flush_scheduled:  # one flush per burst: after the messages already received
+                        flush_scheduled = True
+                        loop.call_soon(flush)
             except ConnectionClosed:
                 pass
+            flush()
             if ws.close_code not in (None, 1000, 1001):
                 sys.stderr.write(f"dsh bridge: the server closed the connection ({ws.close_code} {ws.close_reason})\n")
                 code = 1
@@ -103,6 +119,11 @@ async def bridge(url: str, token: str | None, *, max_frame: int = 64 * 1024 * 10
             target=_stdin_lines, args=(lines_send, anyio.lowlevel.current_token()), name="dsh-bridge", daemon=True
         ).start()
     return code
+
+
+def _stdout() -> BinaryIO:
+    """fd 1 with a large buffer: messages are written as they come and flushed once per burst."""
+    return open(sys.stdout.fileno(), "wb", buffering=1 << 20, closefd=False)
 
 
 def _request_id(line: bytes) -> object | None:

@@ -123,9 +123,12 @@ class _Writer:
         try:
             while True:
                 while self._queue:
-                    frame = self._queue.popleft()
-                    await ws.send(frame, text=True)
-                    self.held -= 1
+                    count = len(self._queue)
+                    if count == 1:
+                        await ws.send(self._queue.popleft(), text=True)
+                    else:
+                        await _send_batch(ws, [self._queue.popleft() for _ in range(count)])
+                    self.held -= count
                     self.last_activity = time.monotonic()
                     self._notify()
                 if self._closed:
@@ -141,6 +144,25 @@ class _Writer:
             self._notify()
 
 
+async def _send_batch(ws: ServerConnection, frames: list[bytes]) -> None:
+    """Send *frames*, each its own text message, in order, with one write to the socket (not one per frame: the
+    stdio writer's batching, RFC 0008). The frames are framed by the connection's sans-I/O protocol object and
+    written with nothing awaited in between, so no other frame (a ping, a close) can come between them; then the
+    socket's back-pressure is awaited once."""
+    from websockets.exceptions import ConnectionClosed, InvalidState
+
+    protocol = ws.protocol
+    try:
+        for frame in frames:
+            protocol.send_text(frame)
+    except InvalidState as exc:  # closing or closed: nothing more can be sent
+        raise ConnectionClosed(protocol.close_rcvd, protocol.close_sent) from exc
+    data = b"".join(protocol.data_to_send())
+    if data:
+        ws.transport.write(data)
+    await ws.drain()
+
+
 class _Frames:
     """A connection's incoming messages as the front end's frames; ends when the connection closes."""
 
@@ -154,7 +176,7 @@ class _Frames:
         from websockets.exceptions import ConnectionClosed
 
         try:
-            message = await self._ws.recv()
+            message = await self._ws.recv(decode=False)
         except ConnectionClosed:
             self.ended = True
             return []
