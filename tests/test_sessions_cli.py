@@ -198,7 +198,8 @@ async def test_list_of_an_empty_or_missing_store_says_so(tmp_path: Path) -> None
     missing = tmp_path / "never-created"
     result = await cli(missing, "list")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.decode() == f"No sessions in {missing}.\n"
+    # issue 43: a store that does not exist is named with where its path came from, so a typo shows
+    assert result.stdout.decode() == f"No sessions: {missing} (DSH_DATA_DIR) does not exist.\n"
     assert not missing.exists(), "listing creates nothing"
 
     empty = tmp_path / "empty"

@@ -256,8 +256,10 @@ async def test_sigkill_mid_stream_then_load_repairs_and_continues(tmp_path: Path
             }
             for c in closers[: len(open_calls)]
         ]
-        stored = interrupted[: len(interrupted) - len(closing_updates)]
-        assert interrupted[len(stored) :] == closing_updates
+        # ... then the interrupted turn's end, marked for the client (issue 43: a resumed turn shows how it ended).
+        turn_end = [{"sessionUpdate": "session_info_update", "_meta": {"dsh": {"turnEnd": "interrupted"}}}]
+        stored = interrupted[: len(interrupted) - len(closing_updates) - len(turn_end)]
+        assert interrupted[len(stored) :] == closing_updates + turn_end
         # What was stored replays as it streamed: the stored updates and the live ones agree on their common part.
         common = min(len(stored), len(live))
         assert stored[:common] == live[:common]

@@ -148,3 +148,18 @@ async def test_without_namespaces_an_approved_command_still_cannot_write_git_or_
     assert (project / "src" / "a.txt").read_text(encoding="utf-8") == "in\n"
     assert (project / ".git" / "config").read_text(encoding="utf-8") == before
     assert not (outside / "x.txt").exists()
+
+
+@machine
+async def test_a_loaded_session_keeps_its_sandbox_choice(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    command = f"echo outside > {outside / 'x.txt'}"
+    model = write_script(tmp_path / "script.json", [call("run_command", "c0", command=command), {"text": "done"}])
+    async with run_editor(tmp_path, model, EditorClient([])) as editor:
+        session = (await editor.new_session()).session_id
+        await editor.prompt(session, "/sandbox off")
+    async with run_editor(tmp_path, model, EditorClient(["allow_once"])) as editor:
+        await editor.load_session(session)
+        await editor.prompt(session, "go")
+    assert (outside / "x.txt").read_text(encoding="utf-8") == "outside\n"

@@ -71,8 +71,9 @@ def exec_run(
     env: Mapping[str, str | None] | None = None,
     stdin: str = "",
     cwd: Path | None = None,
+    deadline: float = DEADLINE,
 ) -> ExecRun:
-    """Run ``dsh exec ARGS`` to its end (bounded by :data:`DEADLINE`)."""
+    """Run ``dsh exec ARGS`` to its end (bounded by *deadline*, :data:`DEADLINE` unless told)."""
     done = subprocess.run(
         [sys.executable, "-m", "dsh", "exec", *args],
         env=_environment(tmp_path, model, env),
@@ -80,7 +81,7 @@ def exec_run(
         input=stdin,
         capture_output=True,
         text=True,
-        timeout=DEADLINE,
+        timeout=deadline,
         check=False,
     )
     return ExecRun(done.returncode, done.stdout, done.stderr)

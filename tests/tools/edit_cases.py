@@ -212,6 +212,13 @@ ROUND_2 = [
         says=("escape",),
     ),
     Case(
+        "over-escaped old_string ending a line before the next one",
+        b"x = 1\ny = 2\n",
+        edit("x = 1\\n", "x = 5\\n"),
+        b"x = 5\ny = 2\n",
+        says=("escape",),
+    ),
+    Case(
         "a literal backslash-n the file has is matched as it is",
         b'msg = "a\\nb"\nother = 1\n',
         edit('msg = "a\\nb"', 'msg = "a\\nc"'),

@@ -17,6 +17,7 @@ from dsh.sandbox._plugin import sandbox_command_plugin, sandbox_plugin
 from dsh.sandbox._sandbox import (
     BLOCKED_READ_ONLY,
     BLOCKED_WORKSPACE,
+    CHOICE_EVENT,
     FORCE_NO_ASK_ENV,
     LEVELS,
     Containment,
@@ -31,6 +32,7 @@ from dsh.sandbox._support import SIMULATE_ENV, Support, support
 __all__ = [
     "BLOCKED_READ_ONLY",
     "BLOCKED_WORKSPACE",
+    "CHOICE_EVENT",
     "FORCE_NO_ASK_ENV",
     "LEVELS",
     "SIMULATE_ENV",

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from dsh import events as ev
 from dsh.kernel import plugin
-from dsh.sandbox._sandbox import FORCE_NO_ASK_ENV, Sandbox, log
+from dsh.sandbox._sandbox import CHOICE_EVENT, FORCE_NO_ASK_ENV, Sandbox, log
 from dsh.sandbox._support import support
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
-    from dsh.sandbox._config import SandboxConfig
+    from dsh.sandbox._config import ApprovedLevel, SandboxConfig
 
 __all__ = ["sandbox_command_plugin", "sandbox_plugin"]
 
@@ -87,7 +87,9 @@ def sandbox_command_plugin(ctx: Context, config: object) -> None:
         if wanted:
             if wanted not in ("workspace-write", "off"):
                 return CommandResult(text=f"Unknown level {wanted!r}: choose workspace-write or off.")
-            sandbox.choose(session, "workspace-write" if wanted == "workspace-write" else "off")
+            level: ApprovedLevel = "workspace-write" if wanted == "workspace-write" else "off"
+            sandbox.choose(session, level)
+            invocation.agent.session.append(CHOICE_EVENT, {"approved": level})
         current = sandbox.approved_level(session)
         marks = [f"- {level}{' (current)' if level == current else ''}" for level in ("workspace-write", "off")]
         lines = [sandbox.describe(session), "Approved commands run at (switch with /sandbox <level>):", *marks]

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BLOCKED_READ_ONLY",
+    "CHOICE_EVENT",
     "BLOCKED_WORKSPACE",
     "FORCE_NO_ASK_ENV",
     "LEVELS",
@@ -64,6 +65,9 @@ __all__ = [
 
 Level = Literal["read-only", "workspace-write", "off"]
 LEVELS: tuple[Level, ...] = ("read-only", "workspace-write", "off")
+
+CHOICE_EVENT = "sandbox/choice"
+"""The session event ``/sandbox LEVEL`` logs (``{"approved": LEVEL}``): a loaded session keeps its choice."""
 
 FORCE_NO_ASK_ENV = "DSH_SANDBOX_TEST_FORCE_NO_ASK"
 """Test hook: when ``1``, every command call the policy would ask about runs without a question at ``read-only``
@@ -224,7 +228,13 @@ class Sandbox:
         """The sandbox's say on a command call the policy would run without a question (``asks`` False) or
         ask about; *read_only*: the parser found every part read-only; *bypass*: the session never asks. The
         judgement is kept for this call's ``contain`` stage (:meth:`contain_step`)."""
-        judgement = self._judge(_session_of(execution), command, asks=asks, read_only=read_only, bypass=bypass)
+        session = _session_of(execution)
+        if session not in self._chosen and execution.agent is not None:  # a loaded session's own choice
+            stored = execution.agent.session.last(CHOICE_EVENT)
+            level = stored.data.get("approved") if stored is not None and isinstance(stored.data, dict) else None
+            if level in ("workspace-write", "off"):
+                self._chosen[session] = "off" if level == "off" else "workspace-write"
+        judgement = self._judge(session, command, asks=asks, read_only=read_only, bypass=bypass)
         _JUDGED.set((execution.call_id, judgement))
         return judgement
 
