@@ -189,6 +189,15 @@ def exec_command(
             metavar="TASK", help="The task; `-` (or nothing, with stdin not a terminal) reads it from stdin."
         ),
     ] = None,
+    connect: Annotated[
+        str | None,
+        typer.Option(
+            "--connect",
+            metavar="URL",
+            help="Run the task on a `dsh serve` at this ws:// URL (token from DSH_SERVE_TOKEN or the token file; "
+            "--cwd is a directory on the server).",
+        ),
+    ] = None,
     **options: Any,
 ) -> None:
     """Run one task through the agent loop: the answer on stdout (or --json events), exit 0 done, 1 failed,
@@ -198,7 +207,38 @@ def exec_command(
             typer.echo("dsh exec: give the task as an argument, or `-` to read it from stdin", err=True)
             raise typer.Exit(2)
         task = sys.stdin.read()
+    if connect is not None:
+        _exec_remote(connect, task, options)
     _exec(task, options)
+
+
+def _exec_remote(url: str, task: str, options: dict[str, Any]) -> None:
+    """``dsh exec --connect``: the task on a remote ``dsh serve`` (the server's settings apply there)."""
+    from dsh.frontends.serve import RemoteExec, run_remote_exec
+
+    local = [name for name in ("model", "system", "data_dir", "config", "max_steps") if options[name] is not None]
+    if options["ephemeral"]:
+        local.append("ephemeral")
+    if local:
+        flags = ", ".join("--" + name.replace("_", "-") for name in local)
+        typer.echo(f"dsh exec: {flags} are the server's settings; they do not apply with --connect", err=True)
+        raise typer.Exit(2)
+    if not task.strip():
+        typer.echo("dsh exec: the task is empty", err=True)
+        raise typer.Exit(2)
+    run = RemoteExec(
+        url=url,
+        task=task,
+        cwd=options["cwd"] or os.getcwd(),
+        json=options["json_output"],
+        session=options["session"],
+        mode=options["mode"],
+        timeout=options["timeout"],
+        allow_reads=options["allow_reads"],
+        allow_edits=options["allow_edits"],
+        allow_all=options["allow_all"],
+    )
+    raise typer.Exit(run_remote_exec(run))
 
 
 @app.command()
