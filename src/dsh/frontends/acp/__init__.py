@@ -5,12 +5,14 @@ responses, our own requests), the jsonrpcserver adapter, the projection of sessi
 ``session/update``, and the front end that maps ACP sessions onto agents. See ``rfcs/0003-acp-front-end.md``.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dsh.frontends.acp._backpressure import FlowControl
 from dsh.frontends.acp._daemon import DaemonOptions, FrameSource, run, serve_client
-from dsh.frontends.acp._framing import Oversized
 from dsh.frontends.acp._terminal import note_if_terminal
+
+if TYPE_CHECKING:  # imported when first used (below): the boot path imports neither (tests/acp/test_startup.py)
+    from dsh.frontends.acp._backpressure import FlowControl
+    from dsh.frontends.acp._framing import Oversized
 
 __all__ = [
     "DaemonOptions",
@@ -32,4 +34,12 @@ def __getattr__(name: str) -> Any:
         from dsh.frontends.acp import _preview
 
         return getattr(_preview, name)
+    if name == "FlowControl":
+        from dsh.frontends.acp._backpressure import FlowControl
+
+        return FlowControl
+    if name == "Oversized":
+        from dsh.frontends.acp._framing import Oversized
+
+        return Oversized
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
