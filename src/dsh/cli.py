@@ -212,6 +212,12 @@ def exec_command(
     _exec(task, options)
 
 
+def _turn_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The options a local run and a ``--connect`` run take alike: output, session, mode, time, permissions."""
+    names = ("session", "mode", "timeout", "allow_reads", "allow_edits", "allow_all")
+    return {"json": options["json_output"], **{name: options[name] for name in names}}
+
+
 def _exec_remote(url: str, task: str, options: dict[str, Any]) -> None:
     """``dsh exec --connect``: the task on a remote ``dsh serve`` (the server's settings apply there)."""
     from dsh.frontends.serve import RemoteExec, run_remote_exec
@@ -226,18 +232,7 @@ def _exec_remote(url: str, task: str, options: dict[str, Any]) -> None:
     if not task.strip():
         typer.echo("dsh exec: the task is empty", err=True)
         raise typer.Exit(2)
-    run = RemoteExec(
-        url=url,
-        task=task,
-        cwd=options["cwd"] or os.getcwd(),
-        json=options["json_output"],
-        session=options["session"],
-        mode=options["mode"],
-        timeout=options["timeout"],
-        allow_reads=options["allow_reads"],
-        allow_edits=options["allow_edits"],
-        allow_all=options["allow_all"],
-    )
+    run = RemoteExec(url=url, task=task, cwd=options["cwd"] or os.getcwd(), **_turn_options(options))
     raise typer.Exit(run_remote_exec(run))
 
 
@@ -283,15 +278,9 @@ def _exec(task: str, options: dict[str, Any]) -> None:
     run = ExecOptions(
         task=task,
         cwd=workdir,
-        json=options["json_output"],
-        session=session,
         ephemeral=ephemeral,
         max_steps=options["max_steps"],
-        timeout=options["timeout"],
-        mode=options["mode"],
-        allow_reads=options["allow_reads"],
-        allow_edits=options["allow_edits"],
-        allow_all=options["allow_all"],
+        **_turn_options(options),
     )
     raise typer.Exit(anyio.run(run_exec, run, settings))
 
@@ -353,6 +342,15 @@ def chat(
     agent: Annotated[
         str | None, typer.Option("--agent", metavar="COMMAND", help="Talk to this ACP agent instead of `dsh acp`.")
     ] = None,
+    connect: Annotated[
+        str | None,
+        typer.Option(
+            "--connect",
+            metavar="URL",
+            help="Talk to a `dsh serve` at this ws:// URL (through `dsh bridge`; token from DSH_SERVE_TOKEN or the "
+            "token file).",
+        ),
+    ] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Pick a stored session and load it.")] = False,
     yes: Annotated[
         bool, typer.Option("--yes", help="Without a terminal: allow every permission request once.")
@@ -375,6 +373,7 @@ def chat(
     argv = [flag for flag, on in (("--resume", resume), ("--yes", yes)) if on]
     for flag, value in (
         ("--agent", agent),
+        ("--connect", connect),
         ("--trace", trace),
         ("--model", model),
         ("--data-dir", data_dir),

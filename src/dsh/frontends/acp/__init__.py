@@ -13,8 +13,10 @@ from dsh.frontends.acp._terminal import note_if_terminal
 if TYPE_CHECKING:  # imported when first used (below): the boot path imports neither (tests/acp/test_startup.py)
     from dsh.frontends.acp._backpressure import FlowControl
     from dsh.frontends.acp._framing import Oversized
+    from dsh.frontends.acp._stdio import Backlog
 
 __all__ = [
+    "Backlog",
     "DaemonOptions",
     "FlowControl",
     "FrameSource",
@@ -38,6 +40,10 @@ def __getattr__(name: str) -> Any:
         from dsh.frontends.acp._backpressure import FlowControl
 
         return FlowControl
+    if name == "Backlog":
+        from dsh.frontends.acp._stdio import Backlog
+
+        return Backlog
     if name == "Oversized":
         from dsh.frontends.acp._framing import Oversized
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from dsh._log import get_logger
+from dsh.frontends.acp import Backlog
 from dsh.frontends.serve._token import token_matches
 
 if TYPE_CHECKING:
@@ -74,23 +75,16 @@ class ServeOptions:
     ping_interval: float = 20.0
 
 
-class _Writer:
-    """A connection's one ordered writer, with the back-pressure of :class:`FlowControl`: :meth:`send` never
-    blocks nor reorders; :meth:`run` sends each frame as one text message."""
+class _Writer(Backlog):
+    """A connection's one ordered writer, with the back-pressure of :class:`FlowControl` (the stdio writer's
+    :class:`Backlog`): :meth:`send` never blocks nor reorders; :meth:`run` sends each frame as one text message,
+    a burst of queued frames in one socket write."""
 
     def __init__(self, limit: int = BACKLOG_LIMIT) -> None:
+        super().__init__(limit)
         self._queue: deque[bytes] = deque()
-        self._limit = limit
         self._wakeup = anyio.Event()
-        self._space: anyio.Event | None = None
-        self._closed = False
-        self.broken = False
-        self.held = 0
         self.last_activity = time.monotonic()
-
-    @property
-    def limit(self) -> int:
-        return self._limit
 
     def send(self, frame: bytes) -> None:
         if self._closed or self.broken:
@@ -99,23 +93,10 @@ class _Writer:
         self.held += 1
         self._wakeup.set()
 
-    def congested(self) -> bool:
-        return self.held >= self._limit
-
-    async def ready(self) -> None:
-        while self.held >= self._limit and not (self._closed or self.broken):
-            if self._space is None:
-                self._space = anyio.Event()
-            await self._space.wait()
-
     def close(self) -> None:
         self._closed = True
         self._wakeup.set()
-
-    def _notify(self) -> None:
-        if self._space is not None and (self.held < self._limit or self._closed or self.broken):
-            self._space.set()
-            self._space = None
+        self._notify_space()
 
     async def run(self, ws: ServerConnection) -> None:
         from websockets.exceptions import ConnectionClosed
@@ -130,7 +111,7 @@ class _Writer:
                         await _send_batch(ws, [self._queue.popleft() for _ in range(count)])
                     self.held -= count
                     self.last_activity = time.monotonic()
-                    self._notify()
+                    self._notify_space()
                 if self._closed:
                     return
                 await self._wakeup.wait()
@@ -141,7 +122,7 @@ class _Writer:
             self.broken = True
             self._queue.clear()
             self.held = 0
-            self._notify()
+            self._notify_space()
 
 
 async def _send_batch(ws: ServerConnection, frames: list[bytes]) -> None:
