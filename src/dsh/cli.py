@@ -358,6 +358,14 @@ def chat(
     trace: Annotated[
         str | None, typer.Option("--trace", metavar="FILE", help="Append every ACP frame, both ways, to FILE.")
     ] = None,
+    trust_agent: Annotated[
+        bool,
+        typer.Option(
+            "--trust-agent",
+            help="With --agent: serve its file reads and writes outside this directory and its commands without "
+            "asking.",
+        ),
+    ] = False,
     model: ModelOption = None,
     data_dir: DataDirOption = None,
     config: ConfigOption = None,
@@ -370,7 +378,7 @@ def chat(
 
     # `dsh chat` normally never reaches typer (dsh._entry sends it to the chat's own quick parser, which shows
     # this command's help): this forwards what typer parsed to that same parser
-    argv = [flag for flag, on in (("--resume", resume), ("--yes", yes)) if on]
+    argv = [flag for flag, on in (("--resume", resume), ("--yes", yes), ("--trust-agent", trust_agent)) if on]
     for flag, value in (
         ("--agent", agent),
         ("--connect", connect),

@@ -35,8 +35,13 @@ BEFORE_THE_ANSWER = {
     "dsh.frontends.acp._daemon",
     "dsh.frontends.acp._framing",
     "dsh.frontends.acp._stdio",
+    "dsh.frontends.acp._terminal",  # a person at a terminal is told to run `dsh chat` (standard library only)
     "dsh.images",  # whether the default model takes images (standard library only, the rest loaded lazily)
     "dsh.images._vision",
+    "dsh.ownfiles",  # where the user's config directory is (RFC 0027: one place; ~1 ms, PyYAML loaded lazily)
+    "dsh.ownfiles._dirs",
+    "dsh.ownfiles._frontmatter",
+    "dsh.ownfiles._read",
     "dsh.settings",
 }
 """Every dsh module imported when the answer to ``initialize`` is written: the daemon's entry, the settings

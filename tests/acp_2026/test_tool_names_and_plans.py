@@ -123,3 +123,25 @@ async def test_a_client_without_capabilities_gets_todays_frames(tmp_path: Path) 
         (question,) = asked
         assert question["toolCall"]["title"].startswith("Ready to code? Here is the plan:\n\n# Plan")
         assert "_meta" not in question["toolCall"]
+
+
+def test_names_follow_a_call_from_its_card_to_its_result_for_any_tool() -> None:
+    """MCP tools and sub-agents go through the same projection as dsh's own: the catalogue name on every update
+    of the call, forgotten once its result went out (a replay that starts empty names the same)."""
+    from dsh.frontends.acp._features import ClientFeatures
+    from dsh.frontends.acp._projection import failed_update, project
+    from dsh.services.sessions import SessionEvent
+
+    names: dict[str, str] = {}
+    features = ClientFeatures(notices=True)
+    call_event = SessionEvent("tool/call", 1, 0.0, {"call_id": "m1", "name": "mcp__files__stat", "arguments": "{}"})
+    (card,) = project(call_event, features=features, names=names)
+    assert card["name"] == "mcp__files__stat" and card["title"] == "mcp__files__stat"
+    (running,) = project(SessionEvent("tool/running", 2, 0.0, {"call_id": "m1"}), features=features, names=names)
+    assert running["name"] == "mcp__files__stat"
+    result = SessionEvent("tool/result", 3, 0.0, {"call_id": "m1", "content": [], "is_error": False})
+    (done,) = project(result, features=features, names=names)
+    assert done["name"] == "mcp__files__stat" and names == {}
+    project(SessionEvent("tool/call", 4, 0.0, {"call_id": "k", "name": "task", "arguments": "{}"}), names=names)
+    assert failed_update("k", "Cancelled by the user.", names)["name"] == "task" and names == {}
+    assert "name" not in project(call_event)[0]  # no names asked for: today's card

@@ -12,22 +12,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.newcomer._cli import WAIT, dsh
 from tests.support.chat import run_piped
 from tests.support.env import sandbox_env
-
-WAIT = 60
-
-
-def dsh(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dsh", *args],
-        env=env if env is not None else sandbox_env(tmp_path, "echo"),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=WAIT,
-        cwd=tmp_path,
-    )
 
 
 def one_line(text: str) -> str:

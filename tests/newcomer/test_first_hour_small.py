@@ -7,24 +7,11 @@ import sys
 from pathlib import Path
 
 from dsh.config import load_config
-from tests.support.env import sandbox_env
+from tests.newcomer._cli import WAIT, dsh
 from tests.support.provider_server import Reply, serve
 from tests.support.provider_wire import oa_text_reply
 
 KEY = "sk-test-first-hour-0123456789"
-WAIT = 60
-
-
-def dsh(tmp_path: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dsh", *args],
-        env=sandbox_env(tmp_path, "echo", extra=extra),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=WAIT,
-        cwd=tmp_path,
-    )
 
 
 # -- dsh setup ---------------------------------------------------------------------------------------------------

@@ -4,6 +4,8 @@
 * :mod:`tests.support.sdk` — the official ACP Python SDK client against ``python -m dsh acp`` (frame checks).
 * :mod:`tests.support.images` — real PNG, JPEG, GIF and WebP files made in memory.
 * :mod:`tests.support.raw` — raw JSON-RPC lines to a daemon (hostile input, framing, purity).
+* :mod:`tests.support.acp_schema` — a client of our own that advertises the 2026 capabilities (sub-agents, plans,
+  notices), every frame both ways validated against the TypeScript SDK 2.4.0's JSON schemas (``tests/acp_schema``).
 * :mod:`tests.support.editor` — an SDK client that plays an editor with fs / terminal capabilities.
 * :mod:`tests.support.durable` — daemons over a shared data directory (restart, load, crash).
 * :mod:`tests.support.chat` — ``dsh chat`` piped, or in a real terminal (tmux: keys in, screen out), its
