@@ -201,3 +201,15 @@ async def test_a_thousand_connects_are_bounded_and_the_server_still_serves(tmp_p
                 )
         assert refused == [401] * 1000
         assert response["result"]["stopReason"] == "end_turn"
+
+
+async def test_the_bridge_with_a_wrong_token_exits_1_and_writes_nothing_to_stdout(tmp_path: Path) -> None:
+    async with running_server(tmp_path) as server:
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path), "DSH_SERVE_TOKEN": "wrong"}
+        with anyio.fail_after(DEADLINE):
+            result = await anyio.run_process(
+                [sys.executable, "-m", "dsh", "bridge", server.url], env=env, check=False, input=b""
+            )
+        assert result.returncode == 1
+        assert result.stdout == b""
+        assert b"HTTP 401" in result.stderr
