@@ -17,6 +17,11 @@ The client is deliberately dumb (subprocess pipes, ``readline``, ``json.loads``;
 numbers are the agents', not a client library's. dsh runs as ``python -m dsh acp`` with its default ``echo``
 model; the peer is ``scripts/peers/sdk_echo_agent.py``. Not a test: it prints a table and never fails on it.
 
+``--ws`` adds **dsh over WebSocket**: a ``dsh serve`` on 127.0.0.1 (started once, same data directory) reached
+through ``dsh bridge`` (spawned like an agent, so the client and every measurement are the same as stdio's; the
+bridge's hop is included, a conservative figure). With ``--only dsh --ws`` the ratio column is WebSocket / stdio
+(RFC 0038's target: at least 0.5x stdio throughput). Its "CPU per update" is the bridge's, not the server's.
+
 Run: ``.venv/bin/python scripts/bench_acp.py`` (about a minute; ``--quick`` for a smoke run).
 """
 
@@ -255,6 +260,28 @@ def add_before(tree: Path | None) -> None:
         AGENTS["dsh before"] = ["env", f"PYTHONPATH={source_dir(tree)}", *AGENTS["dsh"]]
 
 
+WS_NAME = "dsh over ws"
+
+
+def start_server() -> tuple[subprocess.Popen[bytes], str]:
+    """A ``dsh serve --listen 127.0.0.1:0`` with a throw-away token; its URL once it listens."""
+    import re
+
+    env = {key: value for key, value in os.environ.items() if not key.startswith("DSH_")}
+    env.update(EXTRA_ENV)
+    env["DSH_SERVE_TOKEN"] = EXTRA_ENV["DSH_SERVE_TOKEN"] = "bench-" + os.urandom(8).hex()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "dsh", "serve", "--listen", "127.0.0.1:0"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env=env,
+    )  # fmt: skip
+    assert server.stderr is not None
+    for line in server.stderr:
+        found = re.search(rb"listening on (ws://\S+)", line)
+        if found:
+            return server, found.group(1).decode()
+    raise SystemExit("dsh serve did not start")
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
@@ -271,6 +298,7 @@ def main() -> None:
         "--before", type=Path, help="also measure the dsh of this source tree (e.g. a checkout of main): 'dsh before'"
     )
     parser.add_argument("--quick", action="store_true", help="a smoke run: few spawns, small prompts")
+    parser.add_argument("--ws", action="store_true", help="also measure dsh serve over WebSocket (through dsh bridge)")
     args = parser.parse_args()
     if args.quick:
         args.spawns, args.words, args.repeats, args.cancel_words, args.cancels = 3, 2_000, 1, 20_000, 2
@@ -279,6 +307,12 @@ def main() -> None:
     results = {name: Results() for name in agents}
     scratch = tempfile.TemporaryDirectory(prefix="dsh-bench-acp-")
     EXTRA_ENV["DSH_DATA_DIR"] = scratch.name
+    server: subprocess.Popen[bytes] | None = None
+    if args.ws:
+        server, url = start_server()
+        ws_agent = {WS_NAME: [sys.executable, "-m", "dsh", "bridge", url]}
+        agents = {**ws_agent, **agents}  # first: the ratio column is WebSocket / the next one
+        results[WS_NAME] = Results()
     began = time.perf_counter()
 
     for _ in range(args.spawns):
@@ -290,6 +324,9 @@ def main() -> None:
         measure_cancel(command, args.cancel_words, args.cancels, results[name])
     ceiling = Results()
     measure_throughput([sys.executable, "-c", BLASTER], args.words, args.repeats, ceiling)
+    if server is not None:
+        server.terminate()
+        server.wait(timeout=30)
 
     print(
         f"ACP benchmark: {args.spawns} spawns; throughput {args.words} words x {args.repeats}; "

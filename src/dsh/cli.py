@@ -189,6 +189,15 @@ def exec_command(
             metavar="TASK", help="The task; `-` (or nothing, with stdin not a terminal) reads it from stdin."
         ),
     ] = None,
+    connect: Annotated[
+        str | None,
+        typer.Option(
+            "--connect",
+            metavar="URL",
+            help="Run the task on a `dsh serve` at this ws:// URL (token from DSH_SERVE_TOKEN or the token file; "
+            "--cwd is a directory on the server).",
+        ),
+    ] = None,
     **options: Any,
 ) -> None:
     """Run one task through the agent loop: the answer on stdout (or --json events), exit 0 done, 1 failed,
@@ -198,7 +207,33 @@ def exec_command(
             typer.echo("dsh exec: give the task as an argument, or `-` to read it from stdin", err=True)
             raise typer.Exit(2)
         task = sys.stdin.read()
+    if connect is not None:
+        _exec_remote(connect, task, options)
     _exec(task, options)
+
+
+def _turn_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The options a local run and a ``--connect`` run take alike: output, session, mode, time, permissions."""
+    names = ("session", "mode", "timeout", "allow_reads", "allow_edits", "allow_all")
+    return {"json": options["json_output"], **{name: options[name] for name in names}}
+
+
+def _exec_remote(url: str, task: str, options: dict[str, Any]) -> None:
+    """``dsh exec --connect``: the task on a remote ``dsh serve`` (the server's settings apply there)."""
+    from dsh.frontends.serve import RemoteExec, run_remote_exec
+
+    local = [name for name in ("model", "system", "data_dir", "config", "max_steps") if options[name] is not None]
+    if options["ephemeral"]:
+        local.append("ephemeral")
+    if local:
+        flags = ", ".join("--" + name.replace("_", "-") for name in local)
+        typer.echo(f"dsh exec: {flags} are the server's settings; they do not apply with --connect", err=True)
+        raise typer.Exit(2)
+    if not task.strip():
+        typer.echo("dsh exec: the task is empty", err=True)
+        raise typer.Exit(2)
+    run = RemoteExec(url=url, task=task, cwd=options["cwd"] or os.getcwd(), **_turn_options(options))
+    raise typer.Exit(run_remote_exec(run))
 
 
 @app.command()
@@ -243,15 +278,9 @@ def _exec(task: str, options: dict[str, Any]) -> None:
     run = ExecOptions(
         task=task,
         cwd=workdir,
-        json=options["json_output"],
-        session=session,
         ephemeral=ephemeral,
         max_steps=options["max_steps"],
-        timeout=options["timeout"],
-        mode=options["mode"],
-        allow_reads=options["allow_reads"],
-        allow_edits=options["allow_edits"],
-        allow_all=options["allow_all"],
+        **_turn_options(options),
     )
     raise typer.Exit(anyio.run(run_exec, run, settings))
 
@@ -313,6 +342,15 @@ def chat(
     agent: Annotated[
         str | None, typer.Option("--agent", metavar="COMMAND", help="Talk to this ACP agent instead of `dsh acp`.")
     ] = None,
+    connect: Annotated[
+        str | None,
+        typer.Option(
+            "--connect",
+            metavar="URL",
+            help="Talk to a `dsh serve` at this ws:// URL (through `dsh bridge`; token from DSH_SERVE_TOKEN or the "
+            "token file).",
+        ),
+    ] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Pick a stored session and load it.")] = False,
     yes: Annotated[
         bool, typer.Option("--yes", help="Without a terminal: allow every permission request once.")
@@ -343,6 +381,7 @@ def chat(
     argv = [flag for flag, on in (("--resume", resume), ("--yes", yes), ("--trust-agent", trust_agent)) if on]
     for flag, value in (
         ("--agent", agent),
+        ("--connect", connect),
         ("--trace", trace),
         ("--model", model),
         ("--data-dir", data_dir),
@@ -352,6 +391,93 @@ def chat(
         if value is not None:
             argv += [flag, value]
     raise typer.Exit(chat_main(argv))
+
+
+@app.command()
+def serve(
+    listen: Annotated[
+        str, typer.Option("--listen", metavar="HOST:PORT", help="Where to listen (loopback unless told otherwise).")
+    ] = "127.0.0.1:8765",
+    token_file: Annotated[
+        str | None,
+        typer.Option(
+            "--token-file",
+            metavar="FILE",
+            help=r"The bearer token's file (made with mode 0600 at first start) \[env DSH_SERVE_TOKEN: the token].",
+        ),
+    ] = None,
+    allow_origin: Annotated[
+        list[str] | None,
+        typer.Option("--allow-origin", metavar="ORIGIN", help="An Origin a browser client may connect from."),
+    ] = None,
+    tls_cert: Annotated[
+        str | None, typer.Option("--tls-cert", metavar="FILE", help="Serve wss:// with this certificate.")
+    ] = None,
+    tls_key: Annotated[
+        str | None, typer.Option("--tls-key", metavar="FILE", help="The certificate's private key.")
+    ] = None,
+    max_frame: Annotated[int, typer.Option("--max-frame", metavar="BYTES", help="Largest message accepted.")] = 64
+    * 1024
+    * 1024,
+    max_connections: Annotated[int, typer.Option("--max-connections", help="Connections open at once.")] = 64,
+    idle_timeout: Annotated[
+        float, typer.Option("--idle-timeout", metavar="SECONDS", help="Close a connection silent this long.")
+    ] = 3600.0,
+    delegate: Annotated[
+        bool,
+        typer.Option(
+            "--delegate", help="Let clients' fs/* and terminal/* capabilities through (off: files are this machine's)."
+        ),
+    ] = False,
+    model: ModelOption = None,
+    system: SystemOption = None,
+    log_level: LogLevelOption = None,
+    log_file: LogFileOption = None,
+    data_dir: DataDirOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Serve ACP over WebSocket at ws://HOST:PORT/acp: each connection is a client as an editor on stdio is (RFC 0038)."""
+    from dsh.frontends.acp import DaemonOptions
+    from dsh.frontends.serve import ServeOptions, run_serve
+    from dsh.settings import exit_on_error, fail
+
+    host, _, port = listen.rpartition(":")
+    if not host or not port.isdigit():
+        fail(f"--listen {listen}: expected HOST:PORT", 2)
+    with exit_on_error():
+        daemon = DaemonOptions.resolve(
+            model=model, system_prompt=system, log_level=log_level, log_file=log_file, data_dir=data_dir, config=config
+        )
+    options = ServeOptions(
+        host=host.strip("[]"),
+        port=int(port),
+        allowed_origins=tuple(allow_origin or ()),
+        max_frame=max_frame,
+        max_connections=max_connections,
+        idle_timeout=idle_timeout,
+        delegate=delegate,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+    )
+    raise typer.Exit(run_serve(options, daemon, token_file))
+
+
+@app.command()
+def bridge(
+    url: Annotated[
+        str, typer.Argument(metavar="URL", help="The server's ws:// or wss:// address, e.g. ws://127.0.0.1:8765/acp.")
+    ],
+    token_file: Annotated[
+        str | None,
+        typer.Option(
+            "--token-file", metavar="FILE", help=r"The bearer token's file \[env DSH_SERVE_TOKEN: the token]."
+        ),
+    ] = None,
+) -> None:
+    """Connect stdin/stdout to a `dsh serve`: any stdio ACP client (an editor) reaches a remote dsh."""
+    from dsh.frontends.serve import run_bridge
+
+    raise typer.Exit(run_bridge(url, token_file))
 
 
 @app.command()

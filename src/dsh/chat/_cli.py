@@ -36,6 +36,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--agent", metavar="COMMAND", help="talk to this ACP agent instead of `dsh acp`")
     parser.add_argument(
+        "--connect",
+        metavar="URL",
+        help="talk to a `dsh serve` at this ws:// or wss:// URL (through `dsh bridge`; token from DSH_SERVE_TOKEN "
+        "or the token file)",
+    )
+    parser.add_argument(
         "--trust-agent",
         action="store_true",
         help="with --agent: serve its file reads and writes outside the directory and its commands without asking",
@@ -53,10 +59,17 @@ def _parser() -> argparse.ArgumentParser:
 def parse(argv: list[str]) -> ChatOptions:
     """The options; a usage error is one line on stderr and exit status 2 (argparse's own)."""
     args = _parser().parse_args(argv)
-    if (args.model or args.data_dir or args.config) and args.agent:
+    if args.connect and args.agent:
+        _parser().error("--connect and --agent each name the agent; give one")
+    agent = args.agent
+    if args.connect:
+        import shlex
+
+        agent = shlex.join([sys.executable, "-m", "dsh", "bridge", args.connect])
+    if (args.model or args.data_dir or args.config) and agent:
         _parser().error("--model, --data-dir and --config are dsh's settings; they do not apply to --agent")
     return ChatOptions(
-        agent=args.agent,
+        agent=agent,
         resume=args.resume,
         yes=args.yes,
         trace=args.trace,

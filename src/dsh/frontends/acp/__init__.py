@@ -5,12 +5,28 @@ responses, our own requests), the jsonrpcserver adapter, the projection of sessi
 ``session/update``, and the front end that maps ACP sessions onto agents. See ``rfcs/0003-acp-front-end.md``.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dsh.frontends.acp._daemon import DaemonOptions, run
+from dsh.frontends.acp._daemon import DaemonOptions, FrameSource, run, serve_client
 from dsh.frontends.acp._terminal import note_if_terminal
 
-__all__ = ["DaemonOptions", "note_if_terminal", "preview_system_prompt", "run", "show_system_prompt"]
+if TYPE_CHECKING:  # imported when first used (below): the boot path imports neither (tests/acp/test_startup.py)
+    from dsh.frontends.acp._backpressure import FlowControl
+    from dsh.frontends.acp._framing import Oversized
+    from dsh.frontends.acp._stdio import Backlog
+
+__all__ = [
+    "Backlog",
+    "DaemonOptions",
+    "FlowControl",
+    "FrameSource",
+    "Oversized",
+    "note_if_terminal",
+    "preview_system_prompt",
+    "run",
+    "serve_client",
+    "show_system_prompt",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -20,4 +36,16 @@ def __getattr__(name: str) -> Any:
         from dsh.frontends.acp import _preview
 
         return getattr(_preview, name)
+    if name == "FlowControl":
+        from dsh.frontends.acp._backpressure import FlowControl
+
+        return FlowControl
+    if name == "Backlog":
+        from dsh.frontends.acp._stdio import Backlog
+
+        return Backlog
+    if name == "Oversized":
+        from dsh.frontends.acp._framing import Oversized
+
+        return Oversized
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.abc
@@ -35,12 +35,13 @@ from dsh.settings import DEFAULT_MODEL
 if TYPE_CHECKING:
     from dsh.config import DshConfig
     from dsh.extra_plugins import ExtraPlugin
+    from dsh.frontends.acp._backpressure import FlowControl
     from dsh.frontends.acp._framing import Oversized
-    from dsh.frontends.acp._stdio import FrameWriter, StdinReader
+    from dsh.frontends.acp._stdio import StdinReader
     from dsh.recording import Recorder
     from dsh.settings import SettingError, Settings
 
-__all__ = ["DaemonOptions", "run"]
+__all__ = ["DaemonOptions", "FrameSource", "run", "serve_client"]
 
 SHUTDOWN_GRACE = 1.5
 WRITER_GRACE = 0.3
@@ -383,16 +384,47 @@ def _seal_secrets() -> None:
     seal_and_adopt(lambda message, problem: log.warning(message, problem=problem), "dsh")
 
 
-async def _serve_app(
-    writer: FrameWriter,
+class FrameSource(Protocol):
+    """Where a connection's frames come from (stdin's :class:`_Frames`, a WebSocket's messages in ``dsh serve``)."""
+
+    ended: bool
+    """Set once the client's input has ended (after :meth:`next` returned the last frames)."""
+
+    async def next(self) -> list[bytes | Oversized]:
+        """The next frames (possibly none); at the end, the last ones, with :attr:`ended` set."""
+        ...
+
+
+async def serve_client(
+    flow: FlowControl,
     send: Callable[[bytes], None],
-    frames: _Frames,
+    frames: FrameSource,
+    stop: anyio.Event,
+    options: DaemonOptions,
+    plugins: list[ExtraPlugin],
+    *,
+    process_wide: bool = False,
+) -> None:
+    """Serve one ACP client on its own application, exactly as ``dsh acp`` serves its stdio client (the same
+    front end, policy and shutdown), until its input ends or *stop* is set. *send* is its one ordered writer and
+    *flow* that writer's back-pressure. Used by ``dsh serve`` for each WebSocket connection; the process-wide
+    steps of the daemon (tuning the collector, sealing secrets, the subreaper) run once the application is built
+    when *process_wide* is set: the caller sets it for its first client only."""
+    await _serve_app(flow, send, frames, [], (None, None), stop, options, plugins, process_wide=process_wide)
+
+
+async def _serve_app(
+    writer: FlowControl,
+    send: Callable[[bytes], None],
+    frames: FrameSource,
     early: list[bytes | Oversized],
     boot: tuple[dict[str, Any] | None, bytes | None],
     stop: anyio.Event,
     options: DaemonOptions,
     plugins: list[ExtraPlugin],
     recorder: Recorder | None = None,
+    *,
+    process_wide: bool = True,
 ) -> None:
     """Build the application, then serve *early* and every later frame until EOF or a signal; shut down."""
     from dsh.app import load_product
@@ -448,8 +480,9 @@ async def _serve_app(
             ctx.plugin(recording_plugin, recorder)
         frontend: AcpFrontend = ctx.acp
         connection = frontend.connection
-        _tune_gc()
-        _seal_secrets()
+        if process_wide:
+            _tune_gc()
+            _seal_secrets()
         initialized, boot_answer = boot
         if initialized is not None:  # answered at boot: the front end records what initialize records
             result = await frontend.initialize(InitializeParams.model_validate(initialized))

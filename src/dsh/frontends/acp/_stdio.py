@@ -30,7 +30,7 @@ import anyio.from_thread
 import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-__all__ = ["BACKLOG_LIMIT", "FrameWriter", "StdinReader", "claim_stdout"]
+__all__ = ["BACKLOG_LIMIT", "Backlog", "FrameWriter", "StdinReader", "claim_stdout"]
 
 _CHUNK = 1 << 16
 
@@ -104,7 +104,45 @@ def _can_block(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
-class FrameWriter:
+class Backlog:
+    """The frames a writer holds and the wait of :class:`~dsh.frontends.acp._backpressure.FlowControl` over them:
+    :meth:`ready` returns once fewer than :attr:`limit` are held, or the writer is closed or broken. Shared by the
+    stdio :class:`FrameWriter` and ``dsh serve``'s WebSocket writer; the subclass counts :attr:`held` and calls
+    :meth:`_notify_space` when it drops or when the writer closes or breaks."""
+
+    def __init__(self, limit: int = BACKLOG_LIMIT) -> None:
+        self._limit = limit
+        self._space: anyio.Event | None = None
+        self._closed = False
+        self.broken = False
+        self.held = 0
+        """Frames accepted and not yet handed (whole) to the kernel (an attribute kept current, so a producer
+        checks it per chunk without a call)."""
+
+    @property
+    def limit(self) -> int:
+        """How many frames :meth:`ready` lets be held before a producer that can wait waits."""
+        return self._limit
+
+    def congested(self) -> bool:
+        """Whether the writer holds its limit of frames: a producer that can wait should :meth:`ready`."""
+        return self.held >= self._limit
+
+    async def ready(self) -> None:
+        """Return once fewer than the limit's frames are held (at once when they are, or when the writer is
+        closed or broken). Cancellable."""
+        while self.held >= self._limit and not (self._closed or self.broken):
+            if self._space is None:
+                self._space = anyio.Event()
+            await self._space.wait()
+
+    def _notify_space(self) -> None:
+        if self._space is not None and (self.held < self._limit or self._closed or self.broken):
+            self._space.set()
+            self._space = None
+
+
+class FrameWriter(Backlog):
     """The single owner of the protocol fd: :meth:`send` is the one ordered send path, :meth:`run` finishes
     writes the kernel could not take at once.
 
@@ -120,27 +158,16 @@ class FrameWriter:
     """
 
     def __init__(self, fd: int, *, limit: int = BACKLOG_LIMIT) -> None:
+        super().__init__(limit)
         self._fd = fd
-        self._limit = limit
         self._queue: deque[bytes] = deque()
         self._batch: memoryview | None = None  # a joined batch the kernel has only partly taken
         self._batch_frames = 0
         self._wakeup = anyio.Event()
         self._sleeping = False
-        self._space: anyio.Event | None = None
-        self._closed = False
         self._drained = anyio.Event()
         self._running = False
         self._restore_blocking: bool | None = None
-        self.broken = False
-        self.held = 0
-        """Frames accepted by :meth:`send` and not yet handed (whole) to the kernel: the queue and the batch
-        in progress (an attribute kept current, so a producer checks it per chunk without a call)."""
-
-    @property
-    def limit(self) -> int:
-        """How many frames :meth:`ready` lets be held before a producer that can wait waits."""
-        return self._limit
 
     def send(self, frame: bytes) -> None:
         """Queue one frame (without its newline), in order. Never blocks; dropped once the writer is closed or
@@ -157,18 +184,6 @@ class FrameWriter:
             self._sleeping = False
             self._wakeup.set()
 
-    def congested(self) -> bool:
-        """Whether the writer holds its limit of frames: a producer that can wait should :meth:`ready`."""
-        return self.held >= self._limit
-
-    async def ready(self) -> None:
-        """Return once fewer than the limit's frames are held (at once when they are, or when the writer is
-        closed or broken). Cancellable."""
-        while self.held >= self._limit and not (self._closed or self.broken):
-            if self._space is None:
-                self._space = anyio.Event()
-            await self._space.wait()
-
     def close(self) -> None:
         """No more frames: :meth:`run` returns once what was queued is written."""
         self._closed = True
@@ -182,11 +197,6 @@ class FrameWriter:
         if self._sleeping:
             self._sleeping = False
             self._wakeup.set()
-
-    def _notify_space(self) -> None:
-        if self._space is not None and (self.held < self._limit or self._closed or self.broken):
-            self._space.set()
-            self._space = None
 
     def _fail(self) -> None:
         """The client closed its end: nothing we write can arrive."""
