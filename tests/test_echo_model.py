@@ -190,3 +190,12 @@ def test_a_long_prompt_is_split_in_blocks() -> None:
 
     assert len(blocks) >= 3
     assert max(len(pieces) for pieces in blocks) <= WORD_BLOCK // 5 + 1
+
+
+def test_echo_skips_the_notes_the_context_plugin_writes() -> None:
+    """The echo model keeps its own copy of the session note's opening (importing ``dsh.context`` would cost the
+    offline model ~130 ms); this ties the copy to the one the context plugin writes (RFC 0032)."""
+    from dsh.context import SESSION_NOTE_OPENING
+    from dsh.providers import echo
+
+    assert echo._SESSION_NOTE == SESSION_NOTE_OPENING

@@ -28,9 +28,22 @@ def _name(path: Path) -> str:
 MODULES = {_name(path): path for path in SRC.rglob("*.py")}
 
 
-def _imports(module: str, path: Path) -> Iterator[str]:
+def _imports(module: str, path: Path, *, runtime: bool = False) -> Iterator[str]:
+    """The imports of *module*, module level and inside functions. *runtime*: only those that can run, so not
+    those under ``if TYPE_CHECKING:`` (they never execute; the typed context declares the interface services'
+    types through them by design, RFC 0027)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typing_only: set[int] = set()
+    for node in ast.walk(tree) if runtime else ():
+        if isinstance(node, ast.If):
+            test = node.test
+            name = test.id if isinstance(test, ast.Name) else test.attr if isinstance(test, ast.Attribute) else None
+            if name == "TYPE_CHECKING":
+                typing_only.update(id(inner) for statement in node.body for inner in ast.walk(statement))
     package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -134,38 +147,8 @@ def test_no_package_imports_another_packages_private_modules() -> None:
 # -- no import circle through the leaves (issue #41 item 2, RFC 0027) -------------------------------------------
 
 
-def _runtime_imports(module: str, path: Path) -> Iterator[str]:
-    """The imports of *module* that can run: module level and inside functions (lazy imports count), not those
-    under ``if TYPE_CHECKING:`` (they never execute; the typed context declares the interface services' types
-    through them by design, RFC 0027)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    typing_only: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If):
-            test = node.test
-            name = test.id if isinstance(test, ast.Name) else test.attr if isinstance(test, ast.Attribute) else None
-            if name == "TYPE_CHECKING":
-                typing_only.update(id(inner) for statement in node.body for inner in ast.walk(statement))
-    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-    for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
-        if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package[: len(package) - node.level + 1]
-                target = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                target = node.module or ""
-            yield target
-            for alias in node.names:
-                if f"{target}.{alias.name}" in MODULES:
-                    yield f"{target}.{alias.name}"
-
-
 RUNTIME = {
-    module: {target for target in _runtime_imports(module, path) if target == "dsh" or target.startswith("dsh.")}
+    module: {target for target in _imports(module, path, runtime=True) if target == "dsh" or target.startswith("dsh.")}
     for module, path in MODULES.items()
 }
 
