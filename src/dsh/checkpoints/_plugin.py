@@ -44,6 +44,7 @@ from dsh._log import get_logger
 from dsh.checkpoints._excerpt import shrink_diff
 from dsh.checkpoints._files import (
     MemoryBlobs,
+    RestoreOutcome,
     Target,
     capture,
     checkpoint_local,
@@ -115,6 +116,19 @@ class Checkpoints:
         if written is None:
             written = self._written[session.id] = last_written(session.events_without_chunks())
         return written
+
+    async def _restore(
+        self, execution: ToolExecution, session: Any, targets: list[Target], todo: list[tuple[str, FileState]]
+    ) -> RestoreOutcome:
+        """Restore the *targets* named in *todo* (all or nothing, :func:`._files.restore_files`), record what each
+        restored file now is, and on a failure flush the session so what was recorded is on disk."""
+        wanted = {path for path, _ in todo}
+        outcome = await restore_files(self._ctx, execution, self._blobs, [t for t in targets if t.path in wanted])
+        for done in outcome.restored:
+            self._left(session, done.path, done.state)
+        if outcome.failure is not None:
+            await self._ctx.parallel(ev.SESSION_FLUSH, session)
+        return outcome
 
     def _left(self, session: Any, path: str, state: FileState) -> None:
         """Record what dsh left at *path* (``checkpoint/after``)."""
@@ -365,12 +379,8 @@ class Checkpoints:
                 f"program):\n{names}\nRun /rewind {number} --force to overwrite them too."
             )
         undo = await self._keep_now(session, nows)
-        wanted = {path for path, _ in todo}
-        outcome = await restore_files(self._ctx, execution, self._blobs, [t for t in targets if t.path in wanted])
-        for done in outcome.restored:
-            self._left(session, done.path, done.state)
+        outcome = await self._restore(execution, session, targets, todo)
         if outcome.failure is not None:
-            await self._ctx.parallel(ev.SESSION_FLUSH, session)
             path, why = outcome.failure
             log.warning("cannot restore a file", path=path, error=why[:200])
             lines = [f"Nothing was rewound: could not restore {path}: {why}."]
@@ -416,12 +426,8 @@ class Checkpoints:
                 f"Nothing was undone: these files changed since the rewind wrote them:\n{names}\n"
                 "Run /rewind --undo --force to overwrite them too."
             )
-        paths = {path for path, _ in todo}
-        outcome = await restore_files(self._ctx, execution, self._blobs, [t for t in targets if t.path in paths])
-        for done in outcome.restored:
-            self._left(session, done.path, done.state)
+        outcome = await self._restore(execution, session, targets, todo)
         if outcome.failure is not None:
-            await self._ctx.parallel(ev.SESSION_FLUSH, session)
             path, why = outcome.failure
             return f"Nothing was undone: could not restore {path}: {why}. /rewind --undo can try again."
         restored = [done.path for done in outcome.restored]
