@@ -30,6 +30,8 @@ Mapping:
 | ``plan/document`` (exit_plan_mode)    | with ``plan``: ``plan_update`` (Markdown, planId ``plan-mode``) |
 |                                       | else none (the permission request shows it, as before)        |
 | ``command/output``                    | ``agent_message_chunk`` (replay: the ``/command`` line first) |
+| ``spend/stop`` (a budget stopped the  | ``agent_message_chunk`` with its message (which budget, how   |
+| turn, :mod:`dsh.spend`)               | to raise it)                                                  |
 | ``turn/end`` cancelled or interrupted | ``session_info_update`` with ``_meta.dsh.turnEnd``           |
 | (replay only)                         | (``cancelled``, ``interrupted``): a client can mark the turn |
 | anything else                         | none                                                         |
@@ -354,6 +356,8 @@ def project(
             typed = f"/{data.get('name', '')} {data.get('args', '')}".rstrip()
             updates.insert(0, {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": typed}})
         return updates
+    if kind == "spend/stop":
+        return [_text_chunk("agent_message_chunk", f"\n\n{data.get('message', '')}\n", f"s{event.seq}")]
     if kind == "user/message" and replay:
         source = data.get("source")
         source = source if isinstance(source, dict) else {}
