@@ -17,6 +17,10 @@ Guarantees:
   editor can load them), ``--session ID`` continues any stored session, ``--ephemeral`` stores nothing.
 * **MCP servers of the configuration file start for the run** (as for every editor session); one that cannot
   start is reported once (a line on stderr, or ``{"type": "mcp/unavailable"}``) and the run goes on without it.
+* **Notices and hooks are seen**: a ``session/notice`` of the run's session is a line on stderr (warnings and
+  errors) or ``{"type": "notice", "severity", "source", "message"}``; each hook run (:mod:`dsh.hooks`) is
+  ``{"type": "hook/run", "hook_event", "command", "line", …}`` with ``--json``. The run waits (bounded) for the
+  hooks still running in the background (``SessionEnd``) before it exits.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from dsh.kernel import Context, Next
+    from dsh.notices import Notice
     from dsh.policy import PolicyConfig
     from dsh.services.agents import Agent, AgentHandle
     from dsh.services.llm import StreamChunk
@@ -254,6 +259,9 @@ async def _run(options: ExecOptions, settings: Settings, state: _State) -> int:
                 await mcp.close(session_id)
         with anyio.CancelScope(shield=True):
             await handle.dispose()  # the turn's end is flushed to the session file here
+            hooks = ctx.get("hooks")
+            if hooks is not None:  # SessionEnd (and Notification) hooks run in the background: let them finish
+                await hooks.settle()
         if tracker.reason is None and not state.interrupted and state.limited is None:
             failure = {"message": "the turn did not run"}
         cost = _cost(ctx, settings.model, tracker)
@@ -360,6 +368,17 @@ def _listen(ctx: Context, session_id: str, tracker: RunTracker, output: _Output)
             if len(tracker.denied) > denied:
                 failed = f"refused: {failed}"
             progress.tool_result(name, None if output.json else failed)
+        elif event.type == "hook/run" and output.json:  # a hook that ran (dsh.hooks): failures are notices too
+            output.line({"type": "hook/run", "sessionId": session_id, **event.data})
+
+    def on_notice(notice: Notice) -> None:
+        if notice.session_id != session_id:
+            return
+        if output.json:
+            fields = {"sessionId": session_id, "severity": notice.severity, "source": notice.source}
+            output.line({"type": "notice", **fields, "message": notice.title})
+        elif notice.severity != "info":
+            progress.line(notice.title)
 
     ctx.on(ev.AGENT_TURN_START, on_turn_start)
     ctx.on(ev.AGENT_TURN_END, on_turn_end)
@@ -367,6 +386,7 @@ def _listen(ctx: Context, session_id: str, tracker: RunTracker, output: _Output)
     ctx.on(ev.AGENT_STEP_END, on_step_end)
     ctx.on(ev.AGENT_STREAM_CHUNK, on_chunk)
     ctx.on(ev.SESSION_EVENT, on_session_event)
+    ctx.on(ev.SESSION_NOTICE, on_notice)
 
 
 def _cap_steps(ctx: Context, session_id: str, tracker: RunTracker, state: _State, limit: int | None) -> None:
