@@ -352,6 +352,9 @@ def _listen(ctx: Context, session_id: str, tracker: RunTracker, output: _Output)
             tracker.chunk(chunk)
 
     def on_session_event(session: Session, event: SessionEvent) -> None:
+        if event.type == "hook/run" and output.json and session.id == session_id:  # dsh.hooks; failures: notices
+            output.line({"type": "hook/run", "sessionId": session_id, **event.data})
+            return
         if session.id != session_id or event.data.get("turn") != tracker.turn:
             return
         if event.type == "tool/call":
@@ -368,8 +371,6 @@ def _listen(ctx: Context, session_id: str, tracker: RunTracker, output: _Output)
             if len(tracker.denied) > denied:
                 failed = f"refused: {failed}"
             progress.tool_result(name, None if output.json else failed)
-        elif event.type == "hook/run" and output.json:  # a hook that ran (dsh.hooks): failures are notices too
-            output.line({"type": "hook/run", "sessionId": session_id, **event.data})
 
     def on_notice(notice: Notice) -> None:
         if notice.session_id != session_id:
