@@ -550,7 +550,7 @@ def hooks_plugin(ctx: Context, options: HooksOptions | None) -> None:
     ctx.tools.stage("decide", tool_step)
     ctx.on(ev.AGENT_REQUEST, on_request)
     ctx.on(ev.AGENT_TURN_CONTINUATION, on_continue)
-    ctx.on(ev.AGENT_COMPACT, on_compact)
+    ctx.on(ev.AGENT_COMPACT, on_compact, prepend=True)  # before the compaction plugin, which ends the chain
     ctx.on(ev.AGENT_DISPOSED, on_disposed)
     ctx.on(ev.USER_APPROVE, on_approve, prepend=True)
     ctx.on(ev.USER_ASK, on_ask, prepend=True)
