@@ -214,3 +214,13 @@ async def test_the_bridge_with_a_wrong_token_exits_1_and_writes_nothing_to_stdou
         assert result.returncode == 1
         assert result.stdout == b""
         assert b"HTTP 401" in result.stderr
+
+
+def test_the_bridge_tells_a_response_from_a_notification_by_the_message_not_its_text() -> None:
+    from dsh.frontends.serve._bridge import _response_id
+
+    assert _response_id(b'{"jsonrpc":"2.0","result":{"_meta":{"x":{"method":"_dsh/session/steer"}}},"id":1}') == 1
+    assert _response_id(b'{"id":"a","jsonrpc":"2.0","error":{"code":-32602,"message":"method"}}') == "a"
+    assert _response_id(b'{"jsonrpc":"2.0","id":7,"method":"session/request_permission","params":{}}') is None
+    assert _response_id(b'{"jsonrpc":"2.0","method":"session/update","params":{"id":3}}') is None
+    assert _response_id(b"not json") is None

@@ -97,10 +97,12 @@ async def bridge(url: str, token: str | None, *, max_frame: int = 64 * 1024 * 10
             try:
                 while True:
                     data = await ws.recv(decode=False)  # the frame's bytes: no decode and encode again
-                    if pending and b'"method"' not in data:
-                        pending.discard(_response_id(data))
-                        answered.set()
-                        answered = anyio.Event()
+                    if pending and not data.startswith(_SERVER_MESSAGE):
+                        answer = _response_id(data)
+                        if answer in pending:
+                            pending.discard(answer)
+                            answered.set()
+                            answered = anyio.Event()
                     out.write(data + b"\n")
                     if not flush_scheduled:  # one flush per burst: after the messages already received
                         flush_scheduled = True
@@ -137,12 +139,23 @@ def _request_id(line: bytes) -> object | None:
     return _hashable(message.get("id")) if isinstance(message, dict) and "method" in message else None
 
 
+_SERVER_MESSAGE = b'{"jsonrpc":"2.0","method"'
+"""How dsh's writer begins a notification (every update of a turn): those frames are passed on unparsed."""
+
+
 def _response_id(data: bytes) -> object | None:
+    """The id of a response (a message with an id and no top-level ``method``) in *data*, else None.
+
+    Decided on the parsed message, not on the text: a result may carry the word ``"method"`` anywhere (the
+    ``initialize`` answer names the steering method in its ``_meta``), and a response taken for a notification
+    left its request pending until the end-of-input grace ran out."""
     try:
         message = json.loads(data)
     except ValueError:
         return None
-    return _hashable(message.get("id")) if isinstance(message, dict) else None
+    if not isinstance(message, dict) or "method" in message:
+        return None
+    return _hashable(message.get("id"))
 
 
 def _hashable(value: object) -> object | None:
