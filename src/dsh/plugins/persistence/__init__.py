@@ -50,7 +50,10 @@ def jsonl_persistence_plugin(ctx: Context, data_dir: str | Path | None) -> None:
     Load it before the plugins that create sessions, so that it is disposed after them (LIFO) and their
     closing events still reach the disk.
     """
-    persistence = JsonlPersistence(Path(data_dir) if data_dir is not None else default_data_dir())
+    persistence = JsonlPersistence(
+        Path(data_dir) if data_dir is not None else default_data_dir(),
+        secret_policy=lambda: ctx.get("secret_policy"),
+    )
     persistence.check_root()  # a bad directory is reported by the front end (start-up) and by every session call
     ctx.effect(persistence.close_all)
     ctx.on(ev.SESSION_CREATED, persistence.on_created)
