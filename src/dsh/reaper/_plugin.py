@@ -25,7 +25,6 @@ log = get_logger("dsh.reaper")
 @plugin("reaper", inject=("tools",))
 def reaper_plugin(ctx: Context, config: object = None) -> None:
     tags = SessionTags()
-    ctx.provide("reaper", tags)
     ctx.effect(tags.clear)
 
     async def tagging(execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
@@ -57,3 +56,4 @@ def reaper_plugin(ctx: Context, config: object = None) -> None:
     ctx.tools.stage("contain", tagging)
     ctx.on(ev.AGENT_DISPOSED, disposed)
     ctx.effect(at_exit)
+    ctx.provide("reaper", tags)  # last: providing applies plugins waiting for it, before this set-up's end

@@ -82,7 +82,6 @@ def secrets_plugin(ctx: Context, config: dict[str, Any] | None) -> None:
     """*config*: ``{"providers": dict[str, ProviderSettings] | None, "secrets": SecretsConfig | None}``."""
     config = config or {}
     policy = policy_for(config.get("providers"), config.get("secrets"))
-    ctx.provide("secret_policy", policy)
     redactor = _EnvRedactor(policy)
 
     async def redacting(execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
@@ -96,6 +95,7 @@ def secrets_plugin(ctx: Context, config: dict[str, Any] | None) -> None:
         return redact_result(result, policy, redactor())
 
     ctx.tools.stage("redact", redacting)
+    ctx.provide("secret_policy", policy)  # last: providing applies plugins waiting for it, before this set-up's end
 
 
 def describe_withheld(
