@@ -16,7 +16,7 @@ from structlog.testing import capture_logs
 from dsh._jsonlimits import MAX_JSON_DEPTH, MAX_LOG_DEPTH, check_depth, exceeds_depth, text_may_exceed
 from dsh.app import load_core
 from dsh.kernel import App
-from dsh.loop import ReactLoopAgent
+from dsh.loop._agent import ReactLoopAgent
 from dsh.plugins.persistence import (
     CorruptSessionError,
     JsonlPersistence,

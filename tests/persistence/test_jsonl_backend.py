@@ -11,7 +11,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from dsh.loop import ReactLoopAgent
+from dsh.loop._agent import ReactLoopAgent
 from dsh.plugins.persistence import (
     CorruptSessionError,
     JsonlPersistence,
