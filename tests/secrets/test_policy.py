@@ -11,7 +11,6 @@ from pydantic import SecretStr
 from dsh.config import DshConfig, load_config, render_config
 from dsh.providers._settings import ProviderSettings
 from dsh.secrets import (
-    MIN_SECRET_LENGTH,
     SecretPolicy,
     SecretsConfig,
     child_environment,
@@ -20,6 +19,7 @@ from dsh.secrets import (
     policy_in_force,
     redact_text,
 )
+from dsh.secrets._policy import MIN_SECRET_LENGTH
 
 OPENAI = "sk-openai-0123456789abcdef"
 ANTHROPIC = "sk-ant-0123456789abcdef"

@@ -24,33 +24,11 @@ Linux only (``/proc``, ``prctl``); elsewhere the functions do nothing and say so
 """
 
 from dsh.reaper._plugin import reaper_plugin
-from dsh.reaper._proc import (
-    DAEMON_VARIABLE,
-    TAG_VARIABLE,
-    SessionTags,
-    arm_watchdog,
-    become_subreaper,
-    current_tag,
-    descendants,
-    end_descendants,
-    end_tagged,
-    is_subreaper,
-    tag_environment,
-    watchdog_pid,
-)
+from dsh.reaper._proc import SessionTags, become_subreaper, tag_environment
 
 __all__ = [
-    "DAEMON_VARIABLE",
-    "TAG_VARIABLE",
     "SessionTags",
-    "arm_watchdog",
     "become_subreaper",
-    "current_tag",
-    "descendants",
-    "end_descendants",
-    "end_tagged",
-    "is_subreaper",
     "reaper_plugin",
     "tag_environment",
-    "watchdog_pid",
 ]

@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dsh.secrets._policy import (
-    MIN_SECRET_LENGTH,
     SecretPolicy,
     child_environment,
     current_policy,
@@ -35,7 +34,6 @@ if TYPE_CHECKING:
     from dsh.secrets._plugin import describe_withheld, policy_for, secrets_plugin
 
 __all__ = [
-    "MIN_SECRET_LENGTH",
     "SecretPolicy",
     "SecretsConfig",
     "child_environment",
