@@ -14,15 +14,8 @@ from dsh import events as ev
 from dsh.kernel import plugin
 from dsh.plugins.persistence._blobs import BlobStore
 from dsh.plugins.persistence._durable import write_durably
-from dsh.plugins.persistence._format import CorruptSessionError, ScanResult, scan
-from dsh.plugins.persistence._jsonl import (
-    JsonlPersistence,
-    SessionLockedError,
-    SessionNotFoundError,
-    SessionWriteError,
-    StorageUnavailableError,
-    default_data_dir,
-)
+from dsh.plugins.persistence._format import CorruptSessionError, scan
+from dsh.plugins.persistence._jsonl import JsonlPersistence, SessionLockedError, SessionNotFoundError, default_data_dir
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
@@ -32,11 +25,8 @@ __all__ = [
     "BlobStore",
     "CorruptSessionError",
     "JsonlPersistence",
-    "ScanResult",
     "SessionLockedError",
     "SessionNotFoundError",
-    "SessionWriteError",
-    "StorageUnavailableError",
     "default_data_dir",
     "jsonl_persistence_plugin",
     "scan",
