@@ -179,7 +179,7 @@ def _policy(options: ExecOptions, settings: Settings) -> PolicyConfig:
     )
 
 
-def _seal_secrets() -> None:
+def _seal_secrets(ctx: Context) -> None:
     """As the daemon does once the policy is installed (RFC 0024): provider keys leave this process's start-up
     environment block and it becomes non-dumpable, so a command the model runs cannot read them from
     ``/proc/$PPID``; and the run becomes its descendants' subreaper. A platform that allows neither is a logged
@@ -188,7 +188,7 @@ def _seal_secrets() -> None:
     from dsh.secrets import seal_and_adopt
 
     log = get_logger("dsh.exec")
-    seal_and_adopt(lambda message, problem: log.warning(message, problem=problem), "the run")
+    seal_and_adopt(lambda message, problem: log.warning(message, problem=problem), "the run", ctx.get("secret_policy"))
 
 
 def _load(ctx: Context, options: ExecOptions, settings: Settings, policy: PolicyConfig) -> None:
@@ -215,7 +215,7 @@ async def _run(options: ExecOptions, settings: Settings, state: _State) -> int:
     async with App() as app:
         ctx = app.ctx
         _load(ctx, options, settings, policy)
-        _seal_secrets()
+        _seal_secrets(ctx)
         from dsh.extra_plugins import apply_plugins, import_plugins
         from dsh.settings import SettingError
 
