@@ -104,3 +104,47 @@ async def test_an_older_client_gets_the_warning_as_a_message_and_usage_update_un
         "size": 100000,
         "cost": {"amount": 85.0, "currency": "USD"},
     }
+
+
+async def test_a_sub_agent_stops_at_its_own_step_boundary_once_the_parents_budget_is_reached(
+    server: FakeProvider, tmp_path: Path
+) -> None:
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "a.txt").write_text("alpha\n")
+    write_config(tmp_path, PRICED + "budget: {turn_tokens: 100}\n")
+    arguments = '{"description": "look", "prompt": "look around"}'
+    server.script(
+        Reply(
+            events=[
+                oa_chunk({"role": "assistant", "content": None}),
+                oa_tool_delta(0, arguments, call_id="t1", name="task"),
+                oa_finish("tool_calls"),
+                oa_usage(20, 5),
+                DONE,
+            ]
+        ),
+        Reply(  # the child's first step: 25 + 90 = 115 of 100 tokens: its read is not run, the child stops
+            events=[
+                oa_chunk({"role": "assistant", "content": None}),
+                oa_tool_delta(0, '{"path": "a.txt"}', call_id="r1", name="read_file"),
+                oa_finish("tool_calls"),
+                oa_usage(80, 10),
+                DONE,
+            ]
+        ),
+        Reply(events=oa_text_reply("never asked")),
+    )
+    async with run_editor(tmp_path, "openai:priced", EditorClient([]), env=_env(server)) as editor:
+        session = (await editor.new_session()).session_id
+        response = await editor.prompt(session, "go")
+        assert response.stop_reason == "max_turn_requests"
+        assert response.model_dump(by_alias=True, exclude_none=True)["_meta"]["dsh"]["budget"]["spent"] == 115
+    assert len(server.requests) == 2
+    parent = read_log(tmp_path, session)
+    assert_balanced(parent)
+    (child_id,) = {e["data"]["session_id"] for e in parent if e["type"] == "subagent/usage"}
+    child = read_log(tmp_path, child_id)
+    assert_balanced(child)
+    (result,) = [e["data"] for e in child if e["type"] == "tool/result"]
+    assert result["call_id"] == "r1" and result["error"]["code"] == "BUDGET_REACHED"
+    assert [e["type"] for e in child].count("spend/stop") == 1
