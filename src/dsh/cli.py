@@ -756,6 +756,9 @@ def config_show(
     skills: Annotated[
         bool, typer.Option("--skills", help="List the skills a session in --cwd (default: here) offers instead.")
     ] = False,
+    hooks: Annotated[
+        bool, typer.Option("--hooks", help="List the hooks a session in --cwd (default: here) has instead.")
+    ] = False,
 ) -> None:
     """Print the effective configuration as YAML: every section and key of the configuration model with its value, where it came from (default, file, environment) and, for keys the file sets, their defaults; secrets masked as *** (keys from the environment by name)."""
     from dsh.config import render_config
@@ -771,6 +774,18 @@ def config_show(
             typer.echo(f"{skill.name}\t{skill.origin}\t{skill.path}\t{skill.description}")
         if not found:
             typer.echo("no skills", err=True)
+        return
+    if hooks:
+        from dsh.hooks import HooksConfig, list_hooks
+
+        where = str(path) if path is not None else "user"
+        lines = list_hooks(
+            loaded.hooks if loaded is not None else HooksConfig(), where, os.path.abspath(cwd or os.getcwd())
+        )
+        for line in lines:
+            typer.echo(line)
+        if not lines:
+            typer.echo("no hooks", err=True)
         return
     if system_prompt:
         from dsh.frontends.acp import show_system_prompt

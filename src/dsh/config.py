@@ -32,6 +32,7 @@ from pydantic import BaseModel, ByteSize, ConfigDict, Field, field_validator
 from dsh._text import did_you_mean
 from dsh.context import CompactionConfig, SectionOverrides
 from dsh.errors import DshError
+from dsh.hooks import HooksConfig
 from dsh.images.config import ImagesConfig
 from dsh.lsp import LspConfig
 from dsh.mcp import McpServerConfig
@@ -138,6 +139,9 @@ class DshConfig(BaseModel):
     """Where skills are looked for (:mod:`dsh.skills`): ``claude: true`` also reads ``.claude/skills/``."""
     budget: SpendConfig = Field(default_factory=SpendConfig)
     """Spend budgets in US dollars and tokens, per turn and per session, and when to warn (:mod:`dsh.spend`)."""
+    hooks: HooksConfig = Field(default_factory=HooksConfig)
+    """Commands run at dsh's events, in Claude Code's schema (:mod:`dsh.hooks`); ``import: [claude]`` also reads a
+    project's ``.claude/settings.json`` hooks (a project's hooks run once the user approved them)."""
     subagent_model: NonEmpty | None = None
     """The model of sub-agents (``task``) whose type names none (default: the parent's; :mod:`dsh.subagents`)."""
 

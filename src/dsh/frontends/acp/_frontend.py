@@ -69,6 +69,8 @@ from dsh.frontends.acp._roots import add_session_roots
 from dsh.frontends.acp._rpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, Connection, RpcError, arrival
 from dsh.frontends.acp._session import AcpSession, PendingPrompt
 from dsh.frontends.acp._session_info import SetTitleParams, add_usage, prompt_usage, set_title_method, stored_title
+from dsh.frontends.acp._steer import METHOD as STEER_METHOD
+from dsh.frontends.acp._steer import settle_steers, steer, steer_logged
 from dsh.frontends.acp._subagents import SUBAGENT_KINDS, ChildSessions
 from dsh.frontends.acp._wire import (
     AuthenticateParams,
@@ -83,6 +85,7 @@ from dsh.frontends.acp._wire import (
     SetConfigOptionParams,
     SetModelParams,
     SetModeParams,
+    SteerParams,
 )
 from dsh.images import DEFAULT_MAX_PER_PROMPT
 from dsh.kernel import Next, plugin
@@ -202,6 +205,7 @@ class AcpFrontend:
             "session/set_model": (SetModelParams, self.set_model),
             "session/set_mode": (SetModeParams, self.set_mode),
             "session/set_title": (SetTitleParams, partial(set_title_method, self)),
+            STEER_METHOD: (SteerParams, self.steer),
         }
 
     # -- methods ----------------------------------------------------------------------------------------
@@ -312,6 +316,17 @@ class AcpFrontend:
         assert outcome is not None
         return outcome
 
+    async def steer(self, params: SteerParams) -> dict[str, Any]:
+        """``_dsh/session/steer``: the text joins the running turn at its next step boundary (:mod:`._steer`)."""
+        record = self._session(params.session_id)
+        content = prompt_content(
+            params.prompt,
+            accept_images=self._ctx.llm.takes_images(record.model),
+            model=record.model,
+            max_images=self._options.max_images,
+        )
+        return await steer(record, content, params.prompt)
+
     async def cancel(self, params: CancelParams) -> None:
         record = self._sessions.get(params.session_id)
         if record is None:
@@ -337,6 +352,7 @@ class AcpFrontend:
         if not pending and agent.status != "running":
             return  # an idle cancel changes nothing
         agent.cancel("session/cancel")
+        settle_steers(record)  # the cancel emptied the steering FIFO: each steer gets its text back
         for prompt in pending:
             prompt.cancelled = True
         if record.turn_open:
@@ -548,6 +564,7 @@ class AcpFrontend:
         Disposal is bounded by the agent itself (a loop that does not stop in time is cancelled); whatever is
         still open afterwards is closed here: every tool card ends, every prompt is answered."""
         record.handle.agent.cancel(reason)
+        settle_steers(record)
         for prompt in record.prompts:
             prompt.cancelled = True
         await record.handle.dispose()
@@ -583,7 +600,10 @@ class AcpFrontend:
             record.turn_open = True
             record.turn_usage = {}
             record.budget_stop = None
+        elif kind == "steering/message":
+            steer_logged(record, kind, data)
         elif kind == "user/message":
+            steer_logged(record, kind, data)
             source = data.get("source") or {}
             prompt = record.by_message.get(source.get("message_id", "")) if isinstance(source, dict) else None
             if prompt is not None:
@@ -613,6 +633,7 @@ class AcpFrontend:
         record = self._sessions.get(agent.session.id)
         if record is None or status == "running":
             return
+        settle_steers(record)  # idle: nothing steering is left, a steer not taken was dropped behind our back
         for prompt in list(record.prompts):
             if prompt.turn is None and not prompt.settled:
                 self._settle(record, prompt, {"stopReason": "cancelled"})

@@ -22,6 +22,10 @@ Guarantees:
   editor can load them), ``--session ID`` continues any stored session, ``--ephemeral`` stores nothing.
 * **MCP servers of the configuration file start for the run** (as for every editor session); one that cannot
   start is reported once (a line on stderr, or ``{"type": "mcp/unavailable"}``) and the run goes on without it.
+* **Notices and hooks are seen**: a ``session/notice`` of the run's session is a line on stderr (warnings and
+  errors) or ``{"type": "notice", "severity", "source", "message"}``; each hook run (:mod:`dsh.hooks`) is
+  ``{"type": "hook/run", "hook_event", "command", "line", …}`` with ``--json``. The run waits (bounded) for the
+  hooks still running in the background (``SessionEnd``) before it exits.
 """
 
 from __future__ import annotations
@@ -267,6 +271,9 @@ async def _run(options: ExecOptions, settings: Settings, state: _State) -> int:
                 await mcp.close(session_id)
         with anyio.CancelScope(shield=True):
             await handle.dispose()  # the turn's end is flushed to the session file here
+            hooks = ctx.get("hooks")
+            if hooks is not None:  # SessionEnd (and Notification) hooks run in the background: let them finish
+                await hooks.settle()
         if tracker.reason is None and not state.interrupted and state.limited is None:
             failure = {"message": "the turn did not run"}
         cost = _cost(ctx, settings.model, tracker)
@@ -369,12 +376,10 @@ def _listen(ctx: Context, session_id: str, tracker: RunTracker, output: _Output,
         if ours(agent) and turn == tracker.turn:
             tracker.chunk(chunk)
 
-    def on_notice(notice: Notice) -> None:
-        if notice.session_id == session_id and notice.source == "budgets":
-            text = notice.title if not notice.description else f"{notice.title}. {notice.description}"
-            output.note("notice", text, sessionId=session_id, severity=notice.severity)
-
     def on_session_event(session: Session, event: SessionEvent) -> None:
+        if event.type == "hook/run" and output.json and session.id == session_id:  # dsh.hooks; failures: notices
+            output.line({"type": "hook/run", "sessionId": session_id, **event.data})
+            return
         if session.id != session_id or event.data.get("turn") != tracker.turn:
             return
         if event.type == "spend/stop":
@@ -396,6 +401,18 @@ def _listen(ctx: Context, session_id: str, tracker: RunTracker, output: _Output,
             if len(tracker.denied) > denied:
                 failed = f"refused: {failed}"
             progress.tool_result(name, None if output.json else failed)
+
+    def on_notice(notice: Notice) -> None:
+        if notice.session_id != session_id:
+            return
+        if notice.source == "budgets":  # dsh.spend: the warning and the line saying why a budget cannot hold
+            text = notice.title if not notice.description else f"{notice.title}. {notice.description}"
+            output.note("notice", text, sessionId=session_id, severity=notice.severity)
+        elif output.json:
+            fields = {"sessionId": session_id, "severity": notice.severity, "source": notice.source}
+            output.line({"type": "notice", **fields, "message": notice.title})
+        elif notice.severity != "info":
+            progress.line(notice.title)
 
     ctx.on(ev.AGENT_TURN_START, on_turn_start)
     ctx.on(ev.AGENT_TURN_END, on_turn_end)
