@@ -303,7 +303,8 @@ def spend_plugin(ctx: Context, config: SpendConfig) -> None:
     ctx.on(ev.AGENT_DISPOSED, spend.on_agent_disposed)
     ctx.on(ev.SESSION_EVENT, spend.on_session_event)
     ctx.on(ev.AGENT_REQUEST, spend.on_request)
-    ctx.on(ev.AGENT_TURN_CONTINUATION, spend.on_continuation)
+    # outermost: whatever an inner listener decides (a Stop hook that blocks the stop), a reached budget ends the turn
+    ctx.on(ev.AGENT_TURN_CONTINUATION, spend.on_continuation, prepend=True)
     ctx.tools.stage("limits", spend.gate)
     ctx.provide("spend", spend)
     ctx.plugin(_budget_command, spend)
