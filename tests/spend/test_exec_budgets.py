@@ -83,3 +83,23 @@ def test_budget_exit_code_is_in_the_help(tmp_path: Path) -> None:
     assert run.code == 0
     assert "3 a spend budget stopped it" in run.stdout
     assert "--max-cost" in run.stdout and "--max-tokens" in run.stdout
+
+
+def test_a_stop_hook_that_blocks_the_stop_does_not_carry_a_turn_past_its_budget(
+    server: FakeProvider, tmp_path: Path
+) -> None:
+    (tmp_path / "project" / "hooks").mkdir(parents=True)
+    hook = tmp_path / "project" / "hooks" / "block.sh"  # in the project: the hook runs sandboxed
+    hook.write_text('#!/bin/bash\nprintf \'%s\' \'{"decision":"block","reason":"keep going"}\'\n')
+    hook.chmod(0o755)
+    write_config(tmp_path, f"hooks:\n  Stop:\n    - hooks: [{{type: command, command: {hook}}}]\n")
+    server.script(
+        Reply(events=oa_text_reply("first", prompt=20, completion=3)),  # 23 tokens of 10: the hook would go on
+        Reply(events=oa_text_reply("never asked")),
+    )
+    env = {"OPENAI_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": "test"}
+    run = exec_run(tmp_path, "--json", "--max-tokens", "10", "go", model="openai:local", env=env)
+    assert run.code == 3, run.stderr
+    assert run.lines[-1]["budget"]["budget"] == "turn_tokens"
+    assert len(server.requests) == 1
+    assert_balanced(read_log(tmp_path, run.lines[-1]["sessionId"]))
