@@ -2,30 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from tests.spend._helpers import assert_balanced, write_config
+from tests.spend._helpers import assert_balanced, tool_reply, write_config
 from tests.support.editor import call, read_log, write_script
 from tests.support.headless import exec_run
 from tests.support.provider_server import FakeProvider, Reply
-from tests.support.provider_wire import DONE, oa_chunk, oa_finish, oa_text_reply, oa_tool_delta, oa_usage
+from tests.support.provider_wire import oa_text_reply
 
+READ = {"path": "a.txt"}
 PRICED = "providers:\n  openai:\n    prices: {priced: {input: 1000000, output: 1000000}}\n"
 """``openai:priced`` costs one dollar a token: the figures of a test are its token counts."""
-
-
-def _read(call_id: str, prompt: int, completion: int) -> Reply:
-    return Reply(
-        events=[
-            oa_chunk({"role": "assistant", "content": None}),
-            oa_tool_delta(0, json.dumps({"path": "a.txt"}), call_id=call_id, name="read_file"),
-            oa_finish("tool_calls"),
-            oa_usage(prompt, completion),
-            DONE,
-        ]
-    )
 
 
 def _of(lines: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -37,8 +25,8 @@ def test_max_cost_stops_the_run_with_exit_3_after_one_warning(server: FakeProvid
     (tmp_path / "project" / "a.txt").write_text("alpha\n")
     write_config(tmp_path, PRICED)
     server.script(
-        _read("c1", 5, 4),  # $9 of $10: the warning
-        _read("c2", 2, 1),  # $12: c2 is answered without running, the run stops
+        tool_reply("c1", "read_file", READ, 5, 4),  # $9 of $10: the warning
+        tool_reply("c2", "read_file", READ, 2, 1),  # $12: c2 is answered without running, the run stops
         Reply(events=oa_text_reply("never asked")),
     )
     env = {"OPENAI_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": "test"}
