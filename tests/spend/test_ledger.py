@@ -12,9 +12,10 @@ from dsh.spend import Ledger, SpendConfig, format_amount, stop_message
 def test_limits_layer_config_then_session_then_run() -> None:
     ledger = Ledger(defaults=SpendConfig(session_usd=5, turn_tokens=100).limits())
     assert ledger.limits() == {"session_usd": 5.0, "turn_tokens": 100.0}
-    ledger.overrides = {"session_usd": None, "session_tokens": 1000}
+    ledger.set_override("session_usd", None)
+    ledger.set_override("session_tokens", 1000)
     assert ledger.limits() == {"turn_tokens": 100.0, "session_tokens": 1000}
-    ledger.run = {"turn_usd": 0.5, "turn_tokens": 50}
+    ledger.set_run({"turn_usd": 0.5, "turn_tokens": 50})
     assert ledger.limits() == {"turn_usd": 0.5, "turn_tokens": 50, "session_tokens": 1000}
 
 
@@ -40,7 +41,7 @@ def test_turn_figures_restart_session_figures_add_up_and_unpriced_models_are_nam
 def test_warned_once_and_the_session_s_warn_at_wins() -> None:
     ledger = Ledger(defaults={"session_tokens": 100}, warn_at=0.8)
     ledger.add({"input_tokens": 50}, None, None)
-    ledger.overrides["warn_at"] = 0.5
+    ledger.set_override("warn_at", 0.5)
     assert [r.budget for r in ledger.to_warn()] == ["session_tokens"]
     ledger.said.add("warn:session_tokens")
     ledger.add({"input_tokens": 10}, None, None)

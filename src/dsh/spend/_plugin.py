@@ -149,7 +149,7 @@ class Spend:
             if isinstance(limits, dict):
                 for name, value in limits.items():
                     if name in (*BUDGETS, "warn_at") and (value is None or isinstance(value, int | float)):
-                        ledger.overrides[name] = value
+                        ledger.set_override(name, value)
         elif kind == SAID_EVENT:
             what = data.get("what")
             if isinstance(what, str):
@@ -192,7 +192,7 @@ class Spend:
         """Limits of this process only for *session_id* (``dsh exec --max-cost``): never stored in its log."""
         ledger = self.ledger(session_id)
         if ledger is not None:
-            ledger.run.update(limits)
+            ledger.set_run(limits)
 
     # -- the checks -------------------------------------------------------------------------------------
 
@@ -282,7 +282,7 @@ class Spend:
         end the turn once a budget is reached."""
         decision = await next_(default)
         ledger = self.ledger(agent.session.id)
-        if ledger is None:
+        if ledger is None or not ledger.limits():  # no budget set: nothing to say or stop
             return decision
         self._say(agent, ledger)
         reached = ledger.reached()
