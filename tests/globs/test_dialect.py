@@ -5,6 +5,7 @@ relative patterns relative to the base ``/p``. The same table drives a permissio
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -63,6 +64,7 @@ CORPUS: list[tuple[str, str, bool]] = [
     ("[ab].md", "/p/a.md", True),
     ("[ab].md", "/p/[ab].md", False),
     ("[*].md", "/p/*.md", True),  # brackets quote a wildcard
+    ("a[[]1].md", "/p/a[1].md", True),
     # `!`: the complement, inside the base only
     ("!*.md", "/p/src/a.py", True),
     ("!*.md", "/p/src/a.md", False),
@@ -135,3 +137,52 @@ def test_ripgrep_globs_anchor_at_the_search_directory() -> None:
     assert compile_glob("docs/").ripgrep_globs() == ("**/docs/**",)
     assert compile_glob("!*.md").ripgrep_globs() is None
     assert compile_glob("/etc/*").ripgrep_globs() is None
+
+
+def test_resolved_replaces_the_literal_head_with_its_real_path(tmp_path: Path) -> None:
+    """The symlink check of an allow rule: a pattern whose literal directories are links covers the real files
+    (as the old rules did), and a real directory name holding wildcard characters stays literal."""
+    real = tmp_path / "real [1]"
+    (real / "deep").mkdir(parents=True)
+    (tmp_path / "src").symlink_to(real)
+    base = str(tmp_path)
+    resolved = compile_glob("src/**/*.py").resolved(base, os.path.realpath)
+    assert resolved.covers(str(real / "deep" / "a.py"), base)
+    assert not resolved.covers(str(tmp_path / "real 1" / "deep" / "a.py"), base)  # [1] was quoted, not a class
+    assert compile_glob("*.py").resolved(base, os.path.realpath) == compile_glob("*.py")  # no head: unchanged
+    assert compile_glob(f"{tmp_path}/src/*").resolved(base, os.path.realpath).covers(str(real / "x"), "/")
+
+
+def test_a_remembered_directory_is_literal_whatever_its_name() -> None:
+    """An "always allow" answer stored the directory it named; a name with glob characters keeps meaning that
+    directory (never its look-alikes), and still covers what is below it."""
+    from dsh.policy import CallFacts, Rule, SessionPolicy
+
+    def verdict(scope: str, path: str) -> str:
+        policy = SessionPolicy(rules=[Rule("edit_file", scope, "allow")])
+        return policy.decide(CallFacts("edit_file", "edit", BASE, paths=(path,))).verdict
+
+    assert verdict("/p/src/{a,b}", "/p/src/{a,b}/x.py") == "allow"
+    assert verdict("/p/src/{a,b}", "/p/src/a/x.py") == "ask"
+    assert verdict("/p/*", "/p/*/x.py") == "allow"
+    assert verdict("/p/*", "/p/x.py") == "ask"
+    assert verdict("/p/[x]", "/p/x/y.py") == "ask"
+
+
+def test_an_allow_glob_through_a_symlinked_directory_keeps_its_meaning(tmp_path: Path) -> None:
+    """As before the dialect: a rule's literal directories are resolved for the symlink check, so `src/**` where
+    `src` is a link still allows the files in it; a link inside `src/` leading elsewhere still asks."""
+    from dsh.policy import CallFacts, SessionPolicy, parse_pattern
+
+    real = tmp_path / "real"
+    (real / "pkg").mkdir(parents=True)
+    (tmp_path / "src").symlink_to(real)
+    (tmp_path / "elsewhere").mkdir()
+    (real / "out").symlink_to(tmp_path / "elsewhere")
+    policy = SessionPolicy(rules=[parse_pattern("edit_file(src/**)", "allow")])
+
+    def verdict(path: Path) -> str:
+        return policy.decide(CallFacts("edit_file", "edit", str(tmp_path), paths=(str(path),))).verdict
+
+    assert verdict(tmp_path / "src" / "pkg" / "a.py") == "allow"
+    assert verdict(tmp_path / "src" / "out" / "a.py") == "ask"

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -99,6 +101,27 @@ class Glob:
             elif inside is not None and _hit(alternative, inside):
                 return True
         return False
+
+    def resolved(self, base: str, resolve: Callable[[str], str]) -> Glob:
+        """The pattern with the literal directories it starts with (``src`` in ``src/**``, ``/tmp/x`` in
+        ``/tmp/x/*.md``) replaced by ``resolve`` of their absolute path (``os.path.realpath``): the spelling that
+        :meth:`covers` compares with a resolved path. Alternatives without such a head (``*.md``, ``**/x``) are
+        kept; they are relative to whatever base the caller passes then (its resolved spelling)."""
+        alternatives = []
+        for alternative in self.alternatives:
+            directory = alternative.body.endswith("/")
+            segments = alternative.body.rstrip("/").split("/")
+            literal = 0
+            while literal < len(segments) and segments[literal] and not has_magic(segments[literal]):
+                literal += 1
+            if not alternative.anchored or literal == 0:
+                alternatives.append(alternative)
+                continue
+            head = "/".join(segments[:literal])
+            real = resolve("/" + head if alternative.absolute else os.path.join(base, head))
+            body = "/".join([_quote(real.strip("/")), *segments[literal:]]).strip("/") + ("/" if directory else "")
+            alternatives.append(_compiled(True, True, "" if body == "/" else body))
+        return Glob(self.text, self.negated, tuple(alternatives))
 
     def ripgrep_globs(self, prefix: str = "") -> tuple[str, ...] | None:
         """``--glob`` arguments that make ripgrep, run in a directory whose ``/``-separated path to the base is
@@ -198,6 +221,13 @@ def _alternative(text: str, pattern: str) -> _Alternative:
             )
     body = "/".join(segments) + ("/" if directory and segments else "")
     anchored = absolute or dotted or "/" in body.rstrip("/")
+    try:
+        return _compiled(absolute, anchored, body)
+    except ValueError:
+        raise GlobError(f"{text!r} is not a pattern git can read") from None
+
+
+def _compiled(absolute: bool, anchored: bool, body: str) -> _Alternative:
     if not body or body == "**" or body == "**/":
         return _Alternative(absolute, True, "", None)
     from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
@@ -205,5 +235,13 @@ def _alternative(text: str, pattern: str) -> _Alternative:
     line = "/" + body if anchored else (("[#]" + body[1:]) if body.startswith("#") else body)
     source, include = GitIgnoreSpecPattern.pattern_to_regex(line)
     if source is None or include is not True:
-        raise GlobError(f"{text!r} is not a pattern git can read")
-    return _Alternative(absolute, anchored, body, re.compile(source))
+        raise ValueError(body)
+    with warnings.catch_warnings():  # "[[]" is a class of "[" in a glob; re warns that it may change one day
+        warnings.simplefilter("ignore", FutureWarning)
+        return _Alternative(absolute, anchored, body, re.compile(source))
+
+
+def _quote(path: str) -> str:
+    """*path* (a real file name) as a pattern that matches only itself: git's escape before its wildcards and
+    backslashes (the body handed to pathspec is past the dialect's reading of ``\\`` as a separator)."""
+    return re.sub(r"[*?\[\\]", lambda match: "\\" + match.group(0), path)

@@ -9,8 +9,8 @@ permissions:
 ```
 
 A pattern is a tool name, or ``tool(scope)``: a command prefix for ``run_command`` (``npm run test:*`` is accepted
-and means ``npm run test``), a path or glob for file tools (relative to the session's directory, or absolute;
-``**`` is any depth). Deny wins over ask, ask over allow. ``dsh config check`` reports a bad pattern with its line.
+and means ``npm run test``), a path pattern for file tools (the one glob dialect, :mod:`dsh.globs`: relative to
+the session's directory, ``*.md`` at every depth, ``./*.md`` at the top, or absolute; ``..`` is refused). Deny wins over ask, ask over allow. ``dsh config check`` reports a bad pattern with its line.
 """
 
 from __future__ import annotations

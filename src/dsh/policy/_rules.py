@@ -2,8 +2,9 @@
 
 A rule is a tool name and an optional scope: for ``run_command`` (any tool of kind ``execute`` whose call was
 prepared with a command) a command prefix in words (``npm test`` matches ``npm test -- -k x``, not ``npm
-testing``); for file tools a path, or a glob (``src/**``, ``*.md``), relative to the session's directory or
-absolute; no scope: every call of the tool. Rules come from the config file's ``permissions:`` section (allow,
+testing``); for file tools a pattern of the one glob dialect (:mod:`dsh.globs`: ``src/**``, ``*.md`` at every
+depth, ``./*.md`` at the top, ``/etc/**``), relative to the session's directory or absolute; no scope: every call
+of the tool. Rules come from the config file's ``permissions:`` section (allow,
 ask, deny patterns such as ``run_command(npm test)`` or ``edit_file(src/**)``) and from "always" answers in the
 session (allow or reject, with the scope the option named), which are recorded in the session log as
 ``permission/rule`` events ``{tool, decision, scope?}``.
@@ -31,10 +32,12 @@ The decision (:meth:`SessionPolicy.decide`), in order:
 10. Other commands and tools that say they ``ask`` (MCP tools that are not read-only): an allow rule, else ask.
 11. Everything else (reads, searches) is allowed.
 
-A path scope covers a path when the path is below it (or matches it as a glob) both as written and with every
-symlink of both resolved, so a symlink inside ``src/`` that points elsewhere is not covered by "always allow
-write_file in `src/`". A deny or ask pattern matches when either spelling does. Resolving those symlinks is the
-only file access of the decision.
+A config path scope covers a path when the pattern covers it (:meth:`dsh.globs.Glob.covers`, relative to the
+session's directory); a session's scope (the directory an "always" answer named) is a literal path that covers
+itself and what is below it, never a glob. An allow covers a path only both as written and with every symlink of
+the path and the directory resolved, so a symlink inside ``src/`` that points elsewhere is not covered by "always
+allow write_file in `src/`". A deny or ask pattern matches when either spelling does. Resolving those symlinks is
+the only file access of the decision.
 
 Legacy ``permission/rule`` events (before scopes) carry no scope: their "reject" still holds for the whole tool,
 their "allow" holds only for tools that are neither commands nor edits (a remembered tool-wide "always allow
@@ -174,7 +177,8 @@ def _path_matches(rule: Rule, path: str, cwd: str, *, strict: bool = True) -> bo
     lexical = glob.covers(path, cwd)
     if lexical != strict:
         return lexical
-    return glob.covers(os.path.realpath(path), os.path.realpath(cwd))
+    real = os.path.realpath(cwd)
+    return glob.resolved(cwd, os.path.realpath).covers(os.path.realpath(path), real)
 
 
 _GIT_CONTROL = frozenset({".git"})
