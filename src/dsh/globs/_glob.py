@@ -227,6 +227,7 @@ def _alternative(text: str, pattern: str) -> _Alternative:
         raise GlobError(f"{text!r} is not a pattern git can read") from None
 
 
+@lru_cache(maxsize=1024)
 def _compiled(absolute: bool, anchored: bool, body: str) -> _Alternative:
     if not body or body == "**" or body == "**/":
         return _Alternative(absolute, True, "", None)

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -156,7 +156,9 @@ class Decision:
     """Whether an "always" answer is offered (not for opaque commands or paths outside the roots)."""
 
 
-def _path_matches(rule: Rule, path: str, cwd: str, *, strict: bool = True) -> bool:
+def _path_matches(
+    rule: Rule, path: str, cwd: str, *, strict: bool = True, real: Callable[[str], str] = os.path.realpath
+) -> bool:
     """*path* (absolute) is covered by *rule*'s path scope, relative to *cwd*: both as written and with symlinks
     resolved for *strict* (allow rules), either way otherwise (deny, ask). A session rule's scope (the directory
     an "always" answer named) is a literal path, never a glob: it covers that directory and what is below it,
@@ -169,7 +171,7 @@ def _path_matches(rule: Rule, path: str, cwd: str, *, strict: bool = True) -> bo
         lexical = is_within(path, base)
         if lexical != strict:
             return lexical
-        return is_within(os.path.realpath(path), os.path.realpath(base))
+        return is_within(real(path), real(base))
     try:
         glob = compile_glob(scope)
     except GlobError:
@@ -177,8 +179,22 @@ def _path_matches(rule: Rule, path: str, cwd: str, *, strict: bool = True) -> bo
     lexical = glob.covers(path, cwd)
     if lexical != strict:
         return lexical
-    real = os.path.realpath(cwd)
-    return glob.resolved(cwd, os.path.realpath).covers(os.path.realpath(path), real)
+    resolved = glob.resolved(cwd, real)
+    return resolved.covers(real(path), real(cwd))
+
+
+def _memo(function: Callable[[str], str]) -> Callable[[str], str]:
+    """*function* remembered for the life of the returned callable (one decision): never across decisions, so a
+    symlink changed between two calls is read again."""
+    seen: dict[str, str] = {}
+
+    def call(argument: str) -> str:
+        value = seen.get(argument)
+        if value is None:
+            value = seen[argument] = function(argument)
+        return value
+
+    return call
 
 
 _GIT_CONTROL = frozenset({".git"})
@@ -211,7 +227,9 @@ class SessionPolicy:
     def _of(self, tool: str, *decisions: str) -> list[Rule]:
         return [rule for rule in self.rules if rule.decision in decisions and rule.tool in (tool, "*")]
 
-    def _rule_covers(self, rule: Rule, facts: CallFacts, part: SimpleCommand | None) -> bool:
+    def _rule_covers(
+        self, rule: Rule, facts: CallFacts, part: SimpleCommand | None, real: Callable[[str], str] = os.path.realpath
+    ) -> bool:
         if rule.scope is None:
             return True
         if facts.domain is not None:  # a domain scope: the host itself, or ``*.example.com`` for its subdomains
@@ -224,16 +242,23 @@ class SessionPolicy:
         if facts.command is not None:
             return False
         strict = rule.decision == "allow"
-        return bool(facts.paths) and all(_path_matches(rule, path, facts.cwd, strict=strict) for path in facts.paths)
+        paths = facts.paths
+        return bool(paths) and all(_path_matches(rule, path, facts.cwd, strict=strict, real=real) for path in paths)
 
-    def _matching(self, facts: CallFacts, decisions: tuple[str, ...], parts: Sequence[SimpleCommand]) -> Rule | None:
+    def _matching(
+        self,
+        facts: CallFacts,
+        decisions: tuple[str, ...],
+        parts: Sequence[SimpleCommand],
+        real: Callable[[str], str] = os.path.realpath,
+    ) -> Rule | None:
         for rule in self._of(facts.tool, *decisions):
             if rule.scope is None and rule.origin == "session" and rule.decision == "allow" and _guarded(facts):
                 continue  # a legacy tool-wide "always allow" for a command or an edit tool
             if parts:
                 if any(self._rule_covers(rule, facts, part) for part in parts):
                     return rule
-            elif self._rule_covers(rule, facts, None):
+            elif self._rule_covers(rule, facts, None, real):
                 return rule
         return None
 
@@ -245,7 +270,8 @@ class SessionPolicy:
         if split is None and facts.command is not None:
             split = split_command(facts.command)
         parts = split.commands if split is not None else ()
-        denied = self._matching(facts, ("deny",), parts)
+        real = _memo(os.path.realpath)  # one call's symlink reads: each path resolved once, not once per rule
+        denied = self._matching(facts, ("deny",), parts, real)
         if denied is not None:
             return Decision("refuse", self._denied(facts, denied))
         mutating = facts.kind in EDIT_KINDS or facts.kind in COMMAND_KINDS or facts.asks
@@ -257,11 +283,11 @@ class SessionPolicy:
             return Decision("allow")
         if facts.outside:
             configured = [r for r in self._of(facts.tool, "allow") if r.origin == "config" and r.scope is not None]
-            if not any(all(_path_matches(r, p, facts.cwd) for p in facts.outside) for r in configured):
+            if not any(all(_path_matches(r, p, facts.cwd, real=real) for p in facts.outside) for r in configured):
                 return Decision("ask", "it touches paths outside the session's directory", always=False)
         if facts.kind in EDIT_KINDS and any(_git_control(path) for path in facts.paths):
             configured = [r for r in self._of(facts.tool, "allow") if r.origin == "config" and r.scope is not None]
-            if not any(all(_path_matches(r, p, facts.cwd) for p in facts.paths) for r in configured):
+            if not any(all(_path_matches(r, p, facts.cwd, real=real) for p in facts.paths) for r in configured):
                 return Decision(
                     "ask",
                     "it changes git's own files (.git, .gitattributes), which can make git run programs",
@@ -271,14 +297,14 @@ class SessionPolicy:
             if facts.hazard:
                 return Decision("ask", facts.hazard, always=False)
             return self._command(facts, split)
-        if self._matching(facts, ("ask",), ()) is not None:
+        if self._matching(facts, ("ask",), (), real) is not None:
             return Decision("ask", "a permissions rule says to ask", self._path_scopes(facts))
         if facts.kind in EDIT_KINDS and not facts.asks:
-            if self.mode == "accept-edits" or self._matching(facts, ("allow",), ()) is not None:
+            if self.mode == "accept-edits" or self._matching(facts, ("allow",), (), real) is not None:
                 return Decision("allow")
             return Decision("ask", "edits ask first in default mode", self._path_scopes(facts))
         if facts.kind in COMMAND_KINDS or facts.asks:
-            if self._matching(facts, ("allow",), ()) is not None:
+            if self._matching(facts, ("allow",), (), real) is not None:
                 return Decision("allow")
             if facts.domain is not None:
                 return Decision("ask", f"it reaches {facts.domain}", (facts.domain,))
