@@ -49,6 +49,13 @@ class PermissionsConfig(BaseModel):
     ask: list[Pattern] = Field(default_factory=list)
     deny: list[Pattern] = Field(default_factory=list)
 
+    def changed_rules(self) -> list[str]:
+        """The section's path rules whose meaning moved with the one glob dialect, one line each with the way
+        back (RFC 0041); empty when none did. ``dsh config check`` prints them, the daemon says them once."""
+        from dsh.policy._migration import meaning_changes
+
+        return meaning_changes(policy_config(self).rules)
+
     @field_validator("mode")
     @classmethod
     def _known_mode(cls, value: str) -> str:
