@@ -186,3 +186,48 @@ def test_an_allow_glob_through_a_symlinked_directory_keeps_its_meaning(tmp_path:
 
     assert verdict(tmp_path / "src" / "pkg" / "a.py") == "allow"
     assert verdict(tmp_path / "src" / "out" / "a.py") == "ask"
+
+
+@pytest.mark.parametrize(("pattern", "path", "covered"), CORPUS)
+def test_the_segment_matcher_agrees_with_the_whole_regex(
+    pattern: str, path: str, covered: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Patterns whose whole regex could backtrack for long are matched segment by segment: forced here for every
+    row of the table, the answer is the same."""
+    from dsh.globs import _glob
+
+    monkeypatch.setattr(_glob, "_linear", lambda names, anchored: False)
+    _glob._compiled.cache_clear()
+    _glob.compile_glob.cache_clear()
+    try:
+        glob = compile_glob(pattern)
+        assert all(a.segments is not None or a.regex is None for a in glob.alternatives)
+        assert glob.covers(path, BASE) is covered
+    finally:
+        _glob._compiled.cache_clear()
+        _glob.compile_glob.cache_clear()
+
+
+@pytest.mark.parametrize(
+    "pattern", ["**/a/**/a/**/b", "**/*a*/*a*/*a*/b", "*a*/**/*a*/b", "**/*a*a/*a*a/b", "a/**/*a*/**/b"]
+)
+def test_no_pattern_backtracks_for_long_on_a_crafted_path(pattern: str) -> None:
+    """Patterns that made the whole regex take 1-80 s against a crafted path of Linux's maximum length: a hang
+    check with a generous bound (each took well under a second on a loaded machine)."""
+    import time
+
+    glob = compile_glob(pattern)
+    paths = ["/p/" + "/".join(["a" * 30] * 130), "/p/" + "/".join(["a"] * 2000), "/p/" + "/".join(["a" * 254] * 16)]
+    start = time.perf_counter()
+    for path in paths:
+        assert not glob.covers(path, BASE)
+    assert time.perf_counter() - start < 30
+
+
+def test_a_path_no_file_can_have_is_never_allowed_and_always_denied() -> None:
+    from dsh.policy import CallFacts, SessionPolicy, parse_pattern
+
+    long = "/p/" + "a" * 300 + "/x.md"
+    for decision, verdict in (("allow", "ask"), ("deny", "refuse")):
+        policy = SessionPolicy(rules=[parse_pattern("edit_file(**/a/**/b)", decision)])  # type: ignore[arg-type]
+        assert policy.decide(CallFacts("edit_file", "edit", BASE, paths=(long,))).verdict == verdict

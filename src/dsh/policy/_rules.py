@@ -166,6 +166,8 @@ def _path_matches(
     that does not compile covers every path for a deny or ask rule and none for an allow rule (fail closed)."""
     scope = rule.scope or ""
     path = os.path.normpath(path)
+    if len(path) > _PATH_MAX or any(len(name) > _NAME_MAX for name in path.split(os.sep)):
+        return rule.decision != "allow"  # no file has this name: never allowed, always denied, and never matched
     if rule.origin == "session":
         base = os.path.normpath(os.path.join(cwd, os.path.expanduser(scope)))
         lexical = is_within(path, base)
@@ -181,6 +183,12 @@ def _path_matches(
         return lexical
     resolved = glob.resolved(cwd, real)
     return resolved.covers(real(path), real(cwd))
+
+
+_PATH_MAX = 4096
+_NAME_MAX = 255
+"""Linux's limits: a longer path or name names no file, so a rule does not spend time matching it (a crafted
+megabyte-long path against a glob is work for the event loop, RFC 0041)."""
 
 
 def _memo(function: Callable[[str], str]) -> Callable[[str], str]:
