@@ -737,6 +737,8 @@ def config_check(config: ConfigOption = None) -> None:
         return
     typer.echo(f"ok: {path}")
     typer.echo(summarize_config(loaded))
+    for line in loaded.permissions.changed_rules():  # RFC 0041: a rule that means something else now
+        typer.echo(f"note: permission rule {line}")
 
 
 @config_app.command("show")
