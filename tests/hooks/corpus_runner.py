@@ -69,6 +69,13 @@ def replies(scenario: str) -> list[Reply]:
             tool_call("c1", "write_file", {"path": "out.txt", "content": "written"}),
             Reply(events=oa_text_reply("done")),
         ]
+    if scenario == "subagent":  # the parent starts a sub-agent, which answers; then the parent answers
+        job = {"description": "look around", "prompt": "say child done"}
+        return [
+            tool_call("c1", "task", job),
+            Reply(events=oa_text_reply("child done")),
+            Reply(events=oa_text_reply("done")),
+        ]
     if scenario == "stop":
         return [Reply(events=oa_text_reply("first")), Reply(events=oa_text_reply("second"))]
     return [Reply(events=oa_text_reply("done"))]
