@@ -22,6 +22,7 @@ Mapping:
 | ``subagent/event`` (a sub-agent's     | what the inner event projects to, its ``toolCallId`` made    |
 | ``tool/call``/``running``/``result``) | ``<child session>/<call id>``, ``_meta.dsh.parentToolCallId`` |
 | ``user/message`` (replay only)        | ``user_message_chunk`` per text block                        |
+| ``steering/message`` (replay only)    | the same, with ``_meta.dsh.steer`` (RFC 0036)                |
 | ``context/compaction``                | a completed ``think`` tool card "Compacted conversation" with |
 |                                       | the summary (or ``compaction_update`` + summary chunk when    |
 |                                       | the client advertises ``session.compaction``), then           |
@@ -31,6 +32,8 @@ Mapping:
 | ``plan/document`` (exit_plan_mode)    | with ``plan``: ``plan_update`` (Markdown, planId ``plan-mode``) |
 |                                       | else none (the permission request shows it, as before)        |
 | ``command/output``                    | ``agent_message_chunk`` (replay: the ``/command`` line first) |
+| ``spend/stop`` (a budget stopped the  | ``agent_message_chunk`` with its message (which budget, how   |
+| turn, :mod:`dsh.spend`)               | to raise it)                                                  |
 | ``turn/end`` cancelled or interrupted | ``session_info_update`` with ``_meta.dsh.turnEnd``           |
 | (replay only)                         | (``cancelled``, ``interrupted``): a client can mark the turn |
 | anything else                         | none                                                         |
@@ -363,7 +366,9 @@ def project(
             typed = f"/{data.get('name', '')} {data.get('args', '')}".rstrip()
             updates.insert(0, {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": typed}})
         return updates
-    if kind == "user/message" and replay:
+    if kind == "spend/stop":
+        return [_text_chunk("agent_message_chunk", f"\n\n{data.get('message', '')}\n", f"s{event.seq}")]
+    if (kind == "user/message" or kind == "steering/message") and replay:
         source = data.get("source")
         source = source if isinstance(source, dict) else {}
         shown = source.get("shown")
@@ -376,6 +381,8 @@ def project(
             chunk_update: dict[str, Any] = {"sessionUpdate": "user_message_chunk", "content": block}
             if isinstance(source.get("message_id"), str):
                 chunk_update["messageId"] = source["message_id"]
+            if kind == "steering/message":  # typed during the turn (``_dsh/session/steer``): the client may mark it
+                chunk_update["_meta"] = {"dsh": {"steer": True}}
             updates.append(chunk_update)
         return updates
     return []
