@@ -1,7 +1,7 @@
 """What hooks (RFC 0035, :mod:`dsh.hooks`) cost per tool call: ``ctx.tools.execute`` of ``read_file`` through the
 whole pipeline with the policy loaded, (a) the hooks plugin off, (b) on with no hook configured (what every user
 without hooks pays), (c) one no-op ``PreToolUse`` hook (``true``) run under the sandbox at the approved level,
-(d) the same hook unconfined (``sandbox: {approved: off}``): process start dominates. Prints medians ((a) and (b):
+the no-hook check alone, (d) the same hook unconfined (``sandbox: {approved: off}``): process start dominates. Prints medians ((a) and (b):
 the best of three interleaved runs); never fails.
 
     .venv/bin/python scripts/bench_hooks.py [N]
@@ -14,9 +14,7 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import anyio
 
@@ -27,26 +25,8 @@ from dsh.policy import PolicyConfig
 from dsh.sandbox import SandboxConfig
 from dsh.services.tools import ToolExecution
 
-
-@dataclass
-class _Header:
-    cwd: str
-    parent_session: str | None = None
-
-
-@dataclass
-class _Session:
-    header: _Header
-    id: str = "bench"
-    log: list[Any] = field(default_factory=list)
-
-    def append(self, kind: str, data: Any) -> None:
-        self.log.append((kind, data))
-
-
-@dataclass
-class _Agent:
-    session: _Session
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_policy import _Agent, _Header, _Session  # the same stand-in agent as the policy's benchmark
 
 
 async def _calls(hooks: HooksConfig, sandbox: SandboxConfig, n: int, cwd: str) -> float:
@@ -61,6 +41,19 @@ async def _calls(hooks: HooksConfig, sandbox: SandboxConfig, n: int, cwd: str) -
             times.append(time.perf_counter() - start)
             assert not result.is_error, result
         return statistics.median(times[n // 10 :]) * 1e6
+
+
+async def _check(n: int, cwd: str) -> float:
+    """The no-hook path of the PreToolUse step alone: whether the user or the project configured a tool hook."""
+    async with App() as app:
+        load_core(app.ctx, context=False, policy=PolicyConfig())
+        hooks = app.ctx.get("hooks")
+        agent = _Agent(_Session(_Header(cwd)))
+        hooks.has(agent, "PreToolUse", "PostToolUse")  # the project's files are read once, at the first call
+        start = time.perf_counter()
+        for _ in range(n):
+            hooks.has(agent, "PreToolUse", "PostToolUse")
+        return (time.perf_counter() - start) / n * 1e6
 
 
 def main() -> None:
@@ -81,6 +74,7 @@ def main() -> None:
         off, none = min(offs), min(nones)
         print(f"read_file, hooks plugin off:        {off:9.1f} µs")
         print(f"read_file, no hook configured:      {none:9.1f} µs  ({none - off:+.1f} µs)")
+        print(f"  of which the step's check for hooks:  {anyio.run(_check, n * 50, cwd):7.2f} µs (measured alone)")
         confined = anyio.run(_calls, noop, sandboxed, spawned, cwd)
         print(f"read_file, no-op PreToolUse hook:   {confined:9.1f} µs  (sandboxed; {confined - none:+.0f} µs a call)")
         bare = anyio.run(_calls, noop, unconfined, spawned, cwd)
