@@ -7,8 +7,8 @@ Guarantees:
   ``source`` ``startup`` or ``resume``). ``PreToolUse``: a step of the pipeline's ``decide`` stage after the
   policy's (the plugin injects ``policy``, so it is registered after it), so the hook sees the prepared call (the
   exact command, the diff) and only calls the policy did not refuse. ``PostToolUse``: the same step, on the
-  result coming back from ``apply``. ``Stop`` / ``SubagentStop`` (a sub-agent's session): ``agent/turn-continuation``
-  when the turn would end. ``PreCompact``: ``agent/compact``. ``SessionEnd``: ``agent/disposed`` (in the
+  result coming back from ``apply`` (a call that completed, not an error result). ``Stop`` / ``SubagentStop`` (a
+  sub-agent's session): ``agent/turn-continuation`` when the turn would end. ``PreCompact``: ``agent/compact``. ``SessionEnd``: ``agent/disposed`` (in the
   background; :meth:`Hooks.settle` waits for it). ``Notification``: ``user/approve`` and ``user/ask`` (in the
   background, the question is not held up).
 * **Answers.** ``PreToolUse``: ``deny`` or exit 2 refuses the call with the reason (stderr) as its result, whatever
@@ -401,6 +401,14 @@ def _refused(execution: ToolExecution, message: str) -> ToolResult:
     )
 
 
+def _told(result: ToolResult, told: list[str]) -> ToolResult:
+    """*result* with what hooks tell the model appended (``<context source="hook">`` blocks)."""
+    if not told:
+        return result
+    text = "\n".join(f'<context source="hook">{t}</context>' for t in told)
+    return dataclasses.replace(result, content=[*result.content, {"type": "text", "text": text}])
+
+
 def _with_lines(result: ToolResult, answers: list[Answer]) -> ToolResult:
     if not answers:
         return result
@@ -443,6 +451,8 @@ def hooks_plugin(ctx: Context, options: HooksOptions | None) -> None:
             amend_decision("allow", "a PreToolUse hook allowed it")
         contexts = [a.context for a in before if a.context]
         result = await next_()
+        if result.is_error:  # PostToolUse is for a call that completed (as in Claude Code): a failure is the result
+            return _with_lines(_told(result, contexts), before)
         response = {
             "content": _texts(result.content),
             "is_error": result.is_error,
@@ -459,10 +469,7 @@ def hooks_plugin(ctx: Context, options: HooksOptions | None) -> None:
         )
         told = contexts + [a.context for a in after if a.context]
         told += [f"A PostToolUse hook says: {a.reason}" for a in after if a.block]
-        if told:
-            text = "\n".join(f'<context source="hook">{t}</context>' for t in told)
-            result = dataclasses.replace(result, content=[*result.content, {"type": "text", "text": text}])
-        return _with_lines(result, before + after)
+        return _with_lines(_told(result, told), before + after)
 
     async def on_request(
         agent: Agent, turn: int, step: int, request: GenerateRequest, next_: Next[GenerateRequest, GenerateRequest]
