@@ -76,6 +76,8 @@ def replies(scenario: str) -> list[Reply]:
             Reply(events=oa_text_reply("child done")),
             Reply(events=oa_text_reply("done")),
         ]
+    if scenario == "read_missing":
+        return [tool_call("c1", "read_file", {"path": "missing.txt"}), Reply(events=oa_text_reply("done"))]
     if scenario == "stop":
         return [Reply(events=oa_text_reply("first")), Reply(events=oa_text_reply("second"))]
     return [Reply(events=oa_text_reply("done"))]
@@ -164,6 +166,8 @@ def check(case: Case, seen: Seen, project: Path, outside: Path, front: str) -> N
     if "file" in expect:
         text = (project / expect["file"]).read_text(encoding="utf-8")
         assert expect["file_has"] in text, (where, text[:500])
+    if "no_file" in expect:
+        assert not (project / expect["no_file"]).exists(), where
     if "outside_written" in expect:
         assert outside.exists() == expect["outside_written"], where
     if expect.get("no_key"):
