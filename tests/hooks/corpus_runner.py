@@ -163,6 +163,12 @@ def check(case: Case, seen: Seen, project: Path, outside: Path, front: str) -> N
         assert stdin["hook_event_name"] == expect["stdin"]["hook_event_name"], stdin
         assert stdin["tool_input"]["command"] == expect["stdin"]["command"], stdin
         assert stdin["cwd"] == str(project), stdin
+    if "diff" in expect:
+        stdin = json.loads((project / "stdin.json").read_text(encoding="utf-8"))
+        diff = stdin["tool_input"]["dsh"]["diff"]
+        assert diff["path"] == str(project / expect["diff"]["path"]), diff
+        assert (diff["old_text"], diff["new_text"]) == (expect["diff"]["old_text"], expect["diff"]["new_text"]), diff
+        assert stdin["tool_name"] == "Write" and stdin["tool_input"]["file_path"] == diff["path"], stdin
     if "file" in expect:
         text = (project / expect["file"]).read_text(encoding="utf-8")
         assert expect["file_has"] in text, (where, text[:500])
