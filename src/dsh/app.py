@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from dsh.background import BackgroundConfig
     from dsh.config import DshConfig, ToolsConfig
     from dsh.context import ContextConfig
     from dsh.kernel import Context
@@ -41,6 +42,7 @@ def load_core(
     sandbox: SandboxConfig | None = None,
     lsp: LspConfig | None = None,
     skills: SkillsConfig | None = None,
+    background: BackgroundConfig | None = None,
 ) -> None:
     """Load the interface services, the ``commands`` service with the built-in commands, the ``echo`` and ``scripted`` models, the remote providers (the built-ins,
     with *providers* merged over them) and the agent loop into *ctx*; with *data_dir*, also the JSONL session
@@ -54,7 +56,8 @@ def load_core(
     calls run unattended, as a direct ``ctx.tools.execute`` would). *subagent_model* is the sub-agents' default
     model (:mod:`dsh.subagents`; None: the parent's). *sandbox* is the file's ``sandbox`` section (:mod:`dsh.sandbox`:
     at which level commands run; the ``sandbox`` plugin is always loaded). *lsp* is the file's ``lsp`` section
-    (:mod:`dsh.lsp`: the ``diagnose`` stage; loaded only when it is enabled).
+    (:mod:`dsh.lsp`: the ``diagnose`` stage; loaded only when it is enabled). *background* is the file's
+    ``background`` section (:mod:`dsh.background`: ended background commands told to the model, wake-up turns).
 
     Application order does not matter: each plugin applies once the services it injects exist, and the
     packages that wrap a tool call (sub-agent limits, the policy, checkpoints, the reaper, secret redaction, the
@@ -130,6 +133,9 @@ def load_core(
         ctx.plugin(
             checkpoints_plugin, {"max_file_size": int(tools.checkpoint_max_file_size)} if tools is not None else None
         )
+        from dsh.background import background_plugin
+
+        ctx.plugin(background_plugin, background)
     from dsh.sandbox import sandbox_command_plugin
 
     ctx.plugin(sandbox_command_plugin)
@@ -168,5 +174,6 @@ def load_product(
         subagent_model=config.subagent_model if config is not None else None,
         lsp=config.lsp if config is not None else None,
         skills=config.skills if config is not None else None,
+        background=config.background if config is not None else None,
     )
     ctx.plugin(mcp_plugin, McpOptions(config.mcp_servers if config is not None else {}, mcp_timeout))
