@@ -138,6 +138,14 @@ def _stop_reason(reason: TurnEndReason) -> dict[str, Any] | RpcError:
     return {"stopReason": "end_turn"}
 
 
+def _budget_stop_reason(stop: dict[str, Any]) -> dict[str, Any]:
+    """A turn a spend budget stopped (:mod:`dsh.spend`): ``max_turn_requests`` (a limit of the agent's ended the
+    turn before the model was done; the Claude Code adapter answers its own budget limit the same way), with the
+    budget, its limit, the spend and the message under ``_meta.dsh.budget`` (RFC 0039)."""
+    detail = {key: stop[key] for key in ("budget", "limit", "spent", "message") if key in stop}
+    return {"stopReason": "max_turn_requests", "_meta": {"dsh": {"budget": detail}}}
+
+
 def _resume_error(session_id: str, error: Exception) -> RpcError:
     """A resume failure as the JSON-RPC error a client can act on (never a bare -32603)."""
     code = error_code(error)
@@ -591,6 +599,7 @@ class AcpFrontend:
             record.current_turn = data["turn"]
             record.turn_open = True
             record.turn_usage = {}
+            record.budget_stop = None
         elif kind == "steering/message":
             steer_logged(record, kind, data)
         elif kind == "user/message":
@@ -610,6 +619,8 @@ class AcpFrontend:
         elif kind == "usage":
             add_usage(record.turn_usage, data.get("usage") or {})
             self._send_usage(record, data.get("usage") or {})
+        elif kind == "spend/stop":
+            record.budget_stop = data
         elif kind == "tool/call":
             record.open_calls[data["call_id"]] = None
         elif kind == "tool/result":
@@ -633,6 +644,9 @@ class AcpFrontend:
         if record.cancelling:
             self._settle_cancelled(record)
         outcome = _stop_reason(reason)
+        stop = record.budget_stop
+        if stop is not None and stop.get("turn") == turn and reason.get("kind") in ("completed", "error"):
+            outcome = _budget_stop_reason(stop)
         if self.features.modern and isinstance(outcome, dict):  # the turn's totals, for clients that read them
             outcome = {**outcome, "usage": prompt_usage(record.turn_usage)}
         for prompt in list(record.prompts):
@@ -677,14 +691,28 @@ class AcpFrontend:
         if context is not None:  # the context plugin knows built-in windows, prices and the session's figures
             update = context.usage_update(record.id, record.model)
             if update is not None:
-                self._update(record.id, update)
+                self._update(record.id, self._with_budget(record, update))
             return
         from dsh.context import usage_update
 
         size = self._ctx.llm.model_info(record.model).context_window
         update = usage_update(int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0), size)
         if update is not None:
-            self._update(record.id, update)
+            self._update(record.id, self._with_budget(record, update))
+
+    def _with_budget(self, record: AcpSession, update: dict[str, Any]) -> dict[str, Any]:
+        """*update* with the session's spend against its budgets (``_meta.dsh.budget``: ``{name: {limit,
+        spent}}``) for a client that reads newer fields, when a budget is set; unchanged otherwise (an older
+        client's frame stays byte-identical)."""
+        spend = self._ctx.get("spend")
+        if not self.features.modern or spend is None:
+            return update
+        figures = spend.figures(record.id)
+        if not figures:
+            return update
+        meta = dict(update.get("_meta") or {})
+        meta["dsh"] = {**(meta.get("dsh") or {}), "budget": figures}
+        return {**update, "_meta": meta}
 
     @property
     def mcp(self) -> Any:

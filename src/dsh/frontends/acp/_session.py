@@ -58,6 +58,8 @@ class AcpSession:
     """The title the client set (``session/set_title``), None when it never did."""
     turn_usage: dict[str, int] = field(default_factory=dict)
     """The current turn's token totals (``PromptResponse.usage``)."""
+    budget_stop: dict[str, Any] | None = None
+    """The ``spend/stop`` of the open turn (a budget stopped it: the prompt's answer says so)."""
     present: Presenter | None = None
     names: dict[str, str] | None = None
     """The open calls' catalogue names, when the client gets ``ToolCall.name`` (the projection keeps it)."""
