@@ -245,3 +245,43 @@ async def test_with_wake_on_an_ending_during_a_turn_takes_no_turn_of_its_own(tmp
         bodies = server.bodies()
     assert len(bodies) == 4  # no wake-up turn: the ending came while the agent was running
     assert "and now?" in user_texts(bodies[3])
+
+
+async def test_exec_wait_background_waits_and_tells_the_model_in_a_turn_of_its_own(tmp_path: Path) -> None:
+    from tests.support.headless import spawn_exec
+
+    project = tmp_path / "project"
+    project.mkdir()
+    gate = make_gate(project)
+    with serve() as server:
+        server.script(tool_call("c1", "run_command", START), text("started it"), text("the build failed with 3"))
+        args = ("--json", "--wait-background", "--allow-all", "start the build and report")
+        async with spawn_exec(tmp_path, *args, model="openai:test-model", env=env_for(server.url)) as running:
+            with anyio.fail_after(WAIT):
+                await running.wait_for("agent/turn-end")  # the task's turn is over; the command still runs
+                await open_gate(gate)
+                result = await running.wait_for("result")
+                while await running.next_line() is not None:
+                    pass
+                assert await running.process.wait() == 0
+        bodies = server.bodies()
+    assert result["text"] == "the build failed with 3"  # the run's answer is the last turn's
+    assert len(bodies) == 3
+    assert [user_texts(body).count(FENCE) for body in bodies] == [0, 0, 1]
+
+
+async def test_exec_without_wait_background_does_not_wait(tmp_path: Path) -> None:
+    from tests.support.headless import spawn_exec
+
+    project = tmp_path / "project"
+    project.mkdir()
+    make_gate(project)  # never opened: the command would wait forever
+    with serve() as server:
+        server.script(tool_call("c1", "run_command", START), text("started it"))
+        args = ("--json", "--allow-all", "start the build")
+        async with spawn_exec(tmp_path, *args, model="openai:test-model", env=env_for(server.url)) as running:
+            with anyio.fail_after(WAIT):
+                result = await running.wait_for("result")
+                assert await running.process.wait() == 0
+        assert result["text"] == "started it"
+        assert len(server.requests) == 2
