@@ -15,8 +15,7 @@ if TYPE_CHECKING:
     from dsh.kernel import Context
     from dsh.services.agents import Agent, AgentStatus
     from dsh.services.llm import ContentBlock, MessageSource
-    from dsh.tools import BackgroundCommands
-    from dsh.tools._background import BackgroundCommand
+    from dsh.tools import BackgroundCommand, BackgroundCommands
 
 __all__ = ["TAIL_CHARS", "WAKE_TEXT", "BackgroundConfig", "background_plugin", "result_text"]
 
