@@ -128,3 +128,42 @@ async def test_cancel_while_a_steer_is_pending_answers_it_cancelled_with_its_tex
             assert results["steer"]["prompt"] == [{"type": "text", "text": STEER}]
         bodies = server.bodies()
     assert not any(STEER in user_texts(body) for body in bodies)  # never sent to the model: the client has it back
+
+
+async def test_steer_frames_and_their_replay_validate_against_the_acp_json_schemas(tmp_path: Path) -> None:
+    """Through the schema-checking client of ``tests/support/acp_schema.py``: the initialize answer that
+    advertises the request, the live turn a steer joined, and the load that replays it (a marked user chunk)."""
+    from tests.support.acp_schema import modern_client
+    from tests.support.raw import write_script
+
+    (tmp_path / "notes.txt").write_text("hello\n")
+    words = " ".join(f"w{n}" for n in range(1, 41))
+    read = {"name": "read_file", "arguments": {"path": "notes.txt"}}
+    model = write_script(
+        tmp_path, [{"text": words, "delay": 0.05, "tool_calls": [read]}, {"text": "done"}, {"text": "more"}]
+    )
+    async with modern_client(tmp_path, model) as (client, init):
+        assert init["agentCapabilities"]["_meta"]["dsh.dev/steer"] == {"method": "_dsh/session/steer"}
+        with anyio.fail_after(WAIT):
+            session = await client.new_session(tmp_path)
+            prompt_id = await client.send_request(
+                "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "read it"}]}
+            )
+            await client.wait_for(
+                lambda m: (
+                    m.get("method") == "session/update"
+                    and m["params"]["update"].get("sessionUpdate") == "agent_message_chunk"
+                ),
+                WAIT,
+            )
+            steered = await client.call(
+                "_dsh/session/steer", {"sessionId": session, "prompt": [{"type": "text", "text": STEER}]}
+            )
+            assert steered == {"outcome": "steered", "turn": 1}
+            assert (await client.response(prompt_id))["result"]["stopReason"] == "end_turn"
+    async with modern_client(tmp_path, model, name="second.log") as (client, _):
+        with anyio.fail_after(WAIT):
+            await client.call("session/load", {"sessionId": session, "cwd": str(tmp_path), "mcpServers": []})
+        chunks = [u for u in client.updates(session) if u["sessionUpdate"] == "user_message_chunk"]
+        assert [c["content"]["text"] for c in chunks] == ["read it", STEER]
+        assert chunks[1]["_meta"] == {"dsh": {"steer": True}}

@@ -76,3 +76,47 @@ async def test_enter_steers_the_running_turn_and_tab_queues_the_next_prompt(tmp_
     assert answers[0]["result"]["outcome"] == "steered"
     prompts = [f["params"]["prompt"][0]["text"] for d, f in frames if d == ">" and f.get("method") == "session/prompt"]
     assert prompts == ["read the notes", QUEUED]
+
+
+async def test_a_cancel_puts_what_was_queued_and_typed_back_on_the_prompt_line_unsent(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hello\n")
+    release = threading.Event()
+
+    def respond(recorded: Recorded) -> Reply:
+        number = len(server.requests)
+        reply = tool_call(f"c{number}", "read_file", {"path": "notes.txt"})
+        if number == 1:
+            return reply
+        return gated(reply, release) if number == 2 else text("never")
+
+    trace = tmp_path / "trace"
+    with serve() as server:
+        server.respond(respond)
+        env = sandbox_env(
+            tmp_path, "openai:test-model", extra={"OPENAI_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": "test"}
+        )
+        with tmux_chat(tmp_path, ["--trace", str(trace)], env, tmp_path, width=120) as tmux:
+            await tmux.wait_for(prompt_ready)
+            await submit(tmux, "read the notes")
+            await server.wait_requests(2, 30)
+            tmux.type("first thought")
+            await tmux.wait_for(lambda s: "\u21b3 first thought" in s)
+            tmux.keys("Tab")
+            await tmux.wait_for(lambda s: "queued for after this turn: first thought" in s)
+            tmux.type("half typed")
+            await tmux.wait_for(lambda s: "\u21b3 half typed" in s)
+            tmux.keys("Escape")
+            screen = await tmux.wait_for(lambda s: "(cancelled)" in s and "Ctrl+C cancels" not in s, within=15)
+            release.set()
+            lines = screen.splitlines()
+            at = max(i for i, line in enumerate(lines) if line.startswith(PROMPT + "first thought"))
+            assert lines[at + 1].strip() == "half typed"  # back on the prompt line, in the order typed
+            tmux.keys("C-c")  # clears the line
+            await tmux.wait_for(lambda s: not any(line.startswith(PROMPT + "first") for line in s.splitlines()[-4:]))
+            tmux.keys("C-d")
+            assert await tmux.exit_status() == 0
+    frames = read_trace(trace)
+    assert check_chat_frames(frames) == []
+    sent = [f["params"]["prompt"][0]["text"] for d, f in frames if d == ">" and f.get("method") == "session/prompt"]
+    assert sent == ["read the notes"]  # nothing queued or typed was sent
+    assert not [f for d, f in frames if d == ">" and f.get("method") == "_dsh/session/steer"]
