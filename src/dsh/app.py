@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from dsh.background import BackgroundConfig
     from dsh.config import DshConfig, ToolsConfig
     from dsh.context import ContextConfig
     from dsh.hooks import HooksConfig
@@ -46,6 +47,7 @@ def load_core(
     budget: SpendConfig | None = None,
     hooks: HooksConfig | None = None,
     hooks_source: str = "user",
+    background: BackgroundConfig | None = None,
 ) -> None:
     """Load the interface services, the ``commands`` service with the built-in commands, the ``echo`` and ``scripted`` models, the remote providers (the built-ins,
     with *providers* merged over them) and the agent loop into *ctx*; with *data_dir*, also the JSONL session
@@ -63,6 +65,8 @@ def load_core(
     section (:mod:`dsh.spend`: the spend budgets; the plugin is always loaded, so ``/budget`` works without it).
     *hooks* is the file's ``hooks`` section (:mod:`dsh.hooks`, whose file *hooks_source* names; loaded with the
     policy: a project's hooks are found even when the file configures none).
+    *background* is the file's ``background`` section (:mod:`dsh.background`: ended background commands told to
+    the model, wake-up turns).
 
     Application order does not matter: each plugin applies once the services it injects exist, and the
     packages that wrap a tool call (sub-agent limits, the policy, checkpoints, the reaper, secret redaction, the
@@ -141,6 +145,9 @@ def load_core(
         ctx.plugin(
             checkpoints_plugin, {"max_file_size": int(tools.checkpoint_max_file_size)} if tools is not None else None
         )
+        from dsh.background import background_plugin
+
+        ctx.plugin(background_plugin, background)
     from dsh.sandbox import sandbox_command_plugin
 
     ctx.plugin(sandbox_command_plugin)
@@ -186,5 +193,6 @@ def load_product(
         skills=config.skills if config is not None else None,
         budget=config.budget if config is not None else None,
         hooks=config.hooks if config is not None else None,
+        background=config.background if config is not None else None,
     )
     ctx.plugin(mcp_plugin, McpOptions(config.mcp_servers if config is not None else {}, mcp_timeout))

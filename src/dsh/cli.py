@@ -153,6 +153,14 @@ MaxTokensOption = Annotated[
         show_default=False,
     ),
 ]
+WaitBackgroundOption = Annotated[
+    bool,
+    typer.Option(
+        "--wait-background",
+        help="Before exiting, wait for the background commands the task started to end; each ending is told to "
+        "the model in a turn of its own (the answer is the last turn's).",
+    ),
+]
 TimeoutOption = Annotated[
     float | None,
     typer.Option(metavar="SECONDS", help="Cancel the run after SECONDS (exit 1).", min=0.001, show_default=False),
@@ -168,6 +176,7 @@ def _run_options(
     max_cost: MaxCostOption = None,
     max_tokens: MaxTokensOption = None,
     timeout: TimeoutOption = None,
+    wait_background: WaitBackgroundOption = False,
     mode: ModeOption = None,
     allow_reads: AllowReadsOption = False,
     allow_edits: AllowEditsOption = False,
@@ -251,6 +260,8 @@ def _exec_remote(url: str, task: str, options: dict[str, Any]) -> None:
     ]
     if options["ephemeral"]:
         local.append("ephemeral")
+    if options["wait_background"]:
+        local.append("wait_background")
     if local:
         flags = ", ".join("--" + name.replace("_", "-") for name in local)
         typer.echo(f"dsh exec: {flags} are the server's settings; they do not apply with --connect", err=True)
@@ -308,6 +319,7 @@ def _exec(task: str, options: dict[str, Any]) -> None:
         max_steps=options["max_steps"],
         max_cost=options["max_cost"],
         max_tokens=options["max_tokens"],
+        wait_background=options["wait_background"],
         **_turn_options(options),
     )
     raise typer.Exit(anyio.run(run_exec, run, settings))

@@ -19,7 +19,7 @@ Importing this package is cheap: no pydantic, no child process; the tools themse
 applies.
 """
 
-from dsh.tools._background import BackgroundCommands
+from dsh.tools._background import BackgroundCommand, BackgroundCommands
 from dsh.tools._budget import BUDGETS, Budget, apply_budget, budget_for
 from dsh.tools._edits import Edit, EditPlan, plan_edits
 from dsh.tools._errors import OutsideRootsError, ToolError
@@ -40,6 +40,7 @@ from dsh.tools._workspace import (
 
 __all__ = [
     "BUDGETS",
+    "BackgroundCommand",
     "BackgroundCommands",
     "Budget",
     "CommandResult",

@@ -31,11 +31,12 @@ Guarantees:
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import sys
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -95,6 +96,9 @@ class ExecOptions:
     """``--max-cost USD``: the run's turn budget in US dollars (:mod:`dsh.spend`)."""
     max_tokens: int | None = None
     """``--max-tokens N``: the run's turn budget in tokens."""
+    wait_background: bool = False
+    """``--wait-background``: before exiting, wait for the session's background commands to end, each ending told
+    to the model in a turn of its own (:func:`_wait_background`)."""
 
 
 def _drop_stdout() -> None:
@@ -141,6 +145,8 @@ class _State:
     handle: AgentHandle | None = None
     last_words: Any = None
     """Writes the result of a run ended by a second signal (set once the run's tracker exists)."""
+    stop: anyio.Event = field(default_factory=anyio.Event)
+    """Set by the first interrupt (what ``--wait-background`` waits on besides the commands)."""
 
 
 async def run_exec(options: ExecOptions, settings: Settings) -> int:
@@ -264,6 +270,8 @@ async def _run(options: ExecOptions, settings: Settings, state: _State) -> int:
             if not state.interrupted:
                 handle.agent.send([{"type": "text", "text": options.task}], {"kind": "user"})
                 await _wait(handle.agent, state, options.timeout)
+                if options.wait_background:
+                    await _wait_background(ctx, handle.agent, state, options.timeout)
             group.cancel_scope.cancel()
         mcp = ctx.get("mcp")
         if mcp is not None:
@@ -448,6 +456,7 @@ async def _watch_signals(state: _State, signals: AsyncIterator[int]) -> None:
             sys.stderr.flush()
             os._exit(EXIT_INTERRUPTED)
         state.interrupted = True
+        state.stop.set()
         if state.handle is not None:
             state.handle.agent.cancel("interrupted")
 
@@ -464,6 +473,43 @@ async def _wait(agent: Agent, state: _State, deadline: float | None) -> None:
         state.limited = "timeout"
     agent.cancel("timeout")
     await agent.when_idle()
+
+
+async def _wait_background(ctx: Context, agent: Agent, state: _State, deadline: float | None) -> None:
+    """``--wait-background``: while the session has background commands running, wait for one to end, then give
+    the model every ending it has not seen in a turn of its own (the run's answer is the last turn's); return
+    once none runs and the model saw every ending. An interrupt, a budget stop or the timeout (each wait is
+    bounded by *deadline*, as the task's turn is) ends the wait; the session's disposal then stops what runs."""
+    from dsh.background import WAKE_TEXT
+
+    registry = ctx.get("background_commands")
+    if registry is None:
+        return
+    session_id = agent.session.id
+    while not state.interrupted and state.limited is None and state.budget is None:
+        running = [entry for entry in registry.list(session_id) if entry.running]
+        if running:
+            with anyio.move_on_after(deadline if deadline is not None else math.inf) as waited:
+                async with anyio.create_task_group() as group:
+
+                    async def first_end(event: anyio.Event) -> None:
+                        await event.wait()
+                        group.cancel_scope.cancel()
+
+                    for entry in running:
+                        group.start_soon(first_end, entry.exited)
+                    group.start_soon(first_end, state.stop)
+            if waited.cancelled_caught:
+                state.limited = "timeout"
+                return
+            if state.interrupted:
+                return
+        if not registry.unseen(session_id):
+            if running:
+                continue
+            return
+        agent.send([{"type": "text", "text": WAKE_TEXT}], {"kind": "plugin", "plugin": "background"})
+        await _wait(agent, state, deadline)
 
 
 def _cost(ctx: Context, model: str, tracker: RunTracker) -> float | None:
