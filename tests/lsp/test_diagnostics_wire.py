@@ -28,11 +28,18 @@ def write_config(tmp_path: Path, **lsp: Any) -> Path:
     section = {
         "enabled": True,
         "timeout": 30,  # generous on a busy machine: the bound is the configuration's
+        "start_wait": 30,  # the first edit waits for the cold server (the default does not: RFC 0037)
         "servers": {"pylsp": {"command": [sys.executable, "-m", "pylsp"], "languages": ["python"]}},
         **lsp,
     }
     config.write_text(json.dumps({"lsp": section}))  # JSON is YAML
     return config
+
+
+def lsp_env(tmp_path: Path, **lsp: Any) -> dict[str, str]:
+    """The daemon's environment entries for these tests: the configuration of :func:`write_config`, and
+    ``DSH_LSP`` emptied (the suite's shared daemon environment sets it to ``off``; empty: as the file says)."""
+    return {"DSH_CONFIG": str(write_config(tmp_path, **lsp)), "DSH_LSP": ""}
 
 
 def tool_message(bodies: list[Any], call_id: str) -> str:
@@ -82,7 +89,7 @@ async def test_undefined_name_is_reported_its_fix_reports_none_and_the_tool_agre
         tool("w3", "write_file", path="notes.txt", content="not a language a server knows\n"),
         text("done"),
     )
-    env = {**env_of(server), "DSH_CONFIG": str(write_config(tmp_path))}
+    env = {**env_of(server), **lsp_env(tmp_path)}
     client = EditorClient([])
     async with run_editor(tmp_path, MODEL, client, env=env, project=project) as editor:
         session = (await editor.new_session()).session_id

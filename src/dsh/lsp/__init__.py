@@ -12,7 +12,7 @@
 * Off unless ``lsp: {enabled: true}``. Importing this package starts nothing and imports only pydantic models.
 """
 
-from dsh.lsp._config import LspConfig, ServerConfig
+from dsh.lsp._config import LSP_ENV, LspConfig, ServerConfig, from_environment
 from dsh.lsp._plugin import EDIT_TOOLS, lsp_plugin
 
-__all__ = ["EDIT_TOOLS", "LspConfig", "ServerConfig", "lsp_plugin"]
+__all__ = ["EDIT_TOOLS", "LSP_ENV", "LspConfig", "ServerConfig", "from_environment", "lsp_plugin"]
