@@ -209,6 +209,20 @@ class LspManager:
             return False
         return root is None or self.config.enabled != "auto" or self.is_project(root, language)
 
+    def known_wants(self, path: str, root: str) -> bool | None:
+        """:meth:`wants` when it needs no I/O (the server and the root's markers were looked up before), else None:
+        the event loop asks this first and goes to a worker thread only for the first file of a language and root."""
+        language = LANGUAGES.get(Path(path).suffix.lower())
+        if language is None:
+            return False
+        if language not in self._commands:
+            return None
+        if self._commands[language] is None:
+            return False
+        if self.config.enabled != "auto":
+            return True
+        return self._projects.get((root, _FAMILY.get(language, language)))
+
     def is_project(self, root: str, language: str) -> bool:
         """Whether *root* or one of its parents holds a :data:`MARKERS` file of *language*'s family (cached)."""
         family = _FAMILY.get(language, language)

@@ -56,6 +56,18 @@ def _wanted(lsp: LspManager, execution: ToolExecution, root: str) -> list[str]:
     return [p for p in _paths(execution, root) if lsp.wants(p, root)]
 
 
+async def _wanted_paths(lsp: LspManager, execution: ToolExecution, root: str) -> list[str]:
+    """:func:`_wanted`, on the event loop when every answer is known already (the usual case: no thread hop per
+    call), else in a worker thread."""
+    paths = _paths(execution, root)
+    known = [lsp.known_wants(p, root) for p in paths]
+    if None not in known:
+        return [p for p, wanted in zip(paths, known, strict=True) if wanted]
+    from anyio import to_thread
+
+    return await to_thread.run_sync(_wanted, lsp, execution, root)
+
+
 def _paths(execution: ToolExecution, cwd: str) -> tuple[str, ...]:
     if execution.prepared is not None:
         return execution.prepared.paths
@@ -127,7 +139,7 @@ def lsp_plugin(ctx: Context, config: LspConfig | dict[str, Any] | None = None) -
         agent = execution.agent
         root = _root(agent)
         lsp = get_manager()
-        paths = await to_thread.run_sync(_wanted, lsp, execution, root)
+        paths = await _wanted_paths(lsp, execution, root)
         if not paths:
             return await next_()
         before = await to_thread.run_sync(_texts, paths)
@@ -149,12 +161,10 @@ def lsp_plugin(ctx: Context, config: LspConfig | dict[str, Any] | None = None) -
         """After a successful read: start the file's server in the background; the result is untouched."""
         if result.is_error:
             return result
-        from anyio import to_thread
-
         agent = execution.agent
         root = _root(agent)
         lsp = get_manager()
-        for path in await to_thread.run_sync(_wanted, lsp, execution, root):
+        for path in await _wanted_paths(lsp, execution, root):
             lsp.warm(path, root, agent.session.id if agent is not None else "")
         return result
 
