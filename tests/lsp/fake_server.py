@@ -10,7 +10,8 @@
   the test wants), then publishes each opened or changed document's (empty) diagnostics.
 * ``probe OUTSIDE``: answers ``initialize``; on every ``didOpen``/``didChange`` publishes one error saying what
   it could do: ``outside=wrote|denied`` (a file in the directory OUTSIDE), ``inside=wrote|denied`` (a file in its
-  working directory, the workspace), ``key=present|absent`` (``OPENAI_API_KEY`` in its environment).
+  working directory, the workspace), ``key=present|absent`` (``OPENAI_API_KEY`` in its environment),
+  ``net=open|cut`` (a TCP connection to 127.0.0.1 on the port ``LSP_PROBE_PORT`` names).
 * ``strict OUTSIDE``: exits at once (before ``initialize``) unless it can write a file in OUTSIDE, as a server
   does whose cache lives outside the workspace.
 """
@@ -52,6 +53,16 @@ def can_write(directory: str) -> str:
     return "wrote"
 
 
+def can_connect() -> str:
+    import socket
+
+    try:
+        socket.create_connection(("127.0.0.1", int(os.environ.get("LSP_PROBE_PORT", "9"))), timeout=5).close()
+    except OSError:
+        return "cut"
+    return "open"
+
+
 def publish_empty(message: dict[str, object]) -> None:
     document = message["params"]["textDocument"]  # type: ignore[index]
     send(
@@ -83,7 +94,7 @@ def main(mode: str, argument: str = "") -> None:
         if mode == "probe" and method in ("textDocument/didOpen", "textDocument/didChange"):
             document = message["params"]["textDocument"]  # type: ignore[index]
             key = "present" if "OPENAI_API_KEY" in os.environ else "absent"
-            said = f"outside={can_write(argument)} inside={can_write('.')} key={key}"
+            said = f"outside={can_write(argument)} inside={can_write('.')} key={key} net={can_connect()}"
             diagnostic = {
                 "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}},
                 "message": said,

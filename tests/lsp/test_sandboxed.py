@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import anyio
 import pytest
@@ -22,7 +23,7 @@ FAKE = Path(__file__).with_name("fake_server.py")
 pytestmark = pytest.mark.skipif(not support().available, reason=f"no OS sandbox here: {support().why}")
 
 
-def probing(tmp_path: Path, mode: str) -> tuple[Path, Path, dict[str, str]]:
+def probing(tmp_path: Path, mode: str, **lsp: object) -> tuple[Path, Path, dict[str, str]]:
     """A project holding the fake server (the sandbox lets a server read its workspace and the toolchain, not the
     test's directory), a directory outside it, and the daemon's environment naming that server."""
     project = tmp_path / "project"
@@ -32,13 +33,16 @@ def probing(tmp_path: Path, mode: str) -> tuple[Path, Path, dict[str, str]]:
     shutil.copy(FAKE, project / "server.py")
     command = [sys.executable, str(project / "server.py"), mode, str(outside)]
     servers = {"probe": {"command": command, "languages": ["python"]}}
-    return project, outside, lsp_env(tmp_path, servers=servers)
+    return project, outside, lsp_env(tmp_path, servers=servers, **lsp)
 
 
+@pytest.mark.parametrize("network", [False, True])
 async def test_a_server_cannot_write_outside_the_workspace_nor_see_a_provider_key(
-    server: FakeProvider, tmp_path: Path
+    network: bool, server: FakeProvider, tmp_path: Path
 ) -> None:
-    project, outside, env = probing(tmp_path, "probe")
+    """Without network by default (``lsp.network: true``: as approved commands, here with network)."""
+    project, outside, env = probing(tmp_path, "probe", **({"network": True} if network else {}))
+    env["LSP_PROBE_PORT"] = str(urlsplit(server.url).port)  # the loopback provider: something to connect to
     server.script(tool("w1", "write_file", path="mod.py", content="x = 1\n"), text("done"))
     async with run_editor(tmp_path, MODEL, EditorClient([]), env={**env_of(server), **env}, project=project) as editor:
         session = (await editor.new_session()).session_id
@@ -47,7 +51,8 @@ async def test_a_server_cannot_write_outside_the_workspace_nor_see_a_provider_ke
             assert (await editor.prompt(session, "write it")).stop_reason == "end_turn"
     assert env_of(server)["OPENAI_API_KEY"]  # the daemon had the key; the server did not
     said = tool_message(server.bodies(), "w1")
-    assert "line 1: error: outside=denied inside=wrote key=absent [probe]" in said
+    net = "open" if network else "cut"
+    assert f"line 1: error: outside=denied inside=wrote key=absent net={net} [probe]" in said
     assert list(outside.iterdir()) == []
     assert list(project.glob("probe-*.txt"))  # it ran, in the workspace
 

@@ -41,6 +41,10 @@ class LspConfig(BaseModel):
     servers: dict[str, ServerConfig] = Field(default_factory=dict)
     idle: float = Field(default=900.0, gt=0)
     """Seconds a server may go unused (no edit, no ``diagnostics`` call) before it is stopped."""
+    network: bool = False
+    """Whether servers reach the network: false (default) cuts it even where approved commands have it (a server
+    runs without a question on code the model wrote: rust-analyzer builds ``build.rs``, a TypeScript server loads
+    the project's ``tsserver``); true follows ``sandbox.network``."""
 
     @field_validator("enabled", mode="before")
     @classmethod

@@ -97,8 +97,9 @@ def lsp_plugin(ctx: Context, config: LspConfig | dict[str, Any] | None = None) -
         return manager
 
     async def confine(root: str, family: str) -> SpawnPlan | None:
-        """The spawn plan of approved commands for a server of *root* (RFC 0028), under a sandbox "session" of
-        the server's own (its private temporary directory and rulesets, removed when the server stops)."""
+        """The spawn plan of approved commands for a server of *root* (RFC 0028), without network unless
+        ``lsp.network``, under a sandbox "session" of the server's own (its private temporary directory and
+        rulesets, removed when the server stops)."""
         sandbox = ctx.get("sandbox")
         if sandbox is None:
             return None
@@ -110,7 +111,9 @@ def lsp_plugin(ctx: Context, config: LspConfig | dict[str, Any] | None = None) -
         level = sandbox.approved_level(None) if machine.available else "off"
         if level == "off":
             return None
-        plan: SpawnPlan | None = await Containment(level, _sandbox_key(root, family), "", (root,), sandbox).plan()
+        network = None if settings.network else False  # cut unless lsp.network: true (then sandbox.network)
+        containment = Containment(level, _sandbox_key(root, family), "", (root,), sandbox, network)
+        plan: SpawnPlan | None = await containment.plan()
         return plan
 
     def unconfine(root: str, family: str) -> None:
