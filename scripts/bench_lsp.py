@@ -20,7 +20,6 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -77,37 +76,17 @@ async def server_edits(name: str, argv: list[str], lines: int, warm_edits: int) 
     )
 
 
-@dataclass
-class _Header:
-    cwd: str
-
-
-@dataclass
-class _Session:
-    header: _Header
-    id: str = "bench"
-    log: list[Any] = field(default_factory=list)
-
-    def append(self, kind: str, data: Any) -> None:
-        self.log.append((kind, data))
-
-    def last(self, kind: str) -> None:
-        return None
-
-
-@dataclass
-class _Agent:
-    session: _Session
-
-
 async def stage_cost(enabled: bool | str, calls: int) -> tuple[float, float]:
     """Median µs of a ``read_file`` and an ``edit_file`` of ``mod.py`` through the pipeline (no policy)."""
+    from bench_policy import _Agent, _Header, _Session  # the same stand-in session (scripts/ is on sys.path)
+
     from dsh.app import load_core
     from dsh.kernel import App
     from dsh.services.tools import ToolExecution
 
     with tempfile.TemporaryDirectory() as cwd:
-        Path(cwd, "mod.py").write_text("x = 0\n" * 50, encoding="utf-8")  # noqa: ASYNC240 - set-up, not timed
+        lines = 50
+        Path(cwd, "mod.py").write_text("".join(f"x{i} = 0\n" for i in range(lines)))  # noqa: ASYNC240 - set-up
         async with App() as app:
             load_core(app.ctx, context=False, policy=False, lsp=LspConfig.model_validate({"enabled": enabled}))
             agent = _Agent(_Session(_Header(cwd)))
@@ -116,13 +95,14 @@ async def stage_cost(enabled: bool | str, calls: int) -> tuple[float, float]:
                 times = []
                 for index in range(calls):
                     arguments: dict[str, Any] = {"path": "mod.py"}
-                    if name == "edit_file":
-                        arguments |= {"old_string": f"x = {index}\n", "new_string": f"x = {index + 1}\n"}
+                    if name == "edit_file":  # each edit changes one line: it succeeds (the read came first)
+                        line, value = index % lines, index // lines
+                        arguments |= {"old_string": f"x{line} = {value}\n", "new_string": f"x{line} = {value + 1}\n"}
                     execution = ToolExecution(f"c{index}", name, arguments, agent)  # type: ignore[arg-type]
                     start = time.perf_counter()
                     result = await app.ctx.tools.execute(execution)
                     times.append(time.perf_counter() - start)
-                    assert not result.is_error or name == "edit_file", result
+                    assert not result.is_error, result
                 medians.append(statistics.median(times[calls // 10 :]) * 1e6)
     return medians[0], medians[1]
 

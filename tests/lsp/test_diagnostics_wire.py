@@ -52,8 +52,9 @@ def tool_message(bodies: list[Any], call_id: str) -> str:
     raise AssertionError(f"no request carried the result of {call_id}")
 
 
-def servers_in(project: Path) -> list[int]:
-    """Pids of live ``pylsp`` processes whose working directory is *project*."""
+def servers_in(project: Path, marker: bytes = b"pylsp") -> list[int]:
+    """Pids of live processes whose command line holds *marker* (``pylsp``; ``ruff\0server``: NUL-separated
+    arguments) and whose working directory is *project*."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -64,7 +65,7 @@ def servers_in(project: Path) -> list[int]:
             state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if b"pylsp" in cmdline and cwd == str(project) and state != "Z":
+        if marker in cmdline and cwd == str(project) and state != "Z":
             found.append(int(entry))
     return found
 

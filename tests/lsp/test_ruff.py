@@ -6,7 +6,6 @@ project; and configured by hand (``lsp.servers`` with ``init_options``)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 from dsh.lsp import LspConfig
 from dsh.lsp._manager import LspManager
 from tests.checkpoints.test_rewind_acp import env_of, text, tool
-from tests.lsp.test_diagnostics_wire import MODEL, tool_message
+from tests.lsp.test_diagnostics_wire import MODEL, servers_in, tool_message
 from tests.support.editor import EditorClient, run_editor
 from tests.support.provider_server import FakeProvider
 
@@ -27,20 +26,7 @@ pytestmark = pytest.mark.skipif(RUFF is None, reason="ruff (the dev extra) is no
 
 def ruff_servers(directory: Path) -> list[int]:
     """Pids of live ``ruff server`` processes working in *directory*."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            cwd = os.readlink(f"/proc/{entry}/cwd")
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        serving = len(argv) > 1 and argv[0].endswith(b"ruff") and argv[1] == b"server"
-        if serving and cwd == str(directory) and state != "Z":
-            found.append(int(entry))
-    return found
+    return servers_in(directory, b"ruff\0server")
 
 
 async def test_ruff_is_found_warmed_by_a_read_and_reports_an_undefined_name(
