@@ -1,6 +1,6 @@
 """The ACP front end: ``dsh acp`` speaks the Agent Client Protocol (v1) over stdio.
 
-Layers, each in its own module: newline framing (sans-IO), the process's stdio, JSON-RPC (classification,
+Layers, each in its own module: the process's stdio (newline framing is :mod:`dsh.jsonrpc`'s), JSON-RPC (classification,
 responses, our own requests), the jsonrpcserver adapter, the projection of session events to
 ``session/update``, and the front end that maps ACP sessions onto agents. See ``rfcs/0003-acp-front-end.md``.
 """
@@ -12,7 +12,6 @@ from dsh.frontends.acp._terminal import note_if_terminal
 
 if TYPE_CHECKING:  # imported when first used (below): the boot path imports neither (tests/acp/test_startup.py)
     from dsh.frontends.acp._backpressure import FlowControl
-    from dsh.frontends.acp._framing import Oversized
     from dsh.frontends.acp._stdio import Backlog
 
 __all__ = [
@@ -20,7 +19,6 @@ __all__ = [
     "DaemonOptions",
     "FlowControl",
     "FrameSource",
-    "Oversized",
     "note_if_terminal",
     "preview_system_prompt",
     "run",
@@ -44,8 +42,4 @@ def __getattr__(name: str) -> Any:
         from dsh.frontends.acp._stdio import Backlog
 
         return Backlog
-    if name == "Oversized":
-        from dsh.frontends.acp._framing import Oversized
-
-        return Oversized
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
