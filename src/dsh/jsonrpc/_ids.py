@@ -17,9 +17,10 @@ import re
 __all__ = ["answer_id"]
 
 _ID = rb'(-?\d{1,18}|"[^"\\]{0,200}")'
-_HEAD_ID = re.compile(rb'\A\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID + rb'\s*(,\s*"(\w+)")?')
-_TAIL_ID = re.compile(rb',\s*"id"\s*:\s*' + _ID + rb"\s*\}\s*\Z")
-_HEAD_METHOD = re.compile(rb'\A\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?(?:"id"\s*:\s*[^,]{1,210},\s*)?"method"')
+# Patterns, not compiled objects: ``re`` compiles each on first use (an oversized line), not on the daemon's boot path.
+_HEAD_ID = rb'\A\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID + rb'\s*(,\s*"(\w+)")?'
+_TAIL_ID = rb',\s*"id"\s*:\s*' + _ID + rb"\s*\}\s*\Z"
+_HEAD_METHOD = rb'\A\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?(?:"id"\s*:\s*[^,]{1,210},\s*)?"method"'
 
 
 def _value(raw: bytes) -> int | str:
@@ -30,10 +31,10 @@ def answer_id(head: bytes, tail: bytes = b"") -> int | str | None:
     """The id of the request a JSON-RPC line answers, read from its first or last bytes without parsing it:
     ``{"jsonrpc": "2.0", "id": 7, "result": …`` or ``… "id": 7}``. None for a request or notification (a
     ``method`` key first) or when no id can be read."""
-    if _HEAD_METHOD.match(head[:512]):
+    if re.match(_HEAD_METHOD, head[:512]):
         return None
-    found = _HEAD_ID.match(head[:512])
+    found = re.match(_HEAD_ID, head[:512])
     if found is not None and found.group(3) in (None, b"result", b"error"):
         return _value(found.group(1))
-    found = _TAIL_ID.search((tail or head)[-512:])
+    found = re.search(_TAIL_ID, (tail or head)[-512:])
     return None if found is None else _value(found.group(1))
