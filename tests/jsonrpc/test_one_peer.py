@@ -6,6 +6,8 @@ serving.
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -185,3 +187,38 @@ async def test_the_chat_reports_an_oversized_line_the_daemons_way_and_keeps_read
             answer = orjson.loads(await to_agent_receive.receive())
             assert answer == {"jsonrpc": "2.0", "id": "after", "result": {"echo": {}}}
             await from_agent_send.aclose()
+
+
+# -- dsh bridge's end --------------------------------------------------------------------------------------
+
+
+async def test_the_bridge_answers_an_oversized_stdin_line_itself_and_keeps_the_connection(tmp_path: Path) -> None:
+    """The line is never sent (the server would close the connection on it): the bridge answers it as the daemon
+    does on stdio, and the requests around it are answered through the same connection. Once they are, the end of
+    stdin ends the bridge: it does not wait out its grace for an answer it already wrote (an ``initialize`` result
+    that names a ``"method"`` in its ``_meta`` used to be taken for a request of the server's)."""
+    from dsh.frontends.serve._bridge import EOF_GRACE
+    from tests.support.serve import TOKEN, running_server
+
+    def initialize(request_id: int) -> bytes:
+        params = {"protocolVersion": 1, "clientCapabilities": {}}
+        return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": params})
+
+    big = b'{"jsonrpc":"2.0","id":2,"method":"initialize","params":"' + b"x" * MAX_LINE + b'"}'
+    async with running_server(tmp_path) as server:
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path), "DSH_SERVE_TOKEN": TOKEN}
+        with anyio.fail_after(WAIT):
+            started = anyio.current_time()
+            result = await anyio.run_process(
+                [sys.executable, "-m", "dsh", "bridge", server.url],
+                env=env,
+                check=False,
+                input=initialize(1) + b"\n" + big + b"\n" + initialize(3) + b"\n",
+            )
+            took = anyio.current_time() - started
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert took < EOF_GRACE, f"the bridge waited {took:.1f} s after the end of stdin for answers it had written"
+    answers = [orjson.loads(line) for line in result.stdout.splitlines()]
+    assert {"jsonrpc": "2.0", "id": None, "error": too_large(len(big), MAX_LINE).to_json()} in answers
+    assert sorted(a["id"] for a in answers if "result" in a) == [1, 3]
+    assert len(answers) == 3

@@ -29,7 +29,7 @@ import anyio.abc
 import anyio.from_thread
 import anyio.lowlevel
 
-from dsh.jsonrpc import MAX_LINE, LineFramer, Oversized, too_large
+from dsh.jsonrpc import MAX_LINE, LineFramer, Oversized, answer_id, too_large
 
 __all__ = ["bridge", "run_bridge"]
 
@@ -120,10 +120,12 @@ async def bridge(url: str, token: str | None, *, max_frame: int = MAX_LINE) -> i
             try:
                 while True:
                     data = await ws.recv(decode=False)  # the frame's bytes: no decode and encode again
-                    if pending and b'"method"' not in data:
-                        pending.discard(_response_id(data))
-                        answered.set()
-                        answered = anyio.Event()
+                    if pending:  # read from the message's ends, never parsed (a session/update may be large)
+                        answered_id = answer_id(data[:512], data[-512:])
+                        if answered_id is not None:
+                            pending.discard(answered_id)
+                            answered.set()
+                            answered = anyio.Event()
                     out.write(data + b"\n")
                     if not flush_scheduled:  # one flush per burst: after the messages already received
                         flush_scheduled = True
@@ -161,14 +163,6 @@ def _request_id(line: bytes) -> object | None:
     except ValueError:
         return None
     return _hashable(message.get("id")) if isinstance(message, dict) and "method" in message else None
-
-
-def _response_id(data: bytes) -> object | None:
-    try:
-        message = json.loads(data)
-    except ValueError:
-        return None
-    return _hashable(message.get("id")) if isinstance(message, dict) else None
 
 
 def _hashable(value: object) -> object | None:
