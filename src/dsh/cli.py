@@ -18,6 +18,7 @@ import typer
 
 from dsh.app import DEFAULT_MODEL
 from dsh.frontends.setup_cli import setup as _setup
+from dsh.jsonrpc import MAX_LINE
 from dsh.mcp import mcp_app
 
 if TYPE_CHECKING:
@@ -456,9 +457,9 @@ def serve(
     tls_key: Annotated[
         str | None, typer.Option("--tls-key", metavar="FILE", help="The certificate's private key.")
     ] = None,
-    max_frame: Annotated[int, typer.Option("--max-frame", metavar="BYTES", help="Largest message accepted.")] = 64
-    * 1024
-    * 1024,
+    max_frame: Annotated[
+        int, typer.Option("--max-frame", metavar="BYTES", help="Largest message accepted.")
+    ] = MAX_LINE,
     max_connections: Annotated[int, typer.Option("--max-connections", help="Connections open at once.")] = 64,
     idle_timeout: Annotated[
         float, typer.Option("--idle-timeout", metavar="SECONDS", help="Close a connection silent this long.")
