@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from dsh.sandbox import SandboxConfig
     from dsh.secrets import SecretsConfig
     from dsh.skills import SkillsConfig
+    from dsh.worktrees import WorktreesConfig
 
 from dsh.settings import DEFAULT_MODEL
 
@@ -41,6 +42,7 @@ def load_core(
     sandbox: SandboxConfig | None = None,
     lsp: LspConfig | None = None,
     skills: SkillsConfig | None = None,
+    worktrees: WorktreesConfig | None = None,
 ) -> None:
     """Load the interface services, the ``commands`` service with the built-in commands, the ``echo`` and ``scripted`` models, the remote providers (the built-ins,
     with *providers* merged over them) and the agent loop into *ctx*; with *data_dir*, also the JSONL session
@@ -54,7 +56,9 @@ def load_core(
     calls run unattended, as a direct ``ctx.tools.execute`` would). *subagent_model* is the sub-agents' default
     model (:mod:`dsh.subagents`; None: the parent's). *sandbox* is the file's ``sandbox`` section (:mod:`dsh.sandbox`:
     at which level commands run; the ``sandbox`` plugin is always loaded). *lsp* is the file's ``lsp`` section
-    (:mod:`dsh.lsp`: the ``diagnose`` stage; loaded only when it is enabled).
+    (:mod:`dsh.lsp`: the ``diagnose`` stage; loaded only when it is enabled). *worktrees* is the file's
+    ``worktrees`` section (:mod:`dsh.worktrees`: the ``worktrees`` service, which needs *data_dir*, and
+    ``/worktree``).
 
     Application order does not matter: each plugin applies once the services it injects exist, and the
     packages that wrap a tool call (sub-agent limits, the policy, checkpoints, the reaper, secret redaction, the
@@ -133,6 +137,9 @@ def load_core(
     from dsh.sandbox import sandbox_command_plugin
 
     ctx.plugin(sandbox_command_plugin)
+    from dsh.worktrees import worktrees_plugin
+
+    ctx.plugin(worktrees_plugin, {"config": worktrees, "data_dir": str(data_dir) if data_dir is not None else None})
     if lsp is not None and lsp.enabled:
         from dsh.lsp import lsp_plugin
 
@@ -168,5 +175,6 @@ def load_product(
         subagent_model=config.subagent_model if config is not None else None,
         lsp=config.lsp if config is not None else None,
         skills=config.skills if config is not None else None,
+        worktrees=config.worktrees if config is not None else None,
     )
     ctx.plugin(mcp_plugin, McpOptions(config.mcp_servers if config is not None else {}, mcp_timeout))

@@ -41,6 +41,7 @@ from dsh.sandbox import SandboxConfig
 from dsh.secrets import SecretsConfig
 from dsh.settings import DEFAULT_MODEL, default_config_path
 from dsh.skills import SkillsConfig
+from dsh.worktrees import WorktreesConfig
 
 if TYPE_CHECKING:
     import yaml
@@ -135,6 +136,8 @@ class DshConfig(BaseModel):
     """Language servers and the diagnostics appended to edits (:mod:`dsh.lsp`; off unless ``enabled: true``)."""
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     """Where skills are looked for (:mod:`dsh.skills`): ``claude: true`` also reads ``.claude/skills/``."""
+    worktrees: WorktreesConfig = Field(default_factory=WorktreesConfig)
+    """Whether new sessions work in a git worktree of their own (:mod:`dsh.worktrees`; ``mode: off`` by default)."""
     subagent_model: NonEmpty | None = None
     """The model of sub-agents (``task``) whose type names none (default: the parent's; :mod:`dsh.subagents`)."""
 
