@@ -17,7 +17,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from dsh.errors import DshError
+from dsh.worktrees._options import WorktreeError
 
 __all__ = ["REDIRECTING", "GitMissing", "GitResult", "git", "git_program"]
 
@@ -50,8 +50,8 @@ TIMEOUT = 120.0
 """Seconds one git command may take (a checkout of a large tree included) before it is killed."""
 
 
-class GitMissing(DshError):
-    """git is not installed (not on ``PATH``) or cannot be started."""
+class GitMissing(WorktreeError):
+    """git is not installed (not on ``PATH``) or cannot be started (code ``GIT_MISSING``)."""
 
 
 @dataclass(frozen=True, slots=True)
