@@ -31,6 +31,7 @@ BUILTINS = [
     "compact",
     "clear",
     "init",
+    "budget",
     "agents",
     "skills",
     "rewind",

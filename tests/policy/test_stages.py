@@ -102,6 +102,7 @@ async def test_every_package_sits_in_its_stage() -> None:
         ("limits", "dsh.skills"),
         ("prepare", "dsh.policy"),
         ("decide", "dsh.policy"),
+        ("decide", "dsh.hooks"),  # PreToolUse after the policy's verdict (dsh.hooks injects the policy)
         ("ask", "dsh.policy"),
         ("checkpoint", "dsh.checkpoints"),
         ("checkpoint", "dsh.checkpoints"),  # the checkpoint, then the large edit's display shrink inside it

@@ -113,6 +113,38 @@ class Policies:
             self._sessions.pop(session_id, None)
 
 
+CHANGED_RULES_TITLE = "Permission rules now read with the one glob dialect (RFC 0041)"
+
+
+def _announce_changed_rules(ctx: Context, rules: Iterable[Rule]) -> None:
+    """Say once, when a configured path rule means something else under the one glob dialect: a warning in the
+    log at start-up, and a notice on the first turn of the first session (a notice belongs to a session)."""
+    from dsh.policy._migration import meaning_changes
+
+    changes = meaning_changes(rules)
+    if not changes:
+        return
+    from dsh._log import get_logger
+
+    get_logger("dsh.policy").warning(CHANGED_RULES_TITLE + ": " + " | ".join(changes))
+    told = False
+
+    def turn_started(agent: Agent, turn: int) -> None:
+        nonlocal told
+        if told:
+            return
+        told = True
+        from dsh.notices import Notice, post_notice
+
+        description = "\n".join(f"- {line}" for line in changes)
+        post_notice(
+            ctx,
+            Notice(agent.session.id, "warning", CHANGED_RULES_TITLE, description, source="policy", fallback="message"),
+        )
+
+    ctx.on(ev.AGENT_TURN_START, turn_started)
+
+
 @plugin("policy", inject=("tools",))
 def policy_plugin(ctx: Context, config: PolicyConfig | None) -> None:
     """Provide ``policy`` and add its stages (``prepare``, ``decide``, ``ask``) to the tool call pipeline (see
@@ -142,6 +174,7 @@ def policy_plugin(ctx: Context, config: PolicyConfig | None) -> None:
 
     ctx.on(ev.AGENT_DISPOSED, disposed)
     ctx.on(ev.SYSTEM_PROMPT_ASSEMBLE, offered, prepend=True)
+    _announce_changed_rules(ctx, policies.config.rules)
     context = ctx.get("context")  # loaded before this plugin by load_core
     if context is not None:  # the system prompt's mode section says the session's mode, whatever the front end
         context.mode_provider(lambda session_id: policies.session(session_id).mode)

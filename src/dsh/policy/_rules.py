@@ -47,9 +47,9 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Literal
 
+from dsh.globs import GlobError, compile_glob
 from dsh.policy._modes import DEFAULT_MODE
 from dsh.policy._shell import ShellSplit, SimpleCommand, command_prefix, is_read_only, split_command
 from dsh.tools import is_within
@@ -107,7 +107,18 @@ def parse_pattern(text: str, decision: Literal["allow", "ask", "deny"]) -> Rule:
             scope = scope.removesuffix(suffix)
         if not scope:
             raise ValueError(f"{text!r} has an empty scope: drop the parentheses to mean every call of {tool}")
+        if tool not in PREFIX_TOOLS:
+            try:
+                compile_glob(scope)
+            except GlobError as exc:
+                raise ValueError(f"{text!r}: {exc}") from None
     return Rule(tool, scope, decision, "config")
+
+
+PREFIX_TOOLS = frozenset({"run_command", "*", "fetch_url"})
+"""Tools whose scope is not read as a path pattern when the config is loaded: a command prefix (``run_command``,
+and ``*``, which may mean either) or a domain (``fetch_url``). A path scope on ``*`` is still a glob when a call
+with paths meets it (one that does not compile fails closed, see :func:`_path_matches`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,56 +151,34 @@ class Decision:
     """What an "always" answer would record (command prefixes; one directory); empty: the whole tool."""
     always: bool = True
     """Whether an "always" answer is offered (not for opaque commands or paths outside the roots)."""
+    by_default: bool = False
+    """For ask: the question is only the mode's default for this kind of call (an edit, a command that may change
+    something, a tool that asks first), not a rule, a path outside the roots, a hazard or the sandbox: the one
+    kind of question a ``PreToolUse`` hook's ``allow`` may skip (:func:`dsh.policy.amend_decision`)."""
 
 
-@lru_cache(maxsize=256)
-def _glob(pattern: str) -> re.Pattern[str]:
-    out: list[str] = []
-    index = 0
-    while index < len(pattern):
-        if pattern.startswith("**/", index):
-            out.append("(?:.*/)?")
-            index += 3
-        elif pattern.startswith("**", index):
-            out.append(".*")
-            index += 2
-        elif pattern[index] == "*":
-            out.append("[^/]*")
-            index += 1
-        elif pattern[index] == "?":
-            out.append("[^/]")
-            index += 1
-        else:
-            out.append(re.escape(pattern[index]))
-            index += 1
-    return re.compile("".join(out) + r"\Z", re.S)
-
-
-def _path_matches(scope: str, path: str, cwd: str, *, strict: bool = True) -> bool:
-    """*path* (absolute) is *scope* or below it, or matches it as a glob; *scope* relative to *cwd*. *strict*
-    (allow rules): both as written and with symlinks resolved; otherwise (deny, ask): either way."""
-    base = os.path.normpath(os.path.join(cwd, os.path.expanduser(scope)))
+def _path_matches(rule: Rule, path: str, cwd: str, *, strict: bool = True) -> bool:
+    """*path* (absolute) is covered by *rule*'s path scope, relative to *cwd*: both as written and with symlinks
+    resolved for *strict* (allow rules), either way otherwise (deny, ask). A session rule's scope (the directory
+    an "always" answer named) is a literal path, never a glob: it covers that directory and what is below it,
+    whatever characters its name holds. A config scope is a pattern of the one glob dialect (:mod:`dsh.globs`); one
+    that does not compile covers every path for a deny or ask rule and none for an allow rule (fail closed)."""
+    scope = rule.scope or ""
     path = os.path.normpath(path)
-    lexical = _scope_covers(base, path)
+    if rule.origin == "session":
+        base = os.path.normpath(os.path.join(cwd, os.path.expanduser(scope)))
+        lexical = is_within(path, base)
+        if lexical != strict:
+            return lexical
+        return is_within(os.path.realpath(path), os.path.realpath(base))
+    try:
+        glob = compile_glob(scope)
+    except GlobError:
+        return rule.decision != "allow"
+    lexical = glob.covers(path, cwd)
     if lexical != strict:
         return lexical
-    return _scope_covers(_real_scope(base), os.path.realpath(path))
-
-
-def _scope_covers(base: str, path: str) -> bool:
-    if not any(char in base for char in "*?"):
-        return is_within(path, base)
-    return bool(_glob(base).match(path))
-
-
-def _real_scope(base: str) -> str:
-    """*base* with the symlinks of its literal directories resolved (a glob's tail is kept as written)."""
-    parts = base.split(os.sep)
-    for index, part in enumerate(parts):
-        if any(char in part for char in "*?"):
-            head = os.sep.join(parts[:index]) or os.sep
-            return os.path.join(os.path.realpath(head), *parts[index:])
-    return os.path.realpath(base)
+    return glob.covers(os.path.realpath(path), os.path.realpath(cwd))
 
 
 _GIT_CONTROL = frozenset({".git"})
@@ -235,9 +224,7 @@ class SessionPolicy:
         if facts.command is not None:
             return False
         strict = rule.decision == "allow"
-        return bool(facts.paths) and all(
-            _path_matches(rule.scope, path, facts.cwd, strict=strict) for path in facts.paths
-        )
+        return bool(facts.paths) and all(_path_matches(rule, path, facts.cwd, strict=strict) for path in facts.paths)
 
     def _matching(self, facts: CallFacts, decisions: tuple[str, ...], parts: Sequence[SimpleCommand]) -> Rule | None:
         for rule in self._of(facts.tool, *decisions):
@@ -270,11 +257,11 @@ class SessionPolicy:
             return Decision("allow")
         if facts.outside:
             configured = [r for r in self._of(facts.tool, "allow") if r.origin == "config" and r.scope is not None]
-            if not any(all(_path_matches(r.scope or "", p, facts.cwd) for p in facts.outside) for r in configured):
+            if not any(all(_path_matches(r, p, facts.cwd) for p in facts.outside) for r in configured):
                 return Decision("ask", "it touches paths outside the session's directory", always=False)
         if facts.kind in EDIT_KINDS and any(_git_control(path) for path in facts.paths):
             configured = [r for r in self._of(facts.tool, "allow") if r.origin == "config" and r.scope is not None]
-            if not any(all(_path_matches(r.scope or "", p, facts.cwd) for p in facts.paths) for r in configured):
+            if not any(all(_path_matches(r, p, facts.cwd) for p in facts.paths) for r in configured):
                 return Decision(
                     "ask",
                     "it changes git's own files (.git, .gitattributes), which can make git run programs",
@@ -289,13 +276,13 @@ class SessionPolicy:
         if facts.kind in EDIT_KINDS and not facts.asks:
             if self.mode == "accept-edits" or self._matching(facts, ("allow",), ()) is not None:
                 return Decision("allow")
-            return Decision("ask", "edits ask first in default mode", self._path_scopes(facts))
+            return Decision("ask", "edits ask first in default mode", self._path_scopes(facts), by_default=True)
         if facts.kind in COMMAND_KINDS or facts.asks:
             if self._matching(facts, ("allow",), ()) is not None:
                 return Decision("allow")
             if facts.domain is not None:
                 return Decision("ask", f"it reaches {facts.domain}", (facts.domain,))
-            return Decision("ask", "this tool asks first")
+            return Decision("ask", "this tool asks first", by_default=True)
         return Decision("allow")
 
     def _command(self, facts: CallFacts, split: ShellSplit) -> Decision:
@@ -313,7 +300,7 @@ class SessionPolicy:
         rememberable = [part for part in pending if not part.writes_file]
         scopes = tuple(dict.fromkeys(" ".join(command_prefix(part)) for part in rememberable))
         why = "a permissions rule says to ask" if asked else "commands that may change something ask first"
-        return Decision("ask", why, scopes, always=bool(scopes))
+        return Decision("ask", why, scopes, always=bool(scopes), by_default=not asked)
 
     def _part_rule(self, facts: CallFacts, part: SimpleCommand, decision: str) -> Rule | None:
         for rule in self._of(facts.tool, decision):

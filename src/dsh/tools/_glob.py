@@ -8,6 +8,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, Field
 
+from dsh.globs import GlobError, compile_glob
 from dsh.services.tools import ToolCard, ToolExecution, define_tool
 from dsh.tools._common import Spec, card_path, parse, paths_of, shown
 from dsh.tools._errors import ToolError
@@ -37,6 +38,10 @@ async def glob(host: ToolHost, args: GlobArgs, execution: ToolExecution) -> str:
     base = shown(target.path, cwd)
     if not await anyio.Path(target.path).is_dir():
         raise ToolError(f"not a directory: {target.path}", "NOT_FOUND")
+    try:
+        compile_glob(args.pattern)  # refused before any walk: the model is told how to write it
+    except GlobError as exc:
+        raise ToolError(str(exc), "BAD_PATTERN") from None
     search = partial(glob_files, args.pattern, target.path, limit=GLOB_MAX_FILES, signal=execution.signal)
     found, total = await run_io(search, abandon_on_cancel=True)
     if not found:

@@ -17,9 +17,9 @@ import re
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
+from dsh.globs import Glob, GlobError, compile_glob
 from dsh.tools._ignore import SKIP_DIRS, IgnoreRules
 from dsh.tools._process import run_process
 from dsh.tools._regular import NotRegularFileError, open_regular
@@ -33,7 +33,6 @@ __all__ = [
     "GrepOutcome",
     "GrepQuery",
     "glob_files",
-    "glob_matcher",
     "grep_python",
     "grep_ripgrep",
     "list_directory",
@@ -77,65 +76,11 @@ FILE_TYPES: dict[str, tuple[str, ...]] = {
 """``type`` filters: the same table for both engines (ripgrep gets them as globs), so they agree."""
 
 
-def _glob_regex(pattern: str) -> str:
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        char = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif char == "*":
-            out.append("[^/]*")
-            i += 1
-        elif char == "?":
-            out.append("[^/]")
-            i += 1
-        elif char == "[":
-            end = pattern.find("]", i + 2 if pattern.startswith("[!", i) or pattern.startswith("[^", i) else i + 1)
-            if end == -1:
-                out.append(re.escape(char))
-                i += 1
-            else:
-                body = pattern[i + 1 : end]
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append("[" + body.replace("\\", "\\\\") + "]")
-                i = end + 1
-        elif char == "{":
-            end = pattern.find("}", i)
-            if end == -1:
-                out.append(re.escape(char))
-                i += 1
-            else:
-                options = pattern[i + 1 : end].split(",")
-                out.append("(?:" + "|".join(_glob_regex(option) for option in options) + ")")
-                i = end + 1
-        else:
-            out.append(re.escape(char))
-            i += 1
-    return "".join(out)
-
-
-@lru_cache(maxsize=64)
-def glob_matcher(pattern: str) -> re.Pattern[str]:
-    """A compiled matcher for a glob over ``/``-separated relative paths: ``*`` and ``?`` stay within one path
-    segment, ``**/`` spans any number of directories, ``[abc]`` and ``{a,b}`` as in shells. A pattern without a
-    ``/`` matches the file name at any depth (``*.py`` finds every Python file), as ripgrep's ``--glob`` does."""
-    pattern = pattern.strip()
-    if pattern.startswith("./"):
-        pattern = pattern[2:]
-    if "/" not in pattern:
-        pattern = "**/" + pattern
-    return re.compile(_glob_regex(pattern.lstrip("/")), re.DOTALL)
-
-
 def _wants_hidden(pattern: str | None) -> bool:
     """A pattern that names a hidden entry (``.github/**``, ``**/.env``) asks for hidden files."""
-    return pattern is not None and any(part.startswith(".") and part not in (".", "..") for part in pattern.split("/"))
+    if pattern is None:
+        return False
+    return any(part.startswith(".") and part not in (".", "..") for part in pattern.replace("\\", "/").split("/"))
 
 
 def walk_files(
@@ -209,13 +154,14 @@ def glob_files(
 ) -> tuple[list[tuple[str, str]], int]:
     """Files below *root* whose path relative to *root* matches the glob *pattern*, most recently modified
     first (ties by path), honouring ignore rules and skipping hidden entries unless the pattern names one.
-    Returns at most *limit* ``(absolute, relative)`` pairs and how many matched in all."""
-    matcher = glob_matcher(pattern)
+    Returns at most *limit* ``(absolute, relative)`` pairs and how many matched in all. The pattern is of the one
+    glob dialect (:mod:`dsh.globs`), relative to *root*; :class:`dsh.globs.GlobError` for one it refuses."""
+    glob = compile_glob(pattern)
     hidden = _wants_hidden(pattern)
     found = [
         (path, relative)
         for path, relative in walk_files(root, signal=signal, skip_hidden=not hidden)
-        if matcher.fullmatch(relative)
+        if glob.covers(path, root)
     ]
     found.sort(key=lambda pair: (-_mtime(pair[0]), pair[1]))
     return found[:limit], len(found)
@@ -284,6 +230,41 @@ def _shown_path(path: str, cwd: str) -> str:
     return shown
 
 
+def _absolute(cwd: str, path: str) -> str:
+    return os.path.normpath(os.path.join(cwd, path))
+
+
+def _parent(path: str) -> str:
+    return os.path.dirname(path)
+
+
+class _FileFilter:
+    """Which files a search reads: the query's ``glob`` (the one dialect, relative to the searched directory) and
+    its ``type`` (any of the type's globs); both must select a file. The same object filters ripgrep's output, so
+    the two engines agree whatever ripgrep's own reading of a glob is."""
+
+    def __init__(self, query: GrepQuery, type_globs: tuple[str, ...]) -> None:
+        self.glob: Glob | None = compile_glob(query.glob) if query.glob else None
+        self.types = tuple(compile_glob(glob) for glob in type_globs)
+
+    def __call__(self, path: str, base: str) -> bool:
+        if self.glob is not None and not self.glob.covers(path, base):
+            return False
+        return not self.types or any(glob.covers(path, base) for glob in self.types)
+
+    def ripgrep_globs(self, cwd: str, base: str, type_globs: tuple[str, ...]) -> list[str]:
+        """ripgrep's ``--glob`` arguments, run in *cwd*, searching *base*: a selection at least as wide as this
+        filter's (the type's globs and the user's glob both whitelist, so ripgrep takes either; :meth:`__call__`
+        then keeps what both select). The user's glob is left out when ripgrep cannot say it."""
+        globs = list(type_globs)
+        relative = os.path.relpath(base, cwd)
+        if self.glob is not None and not relative.startswith(".."):
+            user = self.glob.ripgrep_globs("" if relative == "." else relative.replace(os.sep, "/"))
+            if user:
+                globs += user
+        return globs
+
+
 _Group = tuple[str, list[tuple[int, bool, str]]]
 """A file's shown path and its ``(line, is_match, text)`` lines."""
 
@@ -333,8 +314,13 @@ async def grep_ripgrep(
     and binary files."""
     try:
         type_globs = _type_globs(query)
-    except ValueError as exc:
+        selected_by = _FileFilter(query, type_globs)
+    except ValueError as exc:  # an unknown type, a refused glob
         return GrepOutcome([], error=str(exc))
+    import anyio
+
+    target = _absolute(query.cwd, query.target)
+    base = target if await anyio.Path(target).is_dir() else _parent(target)
     argv = [rg, "--no-heading", "--with-filename", "--line-number", "--color=never", "--no-messages", "--null"]
     argv += ["--sort=path", "--no-config", "--no-require-git"]
     if query.case_insensitive:
@@ -352,9 +338,7 @@ async def grep_ripgrep(
             argv += ["--after-context", str(query.after)]
     for name in sorted(SKIP_DIRS):
         argv += ["--glob", f"!{name}"]
-    if query.glob:
-        argv += ["--glob", query.glob]
-    for glob in type_globs:
+    for glob in selected_by.ripgrep_globs(query.cwd, base, type_globs):
         argv += ["--glob", glob]
     argv += ["--regexp", query.pattern, "--", query.target]
     result = await run_process(
@@ -377,8 +361,9 @@ async def grep_ripgrep(
         if result.truncated or names[-1].strip():
             names.pop()  # the cut may have split the last name
         for name in names:
-            if name.strip():
-                groups[_shown_path(name.strip("\n"), ".")] = []
+            name = name.strip("\n")
+            if name.strip() and selected_by(os.path.join(query.cwd, name), base):
+                groups[_shown_path(name, ".")] = []
         return _render(list(groups.items()), query, counts, result.truncated or result.timed_out)
     raw = result.output.split("\n")
     if result.truncated and raw:
@@ -387,7 +372,7 @@ async def grep_ripgrep(
         if not line or line == "--":
             continue
         path, nul, rest = line.partition("\0")
-        if not nul:
+        if not nul or not selected_by(os.path.join(query.cwd, path), base):
             continue
         shown = _shown_path(path, ".")
         lines = groups.setdefault(shown, [])
@@ -412,14 +397,15 @@ def grep_python(query: GrepQuery, *, signal: CancelToken | None) -> GrepOutcome:
         return GrepOutcome([], error=f"invalid regular expression {query.pattern!r}: {exc}")
     except ValueError as exc:  # an unknown type
         return GrepOutcome([], error=str(exc))
-    matcher = glob_matcher(query.glob) if query.glob else None
-    type_matchers = [glob_matcher(glob) for glob in type_globs]
+    try:
+        selected_by = _FileFilter(query, type_globs)
+    except GlobError as exc:
+        return GrepOutcome([], error=str(exc))
+    base = query.target if os.path.isdir(query.target) else os.path.dirname(query.target)
     groups: list[_Group] = []
     counts: dict[str, int] = {}
-    for path, relative in walk_files(query.target, signal=signal, skip_hidden=True):
-        if matcher is not None and not matcher.fullmatch(relative):
-            continue
-        if type_matchers and not any(m.fullmatch(relative) for m in type_matchers):
+    for path, _relative in walk_files(query.target, signal=signal, skip_hidden=True):
+        if not selected_by(path, base):
             continue
         try:
             if os.path.getsize(path) > _MAX_SEARCH_FILE:
