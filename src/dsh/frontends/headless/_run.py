@@ -404,11 +404,6 @@ def _listen(ctx: Context, session_id: str, tracker: RunTracker, output: _Output,
         if ours(agent) and turn == tracker.turn:
             tracker.chunk(chunk)
 
-    def on_notice(notice: Notice) -> None:
-        if notice.session_id == session_id and notice.source == "budgets":
-            text = notice.title if not notice.description else f"{notice.title}. {notice.description}"
-            output.note("notice", text, sessionId=session_id, severity=notice.severity)
-
     def on_session_event(session: Session, event: SessionEvent) -> None:
         if event.type == "hook/run" and output.json and session.id == session_id:  # dsh.hooks; failures: notices
             output.line({"type": "hook/run", "sessionId": session_id, **event.data})
@@ -438,7 +433,10 @@ def _listen(ctx: Context, session_id: str, tracker: RunTracker, output: _Output,
     def on_notice(notice: Notice) -> None:
         if notice.session_id != session_id:
             return
-        if output.json:
+        if notice.source == "budgets":  # dsh.spend: the warning and the line saying why a budget cannot hold
+            text = notice.title if not notice.description else f"{notice.title}. {notice.description}"
+            output.note("notice", text, sessionId=session_id, severity=notice.severity)
+        elif output.json:
             fields = {"sessionId": session_id, "severity": notice.severity, "source": notice.source}
             output.line({"type": "notice", **fields, "message": notice.title})
         elif notice.severity != "info":
