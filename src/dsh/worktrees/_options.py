@@ -31,9 +31,10 @@ Mode = Literal["off", "ask", "always"]
 class WorktreesConfig(BaseModel):
     """``worktrees: {mode: off | ask | always}`` (RFC 0040). ``off`` (the default): a session gets a worktree
     only when it asks (``_meta.dsh.worktree``, ``dsh exec --worktree``); ``always``: every new session whose cwd
-    is in a git repository gets one (a client's ``false`` opts out; outside a repository the session starts
-    as usual, with a notice); ``ask``: as ``off`` for clients that say nothing, and advertised to clients
-    (``agentCapabilities._meta.dsh.worktrees``) so that an editor can ask its user and send the answer."""
+    is in a git repository gets one (a client's ``false`` opts out; where none can be made the session starts as
+    usual and says why); ``ask``: a session that says nothing gets none, and the ``session/new`` answer offers one
+    (``_meta.dsh.worktree.message``) for the client to put to its user (dsh cannot ask before the client knows the
+    session's id); ``dsh exec`` has nobody to ask and treats it as ``off``."""
 
     model_config = ConfigDict(extra="forbid")
     mode: Mode = "off"

@@ -38,12 +38,19 @@ from dsh.worktrees._records import Worktree, WorktreeStore
 if TYPE_CHECKING:
     from dsh.kernel import Context
 
-__all__ = ["Opening", "Worktrees", "worktrees_plugin"]
+__all__ = ["ASK_NOTE", "Opening", "Worktrees", "worktrees_plugin"]
 
 log = get_logger("dsh.worktrees")
 
 _FALLBACK = frozenset({"NOT_A_REPOSITORY", "BARE_REPOSITORY", "NO_COMMIT", "GIT_MISSING"})
 """Why ``mode: always`` starts a session without a worktree instead of refusing it."""
+
+
+ASK_NOTE = (
+    "worktrees: ask: this session works in the main tree; a session of its own in a git worktree is started with "
+    "_meta.dsh.worktree: true in session/new (dsh exec --worktree)"
+)
+"""What a session told nothing gets under ``mode: ask``: the offer, for the client to put to its user."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +85,8 @@ class Worktrees:
         """The worktree of a new session, made now, or None (see the module's guarantees)."""
         from anyio import to_thread
 
+        if requested is None and self.mode == "ask":  # dsh cannot ask before the client knows the session
+            return Opening(None, ASK_NOTE)
         if requested is False or (requested is None and self.mode != "always"):
             return Opening(None)
         explicit = requested is not None

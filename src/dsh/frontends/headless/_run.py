@@ -319,7 +319,7 @@ async def _worktree(ctx: Context, options: ExecOptions, session_id: str, output:
     from dsh.worktrees import WorktreeError, WorktreeRequest, Worktrees
 
     service: Worktrees | None = ctx.get("worktrees")
-    if service is None or (not options.worktree and service.mode != "always"):
+    if service is None or (not options.worktree and service.mode != "always"):  # ask: nobody to ask here
         return options.cwd
     try:
         opening = await service.for_new_session(
