@@ -721,6 +721,11 @@ def sessions_prune(
             f"Removed {len(report.removed_old)} session(s) older than {older_than} and "
             f"{len(report.removed_empty)} never prompted"
             + (f"; kept {len(report.kept_in_use)} in use by another dsh process" if report.kept_in_use else "")
+            + (
+                f"; kept {len(report.kept_worktree)} whose git worktree has uncommitted changes (dsh sessions rm --force)"
+                if report.kept_worktree
+                else ""
+            )
             + "."
         )
 

@@ -110,3 +110,18 @@ def test_mode_always_gives_every_run_in_a_repository_a_worktree(tmp_path: Path) 
     assert run.code == 0, run.stderr
     assert "worktrees: always, but no worktree for this session" in run.stderr
     assert (plain / "shared.txt").read_text(encoding="utf-8") == "from exec\n"
+
+
+def test_prune_removes_clean_worktrees_with_their_sessions_and_keeps_dirty_ones(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    clean = exec_run(tmp_path, "--worktree", "--json", "say hi", cwd=repo)
+    dirty = exec_run(tmp_path, "--worktree", "--allow-edits", "--json", "edit", model=_editing(tmp_path), cwd=repo)
+    assert clean.code == 0 and dirty.code == 0, clean.stderr + dirty.stderr
+    (clean_note,) = [line for line in clean.lines if line["type"] == "worktree"]
+    (dirty_note,) = [line for line in dirty.lines if line["type"] == "worktree"]
+    pruned = _dsh(tmp_path, "sessions", "prune", "--older-than", "0s")
+    assert pruned.returncode == 0, pruned.stderr
+    assert "kept 1 whose git worktree has uncommitted changes" in pruned.stdout
+    assert not present(clean_note["path"]) and present(dirty_note["path"])
+    assert git(repo, "branch", "--format=%(refname:short)").split() == sorted([dirty_note["branch"], "main"])
+    assert present(tmp_path / "dsh-data" / f"{dirty.lines[-1]['sessionId']}.jsonl")
