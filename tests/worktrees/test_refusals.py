@@ -7,7 +7,7 @@
   worktree starts from the last commit, the main tree's changes stay where they are (counted in the answer).
 * A branch name or base from the client cannot become an option of git or a path (``--upload-pack=…``, ``..``,
   a leading ``-``), unknown keys such as ``path`` are refused, git runs without the provider keys and without the
-  daemon's ``GIT_DIR``, and no hook of the repository runs.
+  daemon's ``GIT_DIR``, and no hook of the repository runs; what git prints never reaches the protocol's stdout.
 """
 
 from __future__ import annotations
@@ -162,3 +162,22 @@ async def test_hostile_requests_are_refused_before_git_sees_them(tmp_path: Path)
         assert "GIT_DIR=" not in environment
         assert "GIT_TERMINAL_PROMPT=0" in environment
         assert "core.hooksPath" in environment
+
+
+async def test_what_git_prints_never_reaches_the_protocol(tmp_path: Path) -> None:
+    from tests.support.sdk import run_dsh
+
+    repo = make_repo(tmp_path / "repo")
+    fake = tmp_path / "bin"  # a git whose `worktree` commands print a line that is not JSON, then the real git
+    fake.mkdir()
+    real = git(tmp_path, "--exec-path").strip()
+    script_text = f'#!/bin/sh\ncase "$1" in worktree) echo NOT-JSON-FROM-GIT;; esac\nexec {real}/git "$@"\n'
+    (fake / "git").write_text(script_text)
+    (fake / "git").chmod(0o755)
+    env = {"PATH": f"{fake}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    async with run_dsh(tmp_path, env=env) as daemon:  # on exit: every byte of stdout must be a valid frame
+        await daemon.initialize()
+        params = {"cwd": str(repo), "mcpServers": [], "_meta": {"dsh": {"worktree": True}}}
+        made = worktree_meta(await daemon.conn._conn.send_request("session/new", params))
+        assert present(made["path"])  # `git worktree add` ran (and printed)
+    assert b"NOT-JSON" not in bytes(daemon.stdout)
