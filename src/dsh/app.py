@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from dsh.secrets import SecretsConfig
     from dsh.skills import SkillsConfig
     from dsh.spend import SpendConfig
+    from dsh.worktrees import WorktreesConfig
 
 from dsh.settings import DEFAULT_MODEL
 
@@ -48,6 +49,7 @@ def load_core(
     hooks: HooksConfig | None = None,
     hooks_source: str = "user",
     background: BackgroundConfig | None = None,
+    worktrees: WorktreesConfig | None = None,
 ) -> None:
     """Load the interface services, the ``commands`` service with the built-in commands, the ``echo`` and ``scripted`` models, the remote providers (the built-ins,
     with *providers* merged over them) and the agent loop into *ctx*; with *data_dir*, also the JSONL session
@@ -68,6 +70,8 @@ def load_core(
     loaded with the policy: a project's hooks are found even when the file configures none).
     *background* is the file's ``background`` section (:mod:`dsh.background`: ended background commands told to
     the model, wake-up turns).
+    *worktrees* is the file's ``worktrees`` section (:mod:`dsh.worktrees`: the ``worktrees`` service, which needs
+    *data_dir*, and ``/worktree``).
 
     Application order does not matter: each plugin applies once the services it injects exist, and the
     packages that wrap a tool call (sub-agent limits, the policy, checkpoints, the reaper, secret redaction, the
@@ -152,6 +156,9 @@ def load_core(
     from dsh.sandbox import sandbox_command_plugin
 
     ctx.plugin(sandbox_command_plugin)
+    from dsh.worktrees import worktrees_plugin
+
+    ctx.plugin(worktrees_plugin, {"config": worktrees, "data_dir": str(data_dir) if data_dir is not None else None})
     if lsp is not None and lsp.active:
         from dsh.lsp import lsp_plugin
 
@@ -198,5 +205,6 @@ def load_product(
         budget=config.budget if config is not None else None,
         hooks=config.hooks if config is not None else None,
         background=config.background if config is not None else None,
+        worktrees=config.worktrees if config is not None else None,
     )
     ctx.plugin(mcp_plugin, McpOptions(config.mcp_servers if config is not None else {}, mcp_timeout))

@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     from dsh.extra_plugins import ExtraPlugin
     from dsh.frontends.acp._backpressure import FlowControl
     from dsh.frontends.acp._stdio import StdinReader
-    from dsh.kernel import Context
     from dsh.jsonrpc import Oversized
+    from dsh.kernel import Context
     from dsh.recording import Recorder
     from dsh.settings import SettingError, Settings
 
