@@ -86,7 +86,8 @@ async def test_the_language_server_runs_in_the_worktree(tmp_path: Path) -> None:
     servers = {"pylsp": {"command": [sys.executable, "-m", "pylsp"], "languages": ["python"]}}
     config.write_text(json.dumps({"lsp": {"enabled": True, "timeout": 30, "servers": servers}}))
     model = script(tmp_path / "s.json", [call("write_file", "w", path="mod.py", content="x = 1\n"), {"text": "done"}])
-    async with run_daemon(tmp_path, tmp_path / "data", model=model, env={"DSH_CONFIG": str(config)}) as daemon:
+    env = {"DSH_CONFIG": str(config), "DSH_LSP": ""}  # the shared environment's DSH_LSP=off: the file decides
+    async with run_daemon(tmp_path, tmp_path / "data", model=model, env=env) as daemon:
         await daemon.initialize()
         session, meta = await _new(daemon, repo)
         await daemon.request("session/set_mode", {"sessionId": session, "modeId": "accept-edits"})
