@@ -11,16 +11,13 @@ from dsh.frontends.acp._daemon import DaemonOptions, FrameSource, run, serve_cli
 from dsh.frontends.acp._terminal import note_if_terminal
 
 if TYPE_CHECKING:  # imported when first used (below): the boot path imports neither (tests/acp/test_startup.py)
-    from dsh.frontends.acp._backpressure import FlowControl
     from dsh.frontends.acp._stdio import Backlog
 
 __all__ = [
     "Backlog",
     "DaemonOptions",
-    "FlowControl",
     "FrameSource",
     "note_if_terminal",
-    "preview_system_prompt",
     "run",
     "serve_client",
     "show_system_prompt",
@@ -28,16 +25,12 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """``preview_system_prompt`` and ``show_system_prompt`` (``dsh config show --system-prompt``), imported when
-    first used: the daemon answers ``initialize`` before the rest of the application is imported (RFC 0008)."""
-    if name in ("preview_system_prompt", "show_system_prompt"):
+    """``show_system_prompt`` (``dsh config show --system-prompt``) and a type, imported when first used: the
+    daemon answers ``initialize`` before the rest of the application is imported (RFC 0008)."""
+    if name == "show_system_prompt":
         from dsh.frontends.acp import _preview
 
         return getattr(_preview, name)
-    if name == "FlowControl":
-        from dsh.frontends.acp._backpressure import FlowControl
-
-        return FlowControl
     if name == "Backlog":
         from dsh.frontends.acp._stdio import Backlog
 
