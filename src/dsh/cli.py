@@ -18,6 +18,7 @@ import typer
 
 from dsh.app import DEFAULT_MODEL
 from dsh.frontends.setup_cli import setup as _setup
+from dsh.jsonrpc import MAX_LINE
 from dsh.mcp import mcp_app
 
 if TYPE_CHECKING:
@@ -159,6 +160,14 @@ MaxTokensOption = Annotated[
         show_default=False,
     ),
 ]
+WaitBackgroundOption = Annotated[
+    bool,
+    typer.Option(
+        "--wait-background",
+        help="Before exiting, wait for the background commands the task started to end; each ending is told to "
+        "the model in a turn of its own (the answer is the last turn's).",
+    ),
+]
 TimeoutOption = Annotated[
     float | None,
     typer.Option(metavar="SECONDS", help="Cancel the run after SECONDS (exit 1).", min=0.001, show_default=False),
@@ -175,6 +184,7 @@ def _run_options(
     max_cost: MaxCostOption = None,
     max_tokens: MaxTokensOption = None,
     timeout: TimeoutOption = None,
+    wait_background: WaitBackgroundOption = False,
     mode: ModeOption = None,
     allow_reads: AllowReadsOption = False,
     allow_edits: AllowEditsOption = False,
@@ -256,7 +266,7 @@ def _exec_remote(url: str, task: str, options: dict[str, Any]) -> None:
         for name in ("model", "system", "data_dir", "config", "max_steps", "max_cost", "max_tokens")
         if options[name] is not None
     ]
-    local += [name for name in ("ephemeral", "worktree") if options[name]]
+    local += [name for name in ("ephemeral", "wait_background", "worktree") if options[name]]
     if local:
         flags = ", ".join("--" + name.replace("_", "-") for name in local)
         typer.echo(f"dsh exec: {flags} are the server's settings; they do not apply with --connect", err=True)
@@ -321,6 +331,7 @@ def _exec(task: str, options: dict[str, Any]) -> None:
         max_steps=options["max_steps"],
         max_cost=options["max_cost"],
         max_tokens=options["max_tokens"],
+        wait_background=options["wait_background"],
         **_turn_options(options),
     )
     raise typer.Exit(anyio.run(run_exec, run, settings))
@@ -457,9 +468,9 @@ def serve(
     tls_key: Annotated[
         str | None, typer.Option("--tls-key", metavar="FILE", help="The certificate's private key.")
     ] = None,
-    max_frame: Annotated[int, typer.Option("--max-frame", metavar="BYTES", help="Largest message accepted.")] = 64
-    * 1024
-    * 1024,
+    max_frame: Annotated[
+        int, typer.Option("--max-frame", metavar="BYTES", help="Largest message accepted.")
+    ] = MAX_LINE,
     max_connections: Annotated[int, typer.Option("--max-connections", help="Connections open at once.")] = 64,
     idle_timeout: Annotated[
         float, typer.Option("--idle-timeout", metavar="SECONDS", help="Close a connection silent this long.")
@@ -771,6 +782,8 @@ def config_check(config: ConfigOption = None) -> None:
         return
     typer.echo(f"ok: {path}")
     typer.echo(summarize_config(loaded))
+    for line in loaded.permissions.changed_rules():  # RFC 0041: a rule that means something else now
+        typer.echo(f"note: permission rule {line}")
 
 
 @config_app.command("show")

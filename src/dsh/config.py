@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import BaseModel, ByteSize, ConfigDict, Field, field_validator
 
 from dsh._text import did_you_mean
+from dsh.background import BackgroundConfig
 from dsh.context import CompactionConfig, SectionOverrides
 from dsh.errors import DshError
 from dsh.hooks import HooksConfig
@@ -134,6 +135,8 @@ class DshConfig(BaseModel):
     """The built-in tools' settings (:mod:`dsh.tools`)."""
     permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
     """New sessions' mode and the allow / ask / deny patterns of tool calls (see :mod:`dsh.policy`)."""
+    background: BackgroundConfig = Field(default_factory=BackgroundConfig)
+    """Background commands (:mod:`dsh.background`): ``wake: true`` starts a turn when one of an idle session ends."""
     lsp: LspConfig = Field(default_factory=LspConfig)
     """Language servers and the diagnostics appended to edits (:mod:`dsh.lsp`; off unless ``enabled: true``)."""
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
