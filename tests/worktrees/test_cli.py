@@ -125,3 +125,15 @@ def test_prune_removes_clean_worktrees_with_their_sessions_and_keeps_dirty_ones(
     assert not present(clean_note["path"]) and present(dirty_note["path"])
     assert git(repo, "branch", "--format=%(refname:short)").split() == sorted([dirty_note["branch"], "main"])
     assert present(tmp_path / "dsh-data" / f"{dirty.lines[-1]['sessionId']}.jsonl")
+
+
+def test_a_fork_of_a_worktree_session_works_in_the_directory_the_source_was_started_in(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    run = exec_run(tmp_path, "--worktree", "--json", "say hi", cwd=repo)
+    assert run.code == 0, run.stderr
+    source = run.lines[-1]["sessionId"]
+    forked = _dsh(tmp_path, "sessions", "fork", source)
+    assert forked.returncode == 0, forked.stderr
+    new_id = forked.stdout.strip()
+    header = json.loads((tmp_path / "dsh-data" / f"{new_id}.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    assert header["cwd"] == str(repo) and header["parent_session"] == source
