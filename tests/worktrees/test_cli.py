@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -137,3 +138,16 @@ def test_a_fork_of_a_worktree_session_works_in_the_directory_the_source_was_star
     new_id = forked.stdout.strip()
     header = json.loads((tmp_path / "dsh-data" / f"{new_id}.jsonl").read_text(encoding="utf-8").splitlines()[0])
     assert header["cwd"] == str(repo) and header["parent_session"] == source
+
+
+def test_exec_session_of_a_worktree_removed_by_hand_says_so(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    run = exec_run(tmp_path, "--worktree", "--json", "say hi", cwd=repo)
+    assert run.code == 0, run.stderr
+    (note,) = [line for line in run.lines if line["type"] == "worktree"]
+    again = exec_run(tmp_path, "--session", note["sessionId"], "again", cwd=repo)
+    assert again.code == 0, again.stderr  # continued in its worktree
+    shutil.rmtree(note["path"])
+    gone = exec_run(tmp_path, "--session", note["sessionId"], "again", cwd=repo)
+    assert gone.code == 1
+    assert "was removed by hand" in gone.stderr and f"worktree add {note['path']} {note['branch']}" in gone.stderr
