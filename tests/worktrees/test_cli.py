@@ -8,6 +8,9 @@
 * ``dsh sessions list`` shows the branch and the directory the session was started in (``--cwd`` finds it there);
   ``dsh sessions show`` says how to merge; ``dsh sessions rm`` refuses uncommitted changes, ``--force`` removes
   the worktree and the branch (no commits of its own).
+* ``dsh sessions prune`` removes clean worktrees with their sessions and keeps sessions whose worktree has
+  uncommitted changes; ``dsh sessions fork`` of a worktree session works in the source's start directory;
+  ``dsh exec --session`` continues in the worktree, and says so when it was removed by hand.
 """
 
 from __future__ import annotations
