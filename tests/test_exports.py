@@ -10,7 +10,9 @@ The rule, for every package under ``src/dsh`` but ``dsh`` itself: each name of i
 * listed in the package README's ``Plugin-facing names:`` line: what a plugin outside dsh programs against although
   nothing inside dsh uses it (a seam's types, the defaults a listener falls through to).
 
-And every name of a ``Plugin-facing names:`` line is exported (the README does not promise what is not there).
+And every name of a ``Plugin-facing names:`` line is exported (the README does not promise what is not there), and
+the README's ``Public names`` line lists the rest of ``__all__``, exactly (``tests/test_agents_md.py`` checks that
+every package has a README).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 PLUGIN_FACING = re.compile(r"^Plugin-facing names: (.*)$", re.MULTILINE)
+PUBLIC = re.compile(r"^Public names[^:]*: (.*)$", re.MULTILINE)
 
 
 def _module_name(path: Path) -> str:
@@ -85,7 +88,6 @@ def _plugin_facing(directory: Path) -> list[str]:
 
 
 PENDING: dict[str, list[str]] = {
-    "dsh.globs": ["MAX_ALTERNATIVES", "MAX_LENGTH", "MAX_STARS"],
     "dsh.hooks": [
         "Answer",
         "EVENTS",
@@ -154,3 +156,17 @@ def test_plugin_facing_names_are_exported() -> None:
         if set(_plugin_facing(directory)) - set(names)
     }
     assert missing == {}
+
+
+def test_each_readme_lists_its_public_names() -> None:
+    wrong: dict[str, tuple[list[str], list[str]]] = {}
+    for package, (directory, names) in EXPORTS.items():
+        readme = directory / "README.md"
+        if not readme.exists():
+            continue
+        lines = PUBLIC.findall(readme.read_text(encoding="utf-8"))
+        listed = set(re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", lines[0])) if lines else set()
+        expected = set(names) - set(_plugin_facing(directory))
+        if listed != expected:
+            wrong[package] = (sorted(listed - expected), sorted(expected - listed))
+    assert wrong == {}, "package → (listed but not exported, exported but not listed)"
