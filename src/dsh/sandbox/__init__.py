@@ -14,15 +14,17 @@ Importing this package is cheap: nothing is probed and no ruleset is built until
 from dsh.sandbox._config import SandboxConfig
 from dsh.sandbox._gitenv import git_environment
 from dsh.sandbox._plugin import sandbox_command_plugin, sandbox_plugin
-from dsh.sandbox._sandbox import FORCE_NO_ASK_ENV, Judgement, Level, Sandbox, active
+from dsh.sandbox._sandbox import FORCE_NO_ASK_ENV, Containment, Judgement, Level, Sandbox, SpawnPlan, active
 from dsh.sandbox._support import support
 
 __all__ = [
     "FORCE_NO_ASK_ENV",
+    "Containment",
     "Judgement",
     "Level",
     "Sandbox",
     "SandboxConfig",
+    "SpawnPlan",
     "active",
     "git_environment",
     "sandbox_command_plugin",

@@ -19,7 +19,7 @@ Importing this package is cheap: no pydantic, no child process; the tools themse
 applies.
 """
 
-from dsh.tools._background import BackgroundCommands
+from dsh.tools._background import BackgroundCommand, BackgroundCommands
 from dsh.tools._edits import Edit, EditPlan, plan_edits
 from dsh.tools._errors import OutsideRootsError, ToolError
 from dsh.tools._paths import OutsideGrants, ResolvedPath, is_within, resolve_path
@@ -37,6 +37,7 @@ from dsh.tools._workspace import (
 )
 
 __all__ = [
+    "BackgroundCommand",
     "BackgroundCommands",
     "CommandResult",
     "Edit",

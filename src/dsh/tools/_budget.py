@@ -64,6 +64,7 @@ DEFAULT_BUDGET = Budget(30_000)
 BUDGETS: dict[str, Budget] = {
     "run_command": COMMAND_BUDGET,
     "command_output": COMMAND_BUDGET,
+    "command_wait": COMMAND_BUDGET,
     "read_file": Budget(30_000),
 }
 READ_BUDGET = BUDGETS["read_file"].max_chars

@@ -93,6 +93,7 @@ BUILTIN_TOOL_NAMES = (
     "grep",
     "run_command",
     "command_output",
+    "command_wait",
     "command_kill",
     "fetch_url",
 )

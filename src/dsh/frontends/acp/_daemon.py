@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     from dsh.config import DshConfig
     from dsh.extra_plugins import ExtraPlugin
     from dsh.frontends.acp._backpressure import FlowControl
-    from dsh.frontends.acp._framing import Oversized
     from dsh.frontends.acp._stdio import StdinReader
+    from dsh.jsonrpc import Oversized
     from dsh.kernel import Context
     from dsh.recording import Recorder
     from dsh.settings import SettingError, Settings
@@ -237,7 +237,7 @@ class _Frames:
     """Frames from stdin, one chunk's worth at a time (cancel-safe: its state is in the framer and the reader)."""
 
     def __init__(self, reader: StdinReader, recorder: Recorder | None = None) -> None:
-        from dsh.frontends.acp._framing import LineFramer
+        from dsh.jsonrpc import LineFramer
 
         self._reader = reader
         self._framer = LineFramer()
