@@ -88,45 +88,12 @@ def _plugin_facing(directory: Path) -> list[str]:
 
 
 PENDING: dict[str, list[str]] = {
-    "dsh.background": ["TAIL_CHARS", "result_text"],
-    "dsh.hooks": [
-        "Answer",
-        "EVENTS",
-        "HOOK_BLOCKED",
-        "Hook",
-        "HookBlocked",
-        "HookCommand",
-        "HookEvent",
-        "HookGroup",
-        "Hooks",
-        "MAX_STOP_BLOCKS",
-        "OUTPUT_LIMIT",
-        "RUN_EVENT",
-        "TrustStore",
-        "claude_name",
-        "matches",
-        "project_digest",
-        "project_hooks",
-        "project_root",
-        "run_hook",
-    ],
-    "dsh.lsp": ["EDIT_TOOLS", "LSP_ENV", "ServerConfig"],
-    "dsh.spend": [
-        "BUDGETS",
-        "BUDGET_CODE",
-        "DEFAULT_WARN_AT",
-        "LIMITS_EVENT",
-        "Ledger",
-        "Reached",
-        "SAID_EVENT",
-        "STOP_EVENT",
-        "Spend",
-        "format_amount",
-        "stop_message",
-    ],
-    "dsh.worktrees": ["GitMissing", "WORKTREES_DIR", "WorktreeState", "check_branch", "create_worktree", "short_id"],
+    "dsh.hooks": ["EVENTS"],
+    "dsh.spend": ["Ledger", "format_amount", "stop_message"],
 }
-"""Exported names not trimmed yet (issue #41 item 5 in progress): the test holds the list exact, so it only shrinks."""
+"""Exported names used only by tests that another engineer owns in this wave (``tests/hooks``, ``tests/spend``
+import them from the package): trimmed once those tests import them from their modules. The test holds the list
+exact, so it only shrinks."""
 
 EXPORTS = _exports()
 USERS = _users()
