@@ -14,6 +14,10 @@
 * :class:`BackgroundConfig`: the configuration file's ``background`` section.
 """
 
-from dsh.background._plugin import TAIL_CHARS, WAKE_TEXT, BackgroundConfig, background_plugin, result_text
+from dsh.background._plugin import WAKE_TEXT, BackgroundConfig, background_plugin
 
-__all__ = ["TAIL_CHARS", "WAKE_TEXT", "BackgroundConfig", "background_plugin", "result_text"]
+__all__ = [
+    "WAKE_TEXT",
+    "BackgroundConfig",
+    "background_plugin",
+]
