@@ -98,6 +98,7 @@ async def test_every_package_sits_in_its_stage() -> None:
     assert placed == [
         ("budget", "dsh.tools"),
         ("redact", "dsh.secrets"),
+        ("limits", "dsh.spend"),  # a call the model asked for after a spend budget ran out is not started
         ("limits", "dsh.subagents"),
         ("limits", "dsh.skills"),
         ("prepare", "dsh.policy"),

@@ -182,6 +182,7 @@ async def test_a_client_that_drops_mid_turn_loads_its_session_on_reconnect(tmp_p
         assert not (project / "hello.txt").exists()  # never allowed
 
 
+@pytest.mark.timeout(240)  # a thousand connections one after another: minutes on a busy two-core machine
 async def test_a_thousand_connects_are_bounded_and_the_server_still_serves(tmp_path: Path) -> None:
     async with running_server(tmp_path) as server:
         refused: list[int] = []
