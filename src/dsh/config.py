@@ -44,6 +44,7 @@ from dsh.secrets import SecretsConfig
 from dsh.settings import DEFAULT_MODEL, default_config_path
 from dsh.skills import SkillsConfig
 from dsh.spend import SpendConfig
+from dsh.worktrees import WorktreesConfig
 
 if TYPE_CHECKING:
     import yaml
@@ -145,6 +146,8 @@ class DshConfig(BaseModel):
     hooks: HooksConfig = Field(default_factory=HooksConfig)
     """Commands run at dsh's events, in Claude Code's schema (:mod:`dsh.hooks`); ``import: [claude]`` also reads a
     project's ``.claude/settings.json`` hooks (a project's hooks run once the user approved them)."""
+    worktrees: WorktreesConfig = Field(default_factory=WorktreesConfig)
+    """Whether new sessions work in a git worktree of their own (:mod:`dsh.worktrees`; ``mode: off`` by default)."""
     subagent_model: NonEmpty | None = None
     """The model of sub-agents (``task``) whose type names none (default: the parent's; :mod:`dsh.subagents`)."""
 

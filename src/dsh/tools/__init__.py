@@ -12,7 +12,7 @@
 * The pieces other packages may use (RFC 0018): :func:`plan_edits` (the pure edit matcher), :class:`ReadLedger`,
   :func:`apply_budget` / :data:`BUDGETS` (the output budget and its spill), :class:`BackgroundCommands` (the
   ``background_commands`` service).
-* Paths: :func:`open_checked` (open a checked real path without following any symlink) and :func:`resolve_path` and the grant convention (:func:`grant_outside`, see :mod:`dsh.tools._paths`):
+* Paths: :func:`open_checked` (open a checked real path without following any symlink) and :func:`resolve_path` and the grant convention (``workspace.grants``, an :class:`OutsideGrants`; see :mod:`dsh.tools._paths`):
   a path outside the session's roots is refused unless a gate granted it for that one call.
 
 Importing this package is cheap: no pydantic, no child process; the tools themselves load when the plugin
@@ -24,7 +24,7 @@ from dsh.tools._budget import BUDGETS, Budget, apply_budget, budget_for
 from dsh.tools._edits import Edit, EditPlan, plan_edits
 from dsh.tools._errors import OutsideRootsError, ToolError
 from dsh.tools._ledger import ReadLedger
-from dsh.tools._paths import ResolvedPath, grant_outside, is_granted, is_within, resolve_path, revoke_grants
+from dsh.tools._paths import OutsideGrants, ResolvedPath, is_within, resolve_path
 from dsh.tools._plugin import builtin_tools_plugin
 from dsh.tools._process import CommandResult, run_process
 from dsh.tools._safeopen import PathChangedError, open_checked
@@ -46,6 +46,7 @@ __all__ = [
     "CommandResult",
     "Edit",
     "EditPlan",
+    "OutsideGrants",
     "OutsideRootsError",
     "PathChangedError",
     "ReadLedger",
@@ -58,14 +59,11 @@ __all__ = [
     "apply_budget",
     "budget_for",
     "builtin_tools_plugin",
-    "grant_outside",
-    "is_granted",
     "is_within",
     "open_checked",
     "plan_edits",
     "read_local",
     "resolve_path",
-    "revoke_grants",
     "run_local",
     "run_process",
     "write_local",

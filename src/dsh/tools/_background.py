@@ -123,7 +123,7 @@ class BackgroundCommands:
         from dsh.secrets import child_environment
 
         argv = [shutil.which("bash") or "/bin/sh", "-c", command]
-        process = await _open(argv, cwd, cwd_fd, child_environment())
+        process = await _open(argv, cwd, cwd_fd, child_environment(self._ctx.get("secret_policy")))
         number = self._counter.get(session, 0) + 1
         self._counter[session] = number
         entry = BackgroundCommand(f"bg{number}", session, command, cwd, process)

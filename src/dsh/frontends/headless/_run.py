@@ -36,7 +36,7 @@ import os
 import signal
 import sys
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -99,6 +99,9 @@ class ExecOptions:
     wait_background: bool = False
     """``--wait-background``: before exiting, wait for the session's background commands to end, each ending told
     to the model in a turn of its own (:func:`_wait_background`)."""
+    worktree: bool = False
+    """Work in a new git worktree on branch ``dsh/<short id>`` (RFC 0040); None of the run's files are written in
+    the main tree. Without it, the configuration's ``worktrees.mode: always`` gives one all the same."""
 
 
 def _drop_stdout() -> None:
@@ -185,7 +188,7 @@ def _policy(options: ExecOptions, settings: Settings) -> PolicyConfig:
     )
 
 
-def _seal_secrets() -> None:
+def _seal_secrets(ctx: Context) -> None:
     """As the daemon does once the policy is installed (RFC 0024): provider keys leave this process's start-up
     environment block and it becomes non-dumpable, so a command the model runs cannot read them from
     ``/proc/$PPID``; and the run becomes its descendants' subreaper. A platform that allows neither is a logged
@@ -194,7 +197,7 @@ def _seal_secrets() -> None:
     from dsh.secrets import seal_and_adopt
 
     log = get_logger("dsh.exec")
-    seal_and_adopt(lambda message, problem: log.warning(message, problem=problem), "the run")
+    seal_and_adopt(lambda message, problem: log.warning(message, problem=problem), "the run", ctx.get("secret_policy"))
 
 
 def _load(ctx: Context, options: ExecOptions, settings: Settings, policy: PolicyConfig) -> None:
@@ -221,7 +224,7 @@ async def _run(options: ExecOptions, settings: Settings, state: _State) -> int:
     async with App() as app:
         ctx = app.ctx
         _load(ctx, options, settings, policy)
-        _seal_secrets()
+        _seal_secrets(ctx)
         from dsh.extra_plugins import apply_plugins, import_plugins
         from dsh.settings import SettingError
 
@@ -256,7 +259,8 @@ async def _run(options: ExecOptions, settings: Settings, state: _State) -> int:
             AgentStream(ctx, output.event, forced=True)
         _cap_steps(ctx, session_id, tracker, state, options.max_steps)
         try:
-            state.handle = await _open(ctx, options, settings, session_id)
+            cwd = await _worktree(ctx, options, session_id, output) if options.session is None else options.cwd
+            state.handle = await _open(ctx, replace(options, cwd=cwd), settings, session_id)
         except _OpenError as error:
             sys.stderr.write(f"dsh exec: {error}\n")
             return EXIT_FAILED
@@ -315,6 +319,30 @@ def _finish(result: dict[str, Any], output: _Output, ephemeral: bool) -> int:
 
 class _OpenError(Exception):
     pass
+
+
+async def _worktree(ctx: Context, options: ExecOptions, session_id: str, output: _Output) -> str:
+    """The run's cwd: in a new worktree when asked (or configured), said on stderr (``{"type": "worktree"}``
+    with ``--json``); a worktree that cannot be made is an :class:`_OpenError` (the run does not start)."""
+    from dsh.worktrees import WorktreeError, WorktreeRequest, Worktrees
+
+    service: Worktrees | None = ctx.get("worktrees")
+    if service is None or (not options.worktree and service.mode != "always"):  # ask: nobody to ask here
+        return options.cwd
+    try:
+        opening = await service.for_new_session(
+            session_id, options.cwd, WorktreeRequest() if options.worktree else None
+        )
+    except WorktreeError as error:
+        raise _OpenError(f"--worktree: {error.message}") from None
+    if opening.created is None:
+        if opening.note is not None:
+            output.note("worktree", opening.note, sessionId=session_id)
+        return options.cwd
+    worktree = opening.created.worktree
+    text = f"{opening.created.summary()} Merge: git -C {worktree.repo} merge {worktree.branch}"
+    output.note("worktree", text, sessionId=session_id, branch=worktree.branch, path=worktree.path)
+    return worktree.cwd
 
 
 async def _open(ctx: Context, options: ExecOptions, settings: Settings, session_id: str) -> AgentHandle:
