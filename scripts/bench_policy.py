@@ -58,6 +58,23 @@ async def _calls(policy: PolicyConfig | bool, name: str, arguments: dict[str, An
         return statistics.median(times[n // 10 :]) * 1e6
 
 
+def _glob_rules(n: int) -> float:
+    """The rule matcher alone: an edit decided against six configured path rules (the last one allows)."""
+    from dsh.policy import CallFacts, SessionPolicy, parse_pattern
+
+    patterns = [("deny", "*.lock"), ("deny", "secrets/**"), ("ask", "docs/*.md"), ("deny", "**/.env")]
+    patterns += [("allow", "tests/**/*.py"), ("allow", "src/**")]
+    policy = SessionPolicy(rules=[parse_pattern(f"edit_file({p})", d) for d, p in patterns])  # type: ignore[arg-type]
+    facts = CallFacts("edit_file", "edit", "/project", paths=("/project/src/pkg/module.py",))
+    assert policy.decide(facts).verdict == "allow"
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        policy.decide(facts)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e6
+
+
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
     with tempfile.TemporaryDirectory() as cwd:
@@ -68,6 +85,7 @@ def main() -> None:
         print(f"read_file, policy default: {anyio.run(_calls, PolicyConfig(), 'read_file', read, n, cwd):8.1f} µs")
         command = {"command": "git status && npm test -- -k x | tee out.txt"}
         print(f"run_command refused (plan): {anyio.run(_calls, plan, 'run_command', command, n, cwd):7.1f} µs")
+    print(f"decide, 6 glob rules (edit): {_glob_rules(n):7.2f} µs")
     from dsh.policy import split_command
 
     start = time.perf_counter()

@@ -5,10 +5,12 @@ relative patterns relative to the base ``/p``. The same table drives a permissio
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
-from dsh.globs import MAX_ALTERNATIVES, MAX_STARS, GlobError, compile_glob
+from dsh.globs import GlobError, compile_glob
+from dsh.globs._glob import MAX_ALTERNATIVES, MAX_STARS
 
 BASE = "/p"
 HOME = os.path.expanduser("~")
@@ -63,6 +65,7 @@ CORPUS: list[tuple[str, str, bool]] = [
     ("[ab].md", "/p/a.md", True),
     ("[ab].md", "/p/[ab].md", False),
     ("[*].md", "/p/*.md", True),  # brackets quote a wildcard
+    ("a[[]1].md", "/p/a[1].md", True),
     # `!`: the complement, inside the base only
     ("!*.md", "/p/src/a.py", True),
     ("!*.md", "/p/src/a.md", False),
@@ -135,3 +138,97 @@ def test_ripgrep_globs_anchor_at_the_search_directory() -> None:
     assert compile_glob("docs/").ripgrep_globs() == ("**/docs/**",)
     assert compile_glob("!*.md").ripgrep_globs() is None
     assert compile_glob("/etc/*").ripgrep_globs() is None
+
+
+def test_resolved_replaces_the_literal_head_with_its_real_path(tmp_path: Path) -> None:
+    """The symlink check of an allow rule: a pattern whose literal directories are links covers the real files
+    (as the old rules did), and a real directory name holding wildcard characters stays literal."""
+    real = tmp_path / "real [1]"
+    (real / "deep").mkdir(parents=True)
+    (tmp_path / "src").symlink_to(real)
+    base = str(tmp_path)
+    resolved = compile_glob("src/**/*.py").resolved(base, os.path.realpath)
+    assert resolved.covers(str(real / "deep" / "a.py"), base)
+    assert not resolved.covers(str(tmp_path / "real 1" / "deep" / "a.py"), base)  # [1] was quoted, not a class
+    assert compile_glob("*.py").resolved(base, os.path.realpath) == compile_glob("*.py")  # no head: unchanged
+    assert compile_glob(f"{tmp_path}/src/*").resolved(base, os.path.realpath).covers(str(real / "x"), "/")
+
+
+def test_a_remembered_directory_is_literal_whatever_its_name() -> None:
+    """An "always allow" answer stored the directory it named; a name with glob characters keeps meaning that
+    directory (never its look-alikes), and still covers what is below it."""
+    from dsh.policy import CallFacts, Rule, SessionPolicy
+
+    def verdict(scope: str, path: str) -> str:
+        policy = SessionPolicy(rules=[Rule("edit_file", scope, "allow")])
+        return policy.decide(CallFacts("edit_file", "edit", BASE, paths=(path,))).verdict
+
+    assert verdict("/p/src/{a,b}", "/p/src/{a,b}/x.py") == "allow"
+    assert verdict("/p/src/{a,b}", "/p/src/a/x.py") == "ask"
+    assert verdict("/p/*", "/p/*/x.py") == "allow"
+    assert verdict("/p/*", "/p/x.py") == "ask"
+    assert verdict("/p/[x]", "/p/x/y.py") == "ask"
+
+
+def test_an_allow_glob_through_a_symlinked_directory_keeps_its_meaning(tmp_path: Path) -> None:
+    """As before the dialect: a rule's literal directories are resolved for the symlink check, so `src/**` where
+    `src` is a link still allows the files in it; a link inside `src/` leading elsewhere still asks."""
+    from dsh.policy import CallFacts, SessionPolicy, parse_pattern
+
+    real = tmp_path / "real"
+    (real / "pkg").mkdir(parents=True)
+    (tmp_path / "src").symlink_to(real)
+    (tmp_path / "elsewhere").mkdir()
+    (real / "out").symlink_to(tmp_path / "elsewhere")
+    policy = SessionPolicy(rules=[parse_pattern("edit_file(src/**)", "allow")])
+
+    def verdict(path: Path) -> str:
+        return policy.decide(CallFacts("edit_file", "edit", str(tmp_path), paths=(str(path),))).verdict
+
+    assert verdict(tmp_path / "src" / "pkg" / "a.py") == "allow"
+    assert verdict(tmp_path / "src" / "out" / "a.py") == "ask"
+
+
+@pytest.mark.parametrize(("pattern", "path", "covered"), CORPUS)
+def test_the_segment_matcher_agrees_with_the_whole_regex(
+    pattern: str, path: str, covered: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Patterns whose whole regex could backtrack for long are matched segment by segment: forced here for every
+    row of the table, the answer is the same."""
+    from dsh.globs import _glob
+
+    monkeypatch.setattr(_glob, "_linear", lambda names, anchored: False)
+    _glob._compiled.cache_clear()
+    _glob.compile_glob.cache_clear()
+    try:
+        glob = compile_glob(pattern)
+        assert all(a.segments is not None or a.regex is None for a in glob.alternatives)
+        assert glob.covers(path, BASE) is covered
+    finally:
+        _glob._compiled.cache_clear()
+        _glob.compile_glob.cache_clear()
+
+
+@pytest.mark.parametrize(
+    "pattern", ["**/a/**/a/**/b", "**/*a*/*a*/*a*/b", "*a*/**/*a*/b", "**/*a*a/*a*a/b", "a/**/*a*/**/b"]
+)
+def test_no_pattern_backtracks_for_long_on_a_crafted_path(pattern: str) -> None:
+    """Patterns that made the whole regex take 1-80 s against a crafted path of Linux's maximum length: a hang
+    check with a generous bound (each took well under a second on a loaded machine)."""
+    import time
+
+    glob = compile_glob(pattern)
+    paths = ["/p/" + "/".join(["a" * 30] * 130), "/p/" + "/".join(["a"] * 2000), "/p/" + "/".join(["a" * 254] * 16)]
+    start = time.perf_counter()
+    for path in paths:
+        assert not glob.covers(path, BASE)
+    assert time.perf_counter() - start < 30
+
+
+def test_a_path_no_file_can_have_is_never_allowed_and_always_denied() -> None:
+    from dsh.policy import CallFacts, SessionPolicy, parse_pattern
+
+    long = "/p/" + "a" * 300 + "/x.md"
+    for decision, verdict in (("allow", "ask"), ("deny", "refuse")):
+        policy = SessionPolicy(rules=[parse_pattern("edit_file(**/a/**/b)", decision)])  # type: ignore[arg-type]
+        assert policy.decide(CallFacts("edit_file", "edit", BASE, paths=(long,))).verdict == verdict

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from dsh.policy import parse_pattern
 from dsh.policy._migration import meaning_changes
+from dsh.policy._rules import parse_pattern
 from tests.support.acp_schema import modern_client
 
 
@@ -99,3 +99,26 @@ async def test_the_daemon_says_once_that_a_configured_rule_changed(tmp_path: Pat
         said = [u for s in (first, second) for u in client.updates(s) if u["sessionUpdate"] == "notice"]
         assert [u["_meta"]["dsh"]["source"] for u in said].count("policy") == 1  # once per daemon
     assert "glob dialect" in (tmp_path / "stderr.log").read_text(encoding="utf-8")  # and at start-up
+
+
+def test_config_check_names_the_rules_whose_meaning_moved(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    config = tmp_path / "config.yaml"
+    config.write_text("permissions:\n  allow: ['edit_file(src/**)', 'edit_file(*.md)']\n", encoding="utf-8")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("DSH_")}
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "xdg")
+    result = subprocess.run(
+        [sys.executable, "-m", "dsh", "config", "check", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    notes = [line for line in result.stdout.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 1 and notes[0].startswith("note: permission rule allow edit_file(*.md): ")
+    assert "write ./*.md for the old meaning" in notes[0]

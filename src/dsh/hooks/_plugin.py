@@ -292,9 +292,14 @@ class Hooks:
                 hook, payload, cwd=cwd, project_dir=state.root, signal=signal, contain=contain
             )
 
-        async with anyio.create_task_group() as group:
-            for index, hook in enumerate(hooks):
-                group.start_soon(one, index, hook)
+        from dsh.secrets import policy_in_force
+
+        # this application's secret policy for the hooks' environment and their redacted output, also for
+        # events outside a tool call (RFC 0027 §4d)
+        with policy_in_force(self._ctx.get("secret_policy")):
+            async with anyio.create_task_group() as group:
+                for index, hook in enumerate(hooks):
+                    group.start_soon(one, index, hook)
         done = [a for a in answers if a is not None]
         for answer in done:
             self._report(agent, answer, call_id)

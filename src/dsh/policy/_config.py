@@ -9,8 +9,8 @@ permissions:
 ```
 
 A pattern is a tool name, or ``tool(scope)``: a command prefix for ``run_command`` (``npm run test:*`` is accepted
-and means ``npm run test``), a path or glob for file tools (relative to the session's directory, or absolute;
-``**`` is any depth). Deny wins over ask, ask over allow. ``dsh config check`` reports a bad pattern with its line.
+and means ``npm run test``), a path pattern for file tools (the one glob dialect, :mod:`dsh.globs`: relative to
+the session's directory, ``*.md`` at every depth, ``./*.md`` at the top, or absolute; ``..`` is refused). Deny wins over ask, ask over allow. ``dsh config check`` reports a bad pattern with its line.
 """
 
 from __future__ import annotations
@@ -48,6 +48,13 @@ class PermissionsConfig(BaseModel):
     allow: list[Pattern] = Field(default_factory=list)
     ask: list[Pattern] = Field(default_factory=list)
     deny: list[Pattern] = Field(default_factory=list)
+
+    def changed_rules(self) -> list[str]:
+        """The section's path rules whose meaning moved with the one glob dialect, one line each with the way
+        back (RFC 0041); empty when none did. ``dsh config check`` prints them, the daemon says them once."""
+        from dsh.policy._migration import meaning_changes
+
+        return meaning_changes(policy_config(self).rules)
 
     @field_validator("mode")
     @classmethod

@@ -2,8 +2,9 @@
 
 A rule is a tool name and an optional scope: for ``run_command`` (any tool of kind ``execute`` whose call was
 prepared with a command) a command prefix in words (``npm test`` matches ``npm test -- -k x``, not ``npm
-testing``); for file tools a path, or a glob (``src/**``, ``*.md``), relative to the session's directory or
-absolute; no scope: every call of the tool. Rules come from the config file's ``permissions:`` section (allow,
+testing``); for file tools a pattern of the one glob dialect (:mod:`dsh.globs`: ``src/**``, ``*.md`` at every
+depth, ``./*.md`` at the top, ``/etc/**``), relative to the session's directory or absolute; no scope: every call
+of the tool. Rules come from the config file's ``permissions:`` section (allow,
 ask, deny patterns such as ``run_command(npm test)`` or ``edit_file(src/**)``) and from "always" answers in the
 session (allow or reject, with the scope the option named), which are recorded in the session log as
 ``permission/rule`` events ``{tool, decision, scope?}``.
@@ -31,10 +32,12 @@ The decision (:meth:`SessionPolicy.decide`), in order:
 10. Other commands and tools that say they ``ask`` (MCP tools that are not read-only): an allow rule, else ask.
 11. Everything else (reads, searches) is allowed.
 
-A path scope covers a path when the path is below it (or matches it as a glob) both as written and with every
-symlink of both resolved, so a symlink inside ``src/`` that points elsewhere is not covered by "always allow
-write_file in `src/`". A deny or ask pattern matches when either spelling does. Resolving those symlinks is the
-only file access of the decision.
+A config path scope covers a path when the pattern covers it (:meth:`dsh.globs.Glob.covers`, relative to the
+session's directory); a session's scope (the directory an "always" answer named) is a literal path that covers
+itself and what is below it, never a glob. An allow covers a path only both as written and with every symlink of
+the path and the directory resolved, so a symlink inside ``src/`` that points elsewhere is not covered by "always
+allow write_file in `src/`". A deny or ask pattern matches when either spelling does. Resolving those symlinks is
+the only file access of the decision.
 
 Legacy ``permission/rule`` events (before scopes) carry no scope: their "reject" still holds for the whole tool,
 their "allow" holds only for tools that are neither commands nor edits (a remembered tool-wide "always allow
@@ -45,7 +48,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -157,7 +160,9 @@ class Decision:
     kind of question a ``PreToolUse`` hook's ``allow`` may skip (:func:`dsh.policy.amend_decision`)."""
 
 
-def _path_matches(rule: Rule, path: str, cwd: str, *, strict: bool = True) -> bool:
+def _path_matches(
+    rule: Rule, path: str, cwd: str, *, strict: bool = True, real: Callable[[str], str] = os.path.realpath
+) -> bool:
     """*path* (absolute) is covered by *rule*'s path scope, relative to *cwd*: both as written and with symlinks
     resolved for *strict* (allow rules), either way otherwise (deny, ask). A session rule's scope (the directory
     an "always" answer named) is a literal path, never a glob: it covers that directory and what is below it,
@@ -165,12 +170,14 @@ def _path_matches(rule: Rule, path: str, cwd: str, *, strict: bool = True) -> bo
     that does not compile covers every path for a deny or ask rule and none for an allow rule (fail closed)."""
     scope = rule.scope or ""
     path = os.path.normpath(path)
+    if len(path) > _PATH_MAX or any(len(name) > _NAME_MAX for name in path.split(os.sep)):
+        return rule.decision != "allow"  # no file has this name: never allowed, always denied, and never matched
     if rule.origin == "session":
         base = os.path.normpath(os.path.join(cwd, os.path.expanduser(scope)))
         lexical = is_within(path, base)
         if lexical != strict:
             return lexical
-        return is_within(os.path.realpath(path), os.path.realpath(base))
+        return is_within(real(path), real(base))
     try:
         glob = compile_glob(scope)
     except GlobError:
@@ -178,7 +185,28 @@ def _path_matches(rule: Rule, path: str, cwd: str, *, strict: bool = True) -> bo
     lexical = glob.covers(path, cwd)
     if lexical != strict:
         return lexical
-    return glob.covers(os.path.realpath(path), os.path.realpath(cwd))
+    resolved = glob.resolved(cwd, real)
+    return resolved.covers(real(path), real(cwd))
+
+
+_PATH_MAX = 4096
+_NAME_MAX = 255
+"""Linux's limits: a longer path or name names no file, so a rule does not spend time matching it (a crafted
+megabyte-long path against a glob is work for the event loop, RFC 0041)."""
+
+
+def _memo(function: Callable[[str], str]) -> Callable[[str], str]:
+    """*function* remembered for the life of the returned callable (one decision): never across decisions, so a
+    symlink changed between two calls is read again."""
+    seen: dict[str, str] = {}
+
+    def call(argument: str) -> str:
+        value = seen.get(argument)
+        if value is None:
+            value = seen[argument] = function(argument)
+        return value
+
+    return call
 
 
 _GIT_CONTROL = frozenset({".git"})
@@ -211,7 +239,9 @@ class SessionPolicy:
     def _of(self, tool: str, *decisions: str) -> list[Rule]:
         return [rule for rule in self.rules if rule.decision in decisions and rule.tool in (tool, "*")]
 
-    def _rule_covers(self, rule: Rule, facts: CallFacts, part: SimpleCommand | None) -> bool:
+    def _rule_covers(
+        self, rule: Rule, facts: CallFacts, part: SimpleCommand | None, real: Callable[[str], str] = os.path.realpath
+    ) -> bool:
         if rule.scope is None:
             return True
         if facts.domain is not None:  # a domain scope: the host itself, or ``*.example.com`` for its subdomains
@@ -224,16 +254,23 @@ class SessionPolicy:
         if facts.command is not None:
             return False
         strict = rule.decision == "allow"
-        return bool(facts.paths) and all(_path_matches(rule, path, facts.cwd, strict=strict) for path in facts.paths)
+        paths = facts.paths
+        return bool(paths) and all(_path_matches(rule, path, facts.cwd, strict=strict, real=real) for path in paths)
 
-    def _matching(self, facts: CallFacts, decisions: tuple[str, ...], parts: Sequence[SimpleCommand]) -> Rule | None:
+    def _matching(
+        self,
+        facts: CallFacts,
+        decisions: tuple[str, ...],
+        parts: Sequence[SimpleCommand],
+        real: Callable[[str], str] = os.path.realpath,
+    ) -> Rule | None:
         for rule in self._of(facts.tool, *decisions):
             if rule.scope is None and rule.origin == "session" and rule.decision == "allow" and _guarded(facts):
                 continue  # a legacy tool-wide "always allow" for a command or an edit tool
             if parts:
                 if any(self._rule_covers(rule, facts, part) for part in parts):
                     return rule
-            elif self._rule_covers(rule, facts, None):
+            elif self._rule_covers(rule, facts, None, real):
                 return rule
         return None
 
@@ -245,7 +282,8 @@ class SessionPolicy:
         if split is None and facts.command is not None:
             split = split_command(facts.command)
         parts = split.commands if split is not None else ()
-        denied = self._matching(facts, ("deny",), parts)
+        real = _memo(os.path.realpath)  # one call's symlink reads: each path resolved once, not once per rule
+        denied = self._matching(facts, ("deny",), parts, real)
         if denied is not None:
             return Decision("refuse", self._denied(facts, denied))
         mutating = facts.kind in EDIT_KINDS or facts.kind in COMMAND_KINDS or facts.asks
@@ -257,11 +295,11 @@ class SessionPolicy:
             return Decision("allow")
         if facts.outside:
             configured = [r for r in self._of(facts.tool, "allow") if r.origin == "config" and r.scope is not None]
-            if not any(all(_path_matches(r, p, facts.cwd) for p in facts.outside) for r in configured):
+            if not any(all(_path_matches(r, p, facts.cwd, real=real) for p in facts.outside) for r in configured):
                 return Decision("ask", "it touches paths outside the session's directory", always=False)
         if facts.kind in EDIT_KINDS and any(_git_control(path) for path in facts.paths):
             configured = [r for r in self._of(facts.tool, "allow") if r.origin == "config" and r.scope is not None]
-            if not any(all(_path_matches(r, p, facts.cwd) for p in facts.paths) for r in configured):
+            if not any(all(_path_matches(r, p, facts.cwd, real=real) for p in facts.paths) for r in configured):
                 return Decision(
                     "ask",
                     "it changes git's own files (.git, .gitattributes), which can make git run programs",
@@ -271,14 +309,14 @@ class SessionPolicy:
             if facts.hazard:
                 return Decision("ask", facts.hazard, always=False)
             return self._command(facts, split)
-        if self._matching(facts, ("ask",), ()) is not None:
+        if self._matching(facts, ("ask",), (), real) is not None:
             return Decision("ask", "a permissions rule says to ask", self._path_scopes(facts))
         if facts.kind in EDIT_KINDS and not facts.asks:
-            if self.mode == "accept-edits" or self._matching(facts, ("allow",), ()) is not None:
+            if self.mode == "accept-edits" or self._matching(facts, ("allow",), (), real) is not None:
                 return Decision("allow")
             return Decision("ask", "edits ask first in default mode", self._path_scopes(facts), by_default=True)
         if facts.kind in COMMAND_KINDS or facts.asks:
-            if self._matching(facts, ("allow",), ()) is not None:
+            if self._matching(facts, ("allow",), (), real) is not None:
                 return Decision("allow")
             if facts.domain is not None:
                 return Decision("ask", f"it reaches {facts.domain}", (facts.domain,))
