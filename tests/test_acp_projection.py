@@ -303,7 +303,6 @@ OTHER_EVENTS: list[tuple[str, dict[str, Any]]] = [
     ("step/end", {"turn": 1, "step": 0}),
     ("assistant/message", {"turn": 1, "step": 0, "content": [{"type": "text", "text": "Hello"}]}),
     ("context/message", {"content": [{"type": "text", "text": "ctx"}], "source": {"kind": "plugin", "plugin": "p"}}),
-    ("steering/message", {"turn": 1, "content": [{"type": "text", "text": "s"}], "source": {"kind": "user"}}),
     ("usage", {"turn": 1, "step": 0, "usage": {"input_tokens": 1, "output_tokens": 2}}),
     ("error", {"turn": 1, "step": 0, "message": "boom"}),
     ("plugin/custom", {"anything": True}),
@@ -314,6 +313,21 @@ OTHER_EVENTS: list[tuple[str, dict[str, Any]]] = [
 @pytest.mark.parametrize("replay", [False, True])
 def test_every_other_event_projects_to_nothing(kind: str, data: dict[str, Any], replay: bool) -> None:
     assert project(event(kind, data), replay=replay) == []
+
+
+def test_a_steer_shows_only_in_a_replay_as_a_user_chunk_marked_steer() -> None:
+    data = {"turn": 1, "content": [{"type": "text", "text": "s"}], "source": {"kind": "user", "message_id": "m1"}}
+    assert project(event("steering/message", data), replay=False) == []  # live, the client sent it itself
+    updates = project(event("steering/message", data), replay=True)
+    assert updates == [
+        {
+            "sessionUpdate": "user_message_chunk",
+            "content": {"type": "text", "text": "s"},
+            "messageId": "m1",
+            "_meta": {"dsh": {"steer": True}},
+        }
+    ]
+    assert_valid(updates)
 
 
 @pytest.mark.parametrize(("kind", "ended"), [("aborted", "cancelled"), ("interrupted", "interrupted")])

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from dsh.config import DshConfig, ToolsConfig
     from dsh.context import ContextConfig
+    from dsh.hooks import HooksConfig
     from dsh.kernel import Context
     from dsh.lsp import LspConfig
     from dsh.policy import PolicyConfig
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from dsh.sandbox import SandboxConfig
     from dsh.secrets import SecretsConfig
     from dsh.skills import SkillsConfig
+    from dsh.spend import SpendConfig
 
 from dsh.settings import DEFAULT_MODEL
 
@@ -41,6 +43,9 @@ def load_core(
     sandbox: SandboxConfig | None = None,
     lsp: LspConfig | None = None,
     skills: SkillsConfig | None = None,
+    budget: SpendConfig | None = None,
+    hooks: HooksConfig | None = None,
+    hooks_source: str = "user",
 ) -> None:
     """Load the interface services, the ``commands`` service with the built-in commands, the ``echo`` and ``scripted`` models, the remote providers (the built-ins,
     with *providers* merged over them) and the agent loop into *ctx*; with *data_dir*, also the JSONL session
@@ -54,7 +59,10 @@ def load_core(
     calls run unattended, as a direct ``ctx.tools.execute`` would). *subagent_model* is the sub-agents' default
     model (:mod:`dsh.subagents`; None: the parent's). *sandbox* is the file's ``sandbox`` section (:mod:`dsh.sandbox`:
     at which level commands run; the ``sandbox`` plugin is always loaded). *lsp* is the file's ``lsp`` section
-    (:mod:`dsh.lsp`: the ``diagnose`` stage; loaded only when it is enabled).
+    (:mod:`dsh.lsp`: the ``diagnose`` stage; loaded only when it is enabled). *budget* is the file's ``budget``
+    section (:mod:`dsh.spend`: the spend budgets; the plugin is always loaded, so ``/budget`` works without it).
+    *hooks* is the file's ``hooks`` section (:mod:`dsh.hooks`, whose file *hooks_source* names; loaded with the
+    policy: a project's hooks are found even when the file configures none).
 
     Application order does not matter: each plugin applies once the services it injects exist, and the
     packages that wrap a tool call (sub-agent limits, the policy, checkpoints, the reaper, secret redaction, the
@@ -106,6 +114,9 @@ def load_core(
     ctx.plugin(choices_plugin)
     ctx.plugin(commands_plugin)
     ctx.plugin(builtin_commands_plugin)
+    from dsh.spend import spend_plugin
+
+    ctx.plugin(spend_plugin, budget)
     if builtin_tools:
         from dsh.plans import plans_plugin
         from dsh.questions import questions_plugin
@@ -137,6 +148,11 @@ def load_core(
         from dsh.lsp import lsp_plugin
 
         ctx.plugin(lsp_plugin, lsp)
+    if policy is not False:  # after the policy: its PreToolUse step follows the policy's in the decide stage
+        from dsh.hooks import HooksConfig, HooksOptions, hooks_plugin
+
+        data = str(data_dir) if data_dir is not None else None
+        ctx.plugin(hooks_plugin, HooksOptions(hooks or HooksConfig(), hooks_source, data))
 
 
 def load_product(
@@ -168,5 +184,7 @@ def load_product(
         subagent_model=config.subagent_model if config is not None else None,
         lsp=config.lsp if config is not None else None,
         skills=config.skills if config is not None else None,
+        budget=config.budget if config is not None else None,
+        hooks=config.hooks if config is not None else None,
     )
     ctx.plugin(mcp_plugin, McpOptions(config.mcp_servers if config is not None else {}, mcp_timeout))

@@ -133,6 +133,26 @@ AllowEditsOption = Annotated[bool, typer.Option("--allow-edits", help="Let file 
 AllowAllOption = Annotated[
     bool, typer.Option("--allow-all", help="Let everything run without asking (deny rules still hold).")
 ]
+MaxCostOption = Annotated[
+    float | None,
+    typer.Option(
+        "--max-cost",
+        metavar="USD",
+        help="Stop the turn at a step boundary once it cost USD dollars, sub-agents included (exit 3).",
+        min=0.000001,
+        show_default=False,
+    ),
+]
+MaxTokensOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tokens",
+        metavar="N",
+        help="Stop the turn at a step boundary once its model calls used N tokens, input and output (exit 3).",
+        min=1,
+        show_default=False,
+    ),
+]
 TimeoutOption = Annotated[
     float | None,
     typer.Option(metavar="SECONDS", help="Cancel the run after SECONDS (exit 1).", min=0.001, show_default=False),
@@ -145,6 +165,8 @@ def _run_options(
     session: SessionOption = None,
     ephemeral: EphemeralOption = False,
     max_steps: MaxStepsOption = None,
+    max_cost: MaxCostOption = None,
+    max_tokens: MaxTokensOption = None,
     timeout: TimeoutOption = None,
     mode: ModeOption = None,
     allow_reads: AllowReadsOption = False,
@@ -201,7 +223,7 @@ def exec_command(
     **options: Any,
 ) -> None:
     """Run one task through the agent loop: the answer on stdout (or --json events), exit 0 done, 1 failed,
-    2 usage, 130 interrupted."""
+    2 usage, 3 a spend budget stopped it (--max-cost, --max-tokens, config `budget`), 130 interrupted."""
     if task is None or task == "-":
         if task is None and sys.stdin.isatty():
             typer.echo("dsh exec: give the task as an argument, or `-` to read it from stdin", err=True)
@@ -222,7 +244,11 @@ def _exec_remote(url: str, task: str, options: dict[str, Any]) -> None:
     """``dsh exec --connect``: the task on a remote ``dsh serve`` (the server's settings apply there)."""
     from dsh.frontends.serve import RemoteExec, run_remote_exec
 
-    local = [name for name in ("model", "system", "data_dir", "config", "max_steps") if options[name] is not None]
+    local = [
+        name
+        for name in ("model", "system", "data_dir", "config", "max_steps", "max_cost", "max_tokens")
+        if options[name] is not None
+    ]
     if options["ephemeral"]:
         local.append("ephemeral")
     if local:
@@ -280,6 +306,8 @@ def _exec(task: str, options: dict[str, Any]) -> None:
         cwd=workdir,
         ephemeral=ephemeral,
         max_steps=options["max_steps"],
+        max_cost=options["max_cost"],
+        max_tokens=options["max_tokens"],
         **_turn_options(options),
     )
     raise typer.Exit(anyio.run(run_exec, run, settings))
@@ -730,6 +758,9 @@ def config_show(
     skills: Annotated[
         bool, typer.Option("--skills", help="List the skills a session in --cwd (default: here) offers instead.")
     ] = False,
+    hooks: Annotated[
+        bool, typer.Option("--hooks", help="List the hooks a session in --cwd (default: here) has instead.")
+    ] = False,
 ) -> None:
     """Print the effective configuration as YAML: every section and key of the configuration model with its value, where it came from (default, file, environment) and, for keys the file sets, their defaults; secrets masked as *** (keys from the environment by name)."""
     from dsh.config import render_config
@@ -745,6 +776,18 @@ def config_show(
             typer.echo(f"{skill.name}\t{skill.origin}\t{skill.path}\t{skill.description}")
         if not found:
             typer.echo("no skills", err=True)
+        return
+    if hooks:
+        from dsh.hooks import HooksConfig, list_hooks
+
+        where = str(path) if path is not None else "user"
+        lines = list_hooks(
+            loaded.hooks if loaded is not None else HooksConfig(), where, os.path.abspath(cwd or os.getcwd())
+        )
+        for line in lines:
+            typer.echo(line)
+        if not lines:
+            typer.echo("no hooks", err=True)
         return
     if system_prompt:
         from dsh.frontends.acp import show_system_prompt

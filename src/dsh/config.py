@@ -32,6 +32,7 @@ from pydantic import BaseModel, ByteSize, ConfigDict, Field, field_validator
 from dsh._text import did_you_mean
 from dsh.context import CompactionConfig, SectionOverrides
 from dsh.errors import DshError
+from dsh.hooks import HooksConfig
 from dsh.images.config import ImagesConfig
 from dsh.lsp import LspConfig
 from dsh.mcp import McpServerConfig
@@ -41,6 +42,7 @@ from dsh.sandbox import SandboxConfig
 from dsh.secrets import SecretsConfig
 from dsh.settings import DEFAULT_MODEL, default_config_path
 from dsh.skills import SkillsConfig
+from dsh.spend import SpendConfig
 
 if TYPE_CHECKING:
     import yaml
@@ -135,6 +137,11 @@ class DshConfig(BaseModel):
     """Language servers and the diagnostics appended to edits (:mod:`dsh.lsp`; off unless ``enabled: true``)."""
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     """Where skills are looked for (:mod:`dsh.skills`): ``claude: true`` also reads ``.claude/skills/``."""
+    budget: SpendConfig = Field(default_factory=SpendConfig)
+    """Spend budgets in US dollars and tokens, per turn and per session, and when to warn (:mod:`dsh.spend`)."""
+    hooks: HooksConfig = Field(default_factory=HooksConfig)
+    """Commands run at dsh's events, in Claude Code's schema (:mod:`dsh.hooks`); ``import: [claude]`` also reads a
+    project's ``.claude/settings.json`` hooks (a project's hooks run once the user approved them)."""
     subagent_model: NonEmpty | None = None
     """The model of sub-agents (``task``) whose type names none (default: the parent's; :mod:`dsh.subagents`)."""
 

@@ -20,6 +20,8 @@ from dsh.kernel import EmitEvent
 from tests.support.sdk import DshProcess, run_dsh, write_script
 
 DEADLINE = 15
+STEER = {"dsh.dev/steer": {"method": "_dsh/session/steer"}}
+"""What every initialize answer advertises (RFC 0036)."""
 SCRIPT: list[dict[str, Any]] = [
     {"text": "Hello there"},
     {"tool_calls": [{"name": "nope", "arguments": {"x": 1}, "id": "c1"}]},
@@ -108,7 +110,7 @@ async def test_without_asking_no_dsh_frame_in_a_whole_session(tmp_path: Path) ->
         async with run_dsh(tmp_path, model) as dsh:
             initialized = await dsh.initialize()
             assert initialized.agent_capabilities is not None
-            assert initialized.agent_capabilities.field_meta is None
+            assert initialized.agent_capabilities.field_meta == STEER  # only the steering request (RFC 0036)
             session_id = await dsh.new_session()
             await dsh.conn.set_session_mode(session_id=session_id, mode_id="bypass")
             for prompt in ("text", "tool", "max tokens"):
@@ -134,7 +136,7 @@ async def test_asked_the_stream_interleaves_with_updates_and_answers_in_loop_ord
         async with run_dsh(tmp_path, model, agent_events=True) as dsh:
             initialized = await dsh.initialize()
             assert initialized.agent_capabilities is not None
-            assert initialized.agent_capabilities.field_meta == {META_KEY: True}
+            assert initialized.agent_capabilities.field_meta == {**STEER, META_KEY: True}
             start = len(dsh.frames())
             session_id = await dsh.new_session()
             assert wire(dsh, session_id, start)[0] == ("created", {})
@@ -272,7 +274,7 @@ async def test_the_start_up_flag_turns_the_stream_on_for_every_client(tmp_path: 
         async with run_dsh(tmp_path, model, env={"DSH_AGENT_EVENTS": "1", "DSH_PLUGINS": plugin}) as dsh:
             initialized = await dsh.initialize()  # does not ask
             assert initialized.agent_capabilities is not None
-            assert initialized.agent_capabilities.field_meta == {META_KEY: True}
+            assert initialized.agent_capabilities.field_meta == {**STEER, META_KEY: True}
             session_id = await dsh.new_session()
             mark = dsh.client.agent_events.mark()
             assert (await dsh.prompt(session_id, "hi")).stop_reason == "end_turn"

@@ -86,15 +86,16 @@ def test_initialize_is_answered_before_the_application_is_imported(tmp_path: Pat
     assert sorted(m for m in modules if m.split(".")[0] in NEVER_BEFORE) == []
 
 
+STEER = {"dsh.dev/steer": {"method": "_dsh/session/steer"}}
 ASK_FOR_AGENT_EVENTS = {"protocolVersion": 1, "clientCapabilities": {"_meta": {"dsh.dev/agentEvents": True}}}
 
 
 @pytest.mark.parametrize(
     ("params", "env", "meta"),
     [
-        (INITIALIZE, {}, None),
-        (ASK_FOR_AGENT_EVENTS, {}, {"dsh.dev/agentEvents": True}),  # a plugin's initialize hook, asked for
-        (INITIALIZE, {"DSH_AGENT_EVENTS": "1"}, {"dsh.dev/agentEvents": True}),  # ... and forced
+        (INITIALIZE, {}, STEER),  # the steering extension request is advertised to every client (RFC 0036)
+        (ASK_FOR_AGENT_EVENTS, {}, {**STEER, "dsh.dev/agentEvents": True}),  # a plugin's initialize hook, asked for
+        (INITIALIZE, {"DSH_AGENT_EVENTS": "1"}, {**STEER, "dsh.dev/agentEvents": True}),  # ... and forced
     ],
     ids=["plain", "agent-events-asked", "agent-events-forced"],
 )
@@ -111,7 +112,7 @@ async def test_the_boot_answer_is_the_full_stacks_answer_and_the_daemon_serves_o
             assert first["result"]["agentCapabilities"]["loadSession"] is True
             assert first["result"]["agentCapabilities"].get("_meta") == meta
             session_id = await fresh.new_session(str(tmp_path))
-            if meta is None:  # (with agent events on, the prompt's frames include _dsh/agent/* notifications)
+            if meta == STEER:  # (with agent events on, the prompt's frames include _dsh/agent/* notifications)
                 response, updates = await fresh.prompt(session_id, "hello there")
                 assert response["result"] == {"stopReason": "end_turn"}
                 chunks = [u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"]

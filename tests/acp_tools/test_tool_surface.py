@@ -15,6 +15,7 @@ import pytest
 from acp.schema import ReadTextFileResponse
 
 from tests.support.editor import EditorClient, call, read_log, run_editor, tool_results, write_script
+from tests.support.env import path_without
 from tests.tools.conftest import alive, needs_proc, wait_until_dead
 
 
@@ -96,8 +97,9 @@ async def test_grep_and_glob_are_shaped_for_discovery(tmp_path: Path, engine: st
     ]
     env = None
     if engine == "python":  # no ripgrep on the daemon's PATH: the Python fallback answers
-        env = {"PATH": "/usr/bin:/bin"}
-        assert not any(os.access(f"{d}/rg", os.X_OK) for d in ("/usr/bin", "/bin"))
+        path = path_without(tmp_path, "rg")
+        env = {"PATH": path}
+        assert not os.access(f"{path}/rg", os.X_OK) and os.access(f"{path}/sh", os.X_OK)
     model = write_script(tmp_path / "script.json", steps)
     async with run_editor(tmp_path, model, EditorClient([]), project=project, env=env) as editor:
         session = (await editor.new_session()).session_id

@@ -23,7 +23,20 @@ from tests.support.sdk import DshProcess, run_dsh, write_script
 WAIT = 15.0
 HERE = Path(__file__).resolve().parent
 """On the daemon's ``PYTHONPATH``: the test plugins next to this file."""
-BUILTINS = ["help", "status", "model", "mode", "compact", "clear", "init", "agents", "skills", "rewind", "sandbox"]
+BUILTINS = [
+    "help",
+    "status",
+    "model",
+    "mode",
+    "compact",
+    "clear",
+    "init",
+    "budget",
+    "agents",
+    "skills",
+    "rewind",
+    "sandbox",
+]
 
 
 def _write(path: Path, text: str) -> None:

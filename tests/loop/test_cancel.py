@@ -135,10 +135,10 @@ async def test_idle_cancel_is_a_no_op_and_the_next_prompt_runs(core: Context) ->
     statuses = record_statuses(core)
     agent = make_agent(core, [{"text": "one"}, {"text": "two"}])
     agent.cancel()
-    assert agent._cancel_requested is False, "an idle cancel with nothing pending arms no marker"
+    assert agent._state.cancel_requested is False, "an idle cancel with nothing pending arms no marker"
     await run(agent, "first")
     agent.cancel()  # idle again after a turn: still nothing to cancel
-    assert agent._cancel_requested is False
+    assert agent._state.cancel_requested is False
     await run(agent, "second")
     assert turn_prompts(agent) == {1: ["first"], 2: ["second"]}
     assert reasons(agent) == [COMPLETED, COMPLETED]
@@ -422,7 +422,7 @@ async def test_the_marker_never_leaks_into_the_next_prompt(core: Context) -> Non
     requests = count_requests(core)
     agent = make_agent(core, [{"text": "one"}, {"text": "two"}])
     await run(agent, "first")
-    assert agent._cancel_requested is False, "the marker is cleared once per loop iteration"
+    assert agent._state.cancel_requested is False, "the marker is cleared once per loop iteration"
     await run(agent, "second")
     assert reasons(agent) == [COMPLETED, COMPLETED]
     assert turn_prompts(agent) == {1: ["first"], 2: ["second"]}

@@ -98,10 +98,12 @@ async def test_every_package_sits_in_its_stage() -> None:
     assert placed == [
         ("budget", "dsh.tools"),
         ("redact", "dsh.secrets"),
+        ("limits", "dsh.spend"),  # a call the model asked for after a spend budget ran out is not started
         ("limits", "dsh.subagents"),
         ("limits", "dsh.skills"),
         ("prepare", "dsh.policy"),
         ("decide", "dsh.policy"),
+        ("decide", "dsh.hooks"),  # PreToolUse after the policy's verdict (dsh.hooks injects the policy)
         ("ask", "dsh.policy"),
         ("checkpoint", "dsh.checkpoints"),
         ("checkpoint", "dsh.checkpoints"),  # the checkpoint, then the large edit's display shrink inside it

@@ -57,8 +57,8 @@ __all__ = [
 ]
 
 """The repository root (on the daemon's ``PYTHONPATH`` so test plugins under ``tests/`` import)."""
-WAIT = 15.0
-"""Upper bound for any single wait on a daemon."""
+WAIT = 30.0
+"""Upper bound for any single wait on a daemon: hang detection (see ``raw.WAIT``)."""
 EXIT_DEADLINE = _EXIT_HANG
 """How long a daemon may take to exit after stdin EOF (hang detection, :mod:`tests.support.timing`)."""
 ANNOUNCEMENTS = frozenset({"available_commands_update"})

@@ -12,10 +12,30 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ROOT", "SRC", "sandbox_env", "write_script"]
+__all__ = ["ROOT", "SRC", "path_without", "sandbox_env", "write_script"]
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
+
+
+def path_without(workdir: Path, *names: str, dirs: Iterable[str] = ("/usr/bin", "/bin")) -> str:
+    """A ``PATH`` of one directory under *workdir* holding links to every program of *dirs* but *names*.
+
+    For a daemon that must not find a program the machine has (``rg`` installed by the system's package
+    manager, not only by the test set-up): leaving the directory out of ``PATH`` would hide everything else."""
+    bin_dir = workdir / ("path-without-" + "-".join(names))
+    bin_dir.mkdir(exist_ok=True)
+    for directory in dirs:
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            link = bin_dir / entry.name
+            if entry.name in names or link.exists() or link.is_symlink():
+                continue
+            link.symlink_to(entry.path)
+    return str(bin_dir)
 
 
 def sandbox_env(

@@ -84,6 +84,10 @@ def run_replay(
 ) -> subprocess.CompletedProcess[str]:
     """``python -m dsh replay RECORDING ARGS`` in the sandbox environment (*src*: run that copy of ``src/``;
     *env*: more variables)."""
+    if "--timeout" not in args and "--update" not in args:
+        # The per-frame wait is hang detection here: a copy of src/ without bytecode starts slowly on a busy
+        # machine (the product's default, 10 s, is for a person at a terminal). ``--update`` waits for quiet.
+        args = (*args, "--timeout", "60")
     python_path = [src] if src is not None else []
     env = {**sandbox_env(tmp_path, "echo", python_path=python_path), **(env or {})}
     return subprocess.run(

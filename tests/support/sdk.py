@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import anyio
 from acp import Client, RequestError, connect_to_agent, text_block
@@ -69,6 +69,16 @@ __all__ = [
     "write_script",
 ]
 
+
+class SteerResponse(BaseModel):
+    """The result of ``_dsh/session/steer`` (RFC 0036): exactly these fields, nothing else."""
+
+    model_config = {"extra": "forbid"}
+    outcome: Literal["steered", "queued", "cancelled"]
+    turn: int | None = None
+    prompt: list[dict[str, Any]] | None = None
+
+
 RESULT_MODELS: dict[str, type[BaseModel]] = {
     "initialize": InitializeResponse,
     "authenticate": AuthenticateResponse,
@@ -83,6 +93,7 @@ RESULT_MODELS: dict[str, type[BaseModel]] = {
     "session/delete": DeleteSessionResponse,
     "session/set_config_option": SetSessionConfigOptionResponse,
     "session/set_mode": SetSessionModeResponse,
+    "_dsh/session/steer": SteerResponse,
 }
 READER_LIMIT = 64 * 1024 * 1024
 

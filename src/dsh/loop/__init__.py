@@ -3,9 +3,10 @@
 Read ``README.md`` beside this file for what is deliberately *not* here.
 """
 
-from dsh.loop._agent import AgentDisposedError, ReactLoopAgent
+from dsh.loop._agent import ReactLoopAgent
 from dsh.loop._inbox import Inbox, InboxMessage
 from dsh.loop._plugin import AgentLoop, AgentLoopConfig, ConfiguredAgent, agent_loop_plugin
+from dsh.loop._state import AgentDisposedError
 
 __all__ = [
     "AgentDisposedError",

@@ -27,7 +27,7 @@ from dsh._log import bind_context, get_logger
 from dsh.errors import DshError, ToolArgsError, as_exception, error_code, error_message, is_control_flow
 from dsh.events import TurnEndReason
 from dsh.kernel import AbortedError, CancelToken
-from dsh.loop._agent import ReactLoopAgent, last_turn_number, turn_is_open
+from dsh.loop._state import LoopState, last_turn_number, turn_is_open
 from dsh.services.agents import CompactRequest
 from dsh.services.llm import (
     BlockAssembler,
@@ -43,9 +43,10 @@ from dsh.services.system_prompt import render_prompt
 from dsh.services.tools import ToolExecution, ToolResult, error_result
 
 if TYPE_CHECKING:
+    from dsh.loop._agent import ReactLoopAgent
     from dsh.loop._inbox import InboxMessage
 
-__all__ = ["compact", "inject", "run_loop"]
+__all__ = ["Turn", "close_stuck_turn", "compact", "inject", "run_loop"]
 
 log = get_logger("dsh.loop")
 
@@ -57,39 +58,40 @@ and lines (32 cost 9 % more instructions per chunk, 256 filled the protocol writ
 turn of the loop; RFC 0007)."""
 
 
-def _emit_error(agent: ReactLoopAgent, turn: int, step: int, error: BaseException) -> None:
+def _emit_error(loop: LoopState, turn: int, step: int, error: BaseException) -> None:
+    agent = loop.agent
     try:
-        agent._ctx.emit(ev.AGENT_ERROR, agent, turn, step, error)
+        loop.ctx.emit(ev.AGENT_ERROR, agent, turn, step, error)
     except Exception:
         log.exception("agent/error listener failed", agent_id=agent.id)
 
 
-async def run_loop(agent: ReactLoopAgent) -> None:
-    """Drive *agent* until it is disposed (reference §3.2)."""
-    inbox = agent.inbox
+async def run_loop(loop: LoopState) -> None:
+    """Drive *loop*'s agent until it is disposed (reference §3.2)."""
+    agent, inbox = loop.agent, loop.inbox
     try:
         while not agent.is_disposed:
-            await inbox.wait_for_queued(agent._disposed)
+            await inbox.wait_for_queued(loop.disposed)
             if agent.is_disposed:
                 break
             # Window 1: a cancel that landed while we were waking up drops the turn before it starts.
-            if agent._cancel_requested:
-                agent._cancel_requested = False
+            if loop.cancel_requested:
+                loop.cancel_requested = False
                 if not inbox.has_queued:
-                    agent._settle_idle()
+                    loop.settle_idle()
                     continue
-            agent._set_status("running")
+            loop.set_status("running")
             if agent.is_disposed:
                 break
             # Window 2: an agent/status("running") listener may have cancelled (and maybe queued anew).
-            if agent._cancel_requested:
-                agent._cancel_requested = False
+            if loop.cancel_requested:
+                loop.cancel_requested = False
                 if not inbox.has_queued:
-                    agent._set_status("idle")
+                    loop.set_status("idle")
                     continue
             turn = last_turn_number(agent.session) + 1
             try:
-                lock = agent._turn_lock
+                lock = loop.turn_lock
                 if lock.locked():  # a compaction in progress finishes first
                     await lock.acquire()
                 else:
@@ -97,7 +99,7 @@ async def run_loop(agent: ReactLoopAgent) -> None:
                 try:
                     turn = last_turn_number(agent.session) + 1
                     with bind_context(session_id=agent.session.id, turn=turn):
-                        await _run_turn(agent, turn)
+                        await _run_turn(loop, turn)
                 finally:
                     lock.release()
             except BaseException as raw:
@@ -105,14 +107,14 @@ async def run_loop(agent: ReactLoopAgent) -> None:
                     raise
                 pre_turn = as_exception(raw)
                 log.warning("turn failed before it opened", agent_id=agent.id, turn=turn, error=error_message(pre_turn))
-                _emit_error(agent, turn, 0, pre_turn)
-            agent._cancel_requested = False
+                _emit_error(loop, turn, 0, pre_turn)
+            loop.cancel_requested = False
             for message in inbox.drain_steering():
                 inbox.enqueue(message)
             if not inbox.has_queued:
-                agent._set_status("idle")
+                loop.set_status("idle")
     finally:
-        agent._done.set()
+        loop.done.set()
 
 
 @dataclass(slots=True)
@@ -121,13 +123,26 @@ class _StepOutcome:
     finish: FinishReason | None
 
 
-class _Turn:
+class Turn:
     """The bookkeeping of one turn: its reason, the open step, and the closers that keep it balanced."""
 
-    __slots__ = ("agent", "error_reported", "open_calls", "reason", "step", "step_open", "turn", "turn_ended")
+    __slots__ = (
+        "agent",
+        "ctx",
+        "error_reported",
+        "loop",
+        "open_calls",
+        "reason",
+        "step",
+        "step_open",
+        "turn",
+        "turn_ended",
+    )
 
-    def __init__(self, agent: ReactLoopAgent, turn: int) -> None:
-        self.agent = agent
+    def __init__(self, loop: LoopState, turn: int) -> None:
+        self.loop = loop
+        self.agent: ReactLoopAgent = loop.agent
+        self.ctx = loop.ctx
         self.turn = turn
         self.step = 0
         self.reason: TurnEndReason = {"kind": "completed"}
@@ -157,7 +172,7 @@ class _Turn:
                 log.exception("session/event listener failed on error", agent_id=agent.id)
         else:
             log.warning("error after turn/end", agent_id=agent.id, turn=self.turn, error=message)
-        _emit_error(agent, self.turn, self.step, error)
+        _emit_error(self.loop, self.turn, self.step, error)
 
     def close_step(self) -> bool:
         """Append ``step/end`` and emit ``agent/step-end``; a failure fails the turn (returns False)."""
@@ -167,7 +182,7 @@ class _Turn:
         agent = self.agent
         try:
             agent.session.append("step/end", {"turn": self.turn, "step": self.step})
-            agent._ctx.emit(ev.AGENT_STEP_END, agent, self.turn, self.step)
+            self.ctx.emit(ev.AGENT_STEP_END, agent, self.turn, self.step)
         except BaseException as error:
             if is_control_flow(error):
                 raise
@@ -185,7 +200,7 @@ class _Turn:
         except Exception:
             log.exception("session/event listener failed on turn/end", agent_id=agent.id)
         if emit:
-            agent._ctx.emit(ev.AGENT_TURN_END, agent, self.turn, self.reason)
+            self.ctx.emit(ev.AGENT_TURN_END, agent, self.turn, self.reason)
 
     def drain_steering(self) -> bool:
         agent = self.agent
@@ -194,7 +209,7 @@ class _Turn:
             agent.session.append(
                 "steering/message", {"turn": self.turn, "content": message.content, "source": message.source}
             )
-            agent._ctx.emit(ev.AGENT_STEERING, agent, self.turn, message.content, message.source)
+            self.ctx.emit(ev.AGENT_STEERING, agent, self.turn, message.content, message.source)
         return bool(steered)
 
 
@@ -202,13 +217,13 @@ def _aborted(reason: str) -> TurnEndReason:
     return {"kind": "aborted", "reason": reason}
 
 
-async def _run_turn(agent: ReactLoopAgent, turn_number: int) -> None:
+async def _run_turn(loop: LoopState, turn_number: int) -> None:
     """One turn (reference §3.3); raises only when the turn never opened."""
-    queued: list[InboxMessage] = agent.inbox.drain_queued()
+    queued: list[InboxMessage] = loop.inbox.drain_queued()
     if not queued:
         return
-    ctx, session = agent._ctx, agent.session
-    turn = agent._turn = _Turn(agent, turn_number)
+    agent, ctx, session = loop.agent, loop.ctx, loop.session
+    turn = loop.turn = Turn(loop, turn_number)
     saved = True
     try:
         session.append("turn/start", {"turn": turn_number, "trigger": {"kind": "message", "source": queued[0].source}})
@@ -223,21 +238,21 @@ async def _run_turn(agent: ReactLoopAgent, turn_number: int) -> None:
             session.append("step/start", {"turn": turn_number, "step": step})
             ctx.emit(ev.AGENT_STEP_START, agent, turn_number, step)
             signal = CancelToken()
-            agent._current_abort = signal
-            if agent._cancel_requested:  # the step-start window
-                agent._current_abort = None
-                turn.reason = _aborted(agent._cancel_reason)
+            loop.current_abort = signal
+            if loop.cancel_requested:  # the step-start window
+                loop.current_abort = None
+                turn.reason = _aborted(loop.cancel_reason)
                 turn.close_step()
                 break
             step_error: Exception | None = None
             try:
-                outcome = await _run_step(agent, turn, signal)
+                outcome = await _run_step(loop, turn, signal)
             except BaseException as error:
                 if is_control_flow(error):
                     raise
                 step_error = as_exception(error)
             finally:
-                agent._current_abort = None
+                loop.current_abort = None
             if step_error is not None:
                 turn.close_step()
                 if agent.is_disposed:
@@ -264,15 +279,15 @@ async def _run_turn(agent: ReactLoopAgent, turn_number: int) -> None:
                 break
             if not carry_on and agent.inbox.has_steering:
                 carry_on = True
-            if agent._cancel_requested:  # the continuation window
-                turn.reason = _aborted(agent._cancel_reason)
+            if loop.cancel_requested:  # the continuation window
+                turn.reason = _aborted(loop.cancel_reason)
                 break
             if not carry_on or agent.is_disposed:
                 if agent.is_disposed:
                     turn.reason = {"kind": "disposed"}
                 break
         if turn.reason["kind"] in ("completed", "max-tokens"):  # only a success needs proof before it is told
-            saved = await _checkpoint(agent, turn)
+            saved = await _checkpoint(loop, turn)
         turn.close_turn(emit=True)
     except BaseException as raw:
         if is_control_flow(raw):
@@ -298,16 +313,16 @@ async def _run_turn(agent: ReactLoopAgent, turn_number: int) -> None:
         await ctx.sessions.flush(session)
     except Exception as flush_error:
         log.warning("session/flush failed", agent_id=agent.id, turn=turn_number, error=error_message(flush_error))
-        _emit_error(agent, turn_number, turn.step, flush_error)
+        _emit_error(loop, turn_number, turn.step, flush_error)
 
 
-async def _checkpoint(agent: ReactLoopAgent, turn: _Turn) -> bool:
+async def _checkpoint(loop: LoopState, turn: Turn) -> bool:
     """Make a successful turn durable before its ``turn/end`` (which is what tells the user it succeeded): a
     turn whose events cannot be stored fails instead, with the storage error. Returns False when it failed."""
     try:
-        await agent._ctx.sessions.flush(agent.session)
+        await loop.ctx.sessions.flush(loop.session)
     except Exception as error:
-        log.warning("session/flush failed", agent_id=agent.id, turn=turn.turn, error=error_message(error))
+        log.warning("session/flush failed", agent_id=loop.agent.id, turn=turn.turn, error=error_message(error))
         turn.fail(error)
         return False
     return True
@@ -344,9 +359,10 @@ def _parse_arguments(raw: str, name: str) -> Any:
     raise ToolArgsError(f"the arguments of {name} are nested deeper than {MAX_JSON_DEPTH} levels")
 
 
-async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> _StepOutcome:
+async def _run_step(loop: LoopState, turn: Turn, signal: CancelToken) -> _StepOutcome:
     """One step (reference §3.4): assemble, call the model, log what it said, run its tool calls."""
-    ctx, session, options = agent._ctx, agent.session, agent.options
+    agent, ctx, session = loop.agent, loop.ctx, loop.session
+    options = agent.options
     turn_number, step = turn.turn, turn.step
     assembly = await ctx.system_prompt.assemble(agent)
     system = "\n\n".join(part for part in (render_prompt(assembly), options.system_prompt) if part)
@@ -366,7 +382,7 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
 
     assembler = BlockAssembler()
     feed = assembler.feed
-    ids = agent._call_ids.step()
+    ids = loop.call_ids.step()
     append, append_chunk = session.append, session.append_chunk
     listeners_of = ctx.app.bus.table.get
     chunk_event = ev.AGENT_STREAM_CHUNK.name
@@ -432,7 +448,7 @@ async def _run_step(agent: ReactLoopAgent, turn: _Turn, signal: CancelToken) -> 
     index = 0
     while index < len(calls):
         batch = _concurrent_run(ctx, agent, calls, index)
-        await _run_calls(agent, turn, batch, signal)
+        await _run_calls(loop, turn, batch, signal)
         index += len(batch)
     return _StepOutcome(bool(calls), finish)
 
@@ -455,11 +471,11 @@ def _concurrent_run(ctx: Any, agent: ReactLoopAgent, calls: list[ToolCallBlock],
     return calls[start:end]
 
 
-async def _run_calls(agent: ReactLoopAgent, turn: _Turn, batch: list[ToolCallBlock], signal: CancelToken) -> None:
+async def _run_calls(loop: LoopState, turn: Turn, batch: list[ToolCallBlock], signal: CancelToken) -> None:
     """Log the batch's ``tool/call`` events, run the calls (concurrently when there are several: the batch is
     made only of concurrency-safe calls), and log their ``tool/result`` events in the model's call order,
     each as soon as it and every call before it finished."""
-    ctx, append = agent._ctx, agent.session.append
+    agent, ctx, append = loop.agent, loop.ctx, loop.session.append
     turn_number, step = turn.turn, turn.step
     signal.raise_if_aborted()
     for call in batch:
@@ -530,7 +546,7 @@ async def _run_calls(agent: ReactLoopAgent, turn: _Turn, batch: list[ToolCallBlo
 DISPOSED_TEXT = "The tool did not stop when its agent was disposed; no result was recorded."
 
 
-def close_stuck_turn(agent: ReactLoopAgent) -> bool:
+def close_stuck_turn(loop: LoopState) -> bool:
     """Close the open turn of a disposed agent whose loop did not stop within the grace (a tool that ignores its
     cancel token), before its task is cancelled: an error ``tool/result`` for the stuck call, ``step/end``,
     ``turn/end {kind: disposed}`` (and ``agent/turn-end``). Returns whether anything was closed.
@@ -539,8 +555,7 @@ def close_stuck_turn(agent: ReactLoopAgent) -> bool:
     its cancellation, appends nothing more to it (``close_turn`` is idempotent, the tool's late result is
     dropped). A listener's exception is logged, never raised: this is disposal.
     """
-    turn: _Turn | None = agent._turn
-    session = agent.session
+    turn, session, agent = loop.turn, loop.session, loop.agent
     if turn is None or turn.turn_ended or not turn_is_open(session):
         return False
     opened = session.last("turn/start")
@@ -576,9 +591,9 @@ def close_stuck_turn(agent: ReactLoopAgent) -> bool:
     return True
 
 
-def inject(agent: ReactLoopAgent, content: list[ContentBlock], source: MessageSource) -> None:
+def inject(loop: LoopState, content: list[ContentBlock], source: MessageSource) -> None:
     """Append context without a model call (reference §5): into the open turn, else as a one-shot turn."""
-    session = agent.session
+    session, agent = loop.session, loop.agent
     if turn_is_open(session):
         session.append("context/message", {"content": content, "source": source})
         return
@@ -593,41 +608,41 @@ def inject(agent: ReactLoopAgent, content: list[ContentBlock], source: MessageSo
                 session.append("turn/end", {"turn": turn_number, "reason": {"kind": "completed"}})
             except Exception:
                 log.exception("session/event listener failed on injected turn/end", agent_id=agent.id)
-            scope = agent._scope or agent._ctx.scope
-            scope.spawn(_flush_injection, agent, turn_number, name=f"inject-flush:{agent.id}")
+            scope = loop.scope or loop.ctx.scope
+            scope.spawn(_flush_injection, loop, turn_number, name=f"inject-flush:{agent.id}")
 
 
-async def _flush_injection(agent: ReactLoopAgent, turn_number: int) -> None:
+async def _flush_injection(loop: LoopState, turn_number: int) -> None:
     try:
         # Shielded: disposing the agent right after an idle inject must still hand that turn to storage,
         # while the session is attached (disposal awaits this task).
         with anyio.CancelScope(shield=True):
-            await agent._ctx.sessions.flush(agent.session)
+            await loop.ctx.sessions.flush(loop.session)
     except Exception as error:
-        log.warning("session/flush failed after inject", agent_id=agent.id, error=error_message(error))
-        _emit_error(agent, turn_number, 0, error)
+        log.warning("session/flush failed after inject", agent_id=loop.agent.id, error=error_message(error))
+        _emit_error(loop, turn_number, 0, error)
 
 
 async def _no_compaction(agent: object, turn: int, request: CompactRequest) -> dict[str, Any] | None:
     return None
 
 
-async def compact(agent: ReactLoopAgent, instructions: str | None) -> dict[str, Any] | None:
+async def compact(loop: LoopState, instructions: str | None) -> dict[str, Any] | None:
     """``agent.compact()``: between turns (it waits for the running one), in a turn of its own (trigger
     ``compaction``) so the log stays a sequence of turns; the work is the ``agent/compact`` waterfall's (a
     plugin's). ``agent.cancel()`` aborts it; its errors reach the caller and end the turn ``error``."""
-    async with agent._turn_lock:
-        agent._check_alive()
-        session = agent.session
+    async with loop.turn_lock:
+        loop.check_alive()
+        agent, session = loop.agent, loop.session
         turn_number = last_turn_number(session) + 1
         signal = CancelToken()
-        agent._current_abort = signal
-        turn = _Turn(agent, turn_number)
+        loop.current_abort = signal
+        turn = Turn(loop, turn_number)
         failure: Exception | None = None
         result: dict[str, Any] | None = None
         try:
             session.append("turn/start", {"turn": turn_number, "trigger": {"kind": "compaction"}})
-            result = await agent._ctx.waterfall(
+            result = await loop.ctx.waterfall(
                 ev.AGENT_COMPACT, agent, turn_number, CompactRequest(instructions, signal), default=_no_compaction
             )
         except BaseException as raw:
@@ -635,10 +650,10 @@ async def compact(agent: ReactLoopAgent, instructions: str | None) -> dict[str, 
                 raise
             failure = AbortedError(signal.reason or "aborted") if signal.aborted else as_exception(raw)
         finally:
-            agent._current_abort = None
-            agent._cancel_requested = False  # a cancel aimed at the compaction must not cancel the next turn
+            loop.current_abort = None
+            loop.cancel_requested = False  # a cancel aimed at the compaction must not cancel the next turn
         if failure is not None:
-            if agent.is_disposed:
+            if loop.is_disposed:
                 turn.reason = {"kind": "disposed"}
             elif signal.aborted:
                 turn.reason = _aborted(signal.reason or "aborted")
@@ -646,7 +661,7 @@ async def compact(agent: ReactLoopAgent, instructions: str | None) -> dict[str, 
                 turn.fail(failure)
         turn.close_turn(emit=False)
         try:
-            await agent._ctx.sessions.flush(session)
+            await loop.ctx.sessions.flush(session)
         except Exception as flush_error:
             log.warning("session/flush failed after compaction", agent_id=agent.id, error=error_message(flush_error))
         if failure is not None:

@@ -24,7 +24,7 @@ from dsh.policy._approval import (
 )
 from dsh.policy._config import PermissionsConfig, policy_config, unattended_policy
 from dsh.policy._modes import DEFAULT_MODE, MODE_IDS, MODES, Mode, mode_named
-from dsh.policy._pipeline import REFUSED_CODE, refusal_of
+from dsh.policy._pipeline import REFUSED_CODE, amend_decision, refusal_of
 from dsh.policy._plugin import Policies, PolicyConfig, policy_plugin
 from dsh.policy._rules import (
     RULE_EVENT,
@@ -71,6 +71,7 @@ __all__ = [
     "ShellSplit",
     "SimpleCommand",
     "Verdict",
+    "amend_decision",
     "approve",
     "command_paths",
     "command_prefix",

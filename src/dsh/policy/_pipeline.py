@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from dsh.kernel import Context, Next
     from dsh.services.tools import Prepared, ToolDefinition, ToolExecution, ToolRegistry, ToolResult
 
-__all__ = ["REFUSED_CODE", "Pipeline", "refusal_of", "refused"]
+__all__ = ["REFUSED_CODE", "Pipeline", "amend_decision", "refusal_of", "refused"]
 
 REFUSED_CODE = "PERMISSION_DENIED"
 
@@ -89,6 +89,27 @@ class _Decided:
 
 
 _decided: contextvars.ContextVar[_Decided | None] = contextvars.ContextVar("dsh_policy_decided", default=None)
+
+
+def amend_decision(verdict: str, why: str) -> bool:
+    """A later step of the ``decide`` stage (a ``PreToolUse`` hook, :mod:`dsh.hooks`) amends the policy's verdict on
+    the call being decided, before ``ask`` acts on it. ``"ask"`` turns a call that would run without a question
+    into one that asks (*why* is the question's reason; no "always" option, so nothing is remembered); ``"allow"``
+    skips a question only when it is the mode's default (``Decision.by_default``), never one a rule, a path outside
+    the roots, a hazard or the sandbox asked for. A refusal is never amended (a refused call never reaches a later
+    step). Returns whether the verdict changed; outside a call the policy decided, nothing happens (False)."""
+    decided = _decided.get()
+    if decided is None:
+        return False
+    decision = decided.decision
+    if verdict == "ask" and decision.verdict == "allow":
+        amended = Decision("ask", why, always=False)
+    elif verdict == "allow" and decision.verdict == "ask" and decision.by_default:
+        amended = Decision("allow", why)
+    else:
+        return False
+    _decided.set(dataclasses.replace(decided, decision=amended))
+    return True
 
 
 class Pipeline:

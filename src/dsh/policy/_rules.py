@@ -154,6 +154,10 @@ class Decision:
     """What an "always" answer would record (command prefixes; one directory); empty: the whole tool."""
     always: bool = True
     """Whether an "always" answer is offered (not for opaque commands or paths outside the roots)."""
+    by_default: bool = False
+    """For ask: the question is only the mode's default for this kind of call (an edit, a command that may change
+    something, a tool that asks first), not a rule, a path outside the roots, a hazard or the sandbox: the one
+    kind of question a ``PreToolUse`` hook's ``allow`` may skip (:func:`dsh.policy.amend_decision`)."""
 
 
 def _path_matches(
@@ -310,13 +314,13 @@ class SessionPolicy:
         if facts.kind in EDIT_KINDS and not facts.asks:
             if self.mode == "accept-edits" or self._matching(facts, ("allow",), (), real) is not None:
                 return Decision("allow")
-            return Decision("ask", "edits ask first in default mode", self._path_scopes(facts))
+            return Decision("ask", "edits ask first in default mode", self._path_scopes(facts), by_default=True)
         if facts.kind in COMMAND_KINDS or facts.asks:
             if self._matching(facts, ("allow",), (), real) is not None:
                 return Decision("allow")
             if facts.domain is not None:
                 return Decision("ask", f"it reaches {facts.domain}", (facts.domain,))
-            return Decision("ask", "this tool asks first")
+            return Decision("ask", "this tool asks first", by_default=True)
         return Decision("allow")
 
     def _command(self, facts: CallFacts, split: ShellSplit) -> Decision:
@@ -334,7 +338,7 @@ class SessionPolicy:
         rememberable = [part for part in pending if not part.writes_file]
         scopes = tuple(dict.fromkeys(" ".join(command_prefix(part)) for part in rememberable))
         why = "a permissions rule says to ask" if asked else "commands that may change something ask first"
-        return Decision("ask", why, scopes, always=bool(scopes))
+        return Decision("ask", why, scopes, always=bool(scopes), by_default=not asked)
 
     def _part_rule(self, facts: CallFacts, part: SimpleCommand, decision: str) -> Rule | None:
         for rule in self._of(facts.tool, decision):

@@ -75,6 +75,9 @@ class CommandResult:
     cancelled: bool = False
     terminal_id: str | None = None
     """Set when an editor terminal ran the command (ACP ``terminal/create``): the card can embed it."""
+    stderr: str | None = None
+    """The command's stderr, kept apart from ``output`` (its first ``stderr_limit`` bytes) when the caller asked
+    for it with ``stderr_limit``; None otherwise (stderr is then part of ``output``)."""
 
 
 def _signal_name(number: int) -> str:
@@ -202,9 +205,12 @@ def _proc_fd(fd: int) -> str | None:
     return path if os.path.isdir(path) else None
 
 
-async def _open(argv: list[str], cwd: str, cwd_fd: int | None, env: dict[str, str]) -> Process:
+async def _open(
+    argv: list[str], cwd: str, cwd_fd: int | None, env: dict[str, str], *, feed: bool = False, apart: bool = False
+) -> Process:
     """Start *argv* in its own session (hence its own process group) with the environment *env*, stdin
-    ``/dev/null``, stdout and stderr one pipe, dying with us (see the module docstring). With *cwd_fd* (an open
+    ``/dev/null`` (a pipe with *feed*), stdout and stderr one pipe (two with *apart*), dying with us (see the
+    module docstring). With *cwd_fd* (an open
     directory) the child enters that directory instead of looking *cwd* up again.
 
     The parent-death signal is set by exec'ing the command through ``setpriv --pdeathsig KILL`` when util-linux
@@ -252,7 +258,11 @@ async def _open(argv: list[str], cwd: str, cwd_fd: int | None, env: dict[str, st
 
         options["preexec_fn"] = preexec
     return await get_async_backend().open_process(
-        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **options
+        argv,
+        stdin=subprocess.PIPE if feed else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE if apart else subprocess.STDOUT,
+        **options,
     )
 
 
@@ -266,10 +276,16 @@ async def run_process(
     keep: Literal["head", "tail", "both"] = "tail",
     stop_when_full: bool = False,
     cwd_fd: int | None = None,
+    stdin: bytes | None = None,
+    stderr_limit: int | None = None,
 ) -> CommandResult:
     """Run *command* (a string goes to ``bash -c`` or, without bash, ``/bin/sh -c``; a sequence is executed
     directly) in *cwd* (entered through the open directory *cwd_fd* when given: the directory that was
-    checked, whatever *cwd* names now); see the module docstring for what is guaranteed."""
+    checked, whatever *cwd* names now); see the module docstring for what is guaranteed.
+
+    *stdin*: bytes the child reads on its stdin (then end of file; a child that does not read them is not an
+    error), instead of ``/dev/null``. *stderr_limit*: keep stderr apart from the output, its first
+    *stderr_limit* bytes in ``CommandResult.stderr`` (the rest is read and dropped, so the child never blocks)."""
     import shutil
     import subprocess
 
@@ -291,7 +307,9 @@ async def run_process(
     full = anyio.Event()
     done_reading = anyio.Event()
     try:
-        process = await _open(argv, cwd, cwd_fd, child_environment())
+        process = await _open(
+            argv, cwd, cwd_fd, child_environment(), feed=stdin is not None, apart=stderr_limit is not None
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         from dsh.sandbox import active
 
@@ -336,12 +354,50 @@ async def run_process(
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass
         finally:
-            done_reading.set()
+            if errors_read is None or errors_read.is_set():
+                done_reading.set()
+            else:
+                output_read.set()
+
+    errors = bytearray()
+    errors_read = anyio.Event() if stderr_limit is not None else None
+    output_read = anyio.Event()
+
+    async def pump_errors() -> None:  # stderr apart: its head kept, the rest drained
+        stream = process.stderr
+        assert stream is not None and errors_read is not None and stderr_limit is not None
+        try:
+            async for chunk in stream:
+                room = stderr_limit - len(errors)
+                if room > 0:
+                    errors.extend(chunk[:room])
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+        finally:
+            errors_read.set()
+            if output_read.is_set():
+                done_reading.set()
+
+    async def feed() -> None:
+        sink = process.stdin
+        assert sink is not None and stdin is not None
+        try:
+            if stdin:
+                await sink.send(stdin)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            pass  # the child did not read it all: its business
+        finally:
+            with anyio.CancelScope(shield=True):
+                await sink.aclose()
 
     timed_out = cancelled = stopped = False
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(pump)
+            if errors_read is not None:
+                group.start_soon(pump_errors)
+            if stdin is not None:
+                group.start_soon(feed)
             with anyio.CancelScope() as running:
                 remove = signal.add_callback(lambda _reason: running.cancel()) if signal is not None else None
                 try:
@@ -403,4 +459,7 @@ async def run_process(
         truncated=truncated,
         timed_out=timed_out,
         cancelled=cancelled,
+        stderr=_decode(bytes(errors), cut_back=len(errors) >= (stderr_limit or 0))
+        if stderr_limit is not None
+        else None,
     )

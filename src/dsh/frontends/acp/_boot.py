@@ -30,9 +30,12 @@ from typing import Any
 
 from dsh import __version__
 
-__all__ = ["PROTOCOL_VERSION", "fast_initialize", "initialize_result"]
+__all__ = ["PROTOCOL_VERSION", "STEER_META", "fast_initialize", "initialize_result"]
 
 PROTOCOL_VERSION = 1
+STEER_META = {"dsh.dev/steer": {"method": "_dsh/session/steer"}}
+"""What every ``initialize`` answer carries in ``agentCapabilities._meta``: the extension request that steers a
+running turn (:mod:`dsh.frontends.acp._steer`, RFC 0036)."""
 
 
 def initialize_result(
@@ -46,7 +49,7 @@ def initialize_result(
 ) -> dict[str, Any]:
     """The result of ``initialize`` (*durable*: sessions are stored, so they can be loaded, listed, resumed;
     *mcp*: the MCP transports beyond stdio, none by default; *meta*: the ``agentCapabilities._meta`` entries
-    plugins announce, none when empty; *image*: the default model takes images; *modern*: the client reads
+    plugins announce, after :data:`STEER_META`, which is always there; *image*: the default model takes images; *modern*: the client reads
     schema 1.22+ fields, so the client system prompt and ``session/set_title`` are advertised, RFC 0033)."""
     capabilities: dict[str, Any] = {
         "loadSession": durable,
@@ -58,8 +61,7 @@ def initialize_result(
     }
     if modern:
         capabilities["sessionCapabilities"] |= {"systemPrompt": {"mode": {"override": {}}}, "title": {}}
-    if meta:
-        capabilities["_meta"] = meta
+    capabilities["_meta"] = {**STEER_META, **(meta or {})}
     return {
         "protocolVersion": PROTOCOL_VERSION,  # the only version we speak, whatever was asked (spec rule)
         "agentCapabilities": capabilities,

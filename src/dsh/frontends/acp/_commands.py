@@ -107,6 +107,9 @@ class _Controls:
         sandbox = ctx.get("sandbox")
         if sandbox is not None:
             rows.append(("Sandbox", sandbox.describe(record.id)))
+        spend = ctx.get("spend")
+        if spend is not None:
+            rows.append(("Budget", spend.describe(record.id)))
         return rows
 
 

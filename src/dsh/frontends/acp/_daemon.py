@@ -45,6 +45,8 @@ __all__ = ["DaemonOptions", "FrameSource", "run", "serve_client"]
 
 SHUTDOWN_GRACE = 1.5
 WRITER_GRACE = 0.3
+HOOKS_GRACE = 5.0
+"""How long a closing daemon waits for the hooks still running (``SessionEnd``) before it exits."""
 log = get_logger("dsh.acp")
 
 
@@ -506,5 +508,9 @@ async def _serve_app(
             log.info("shutting down")
             with anyio.move_on_after(SHUTDOWN_GRACE, shield=True):
                 await frontend.shutdown()
+            hooks = ctx.get("hooks")
+            if hooks is not None:  # the SessionEnd hooks of the sessions just closed (dsh.hooks), bounded
+                with anyio.CancelScope(shield=True):
+                    await hooks.settle(HOOKS_GRACE)
             handlers.cancel_scope.cancel()
         connection.close()

@@ -69,6 +69,8 @@ from dsh.frontends.acp._roots import add_session_roots
 from dsh.frontends.acp._rpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, Connection, RpcError, arrival
 from dsh.frontends.acp._session import AcpSession, PendingPrompt
 from dsh.frontends.acp._session_info import SetTitleParams, add_usage, prompt_usage, set_title_method, stored_title
+from dsh.frontends.acp._steer import METHOD as STEER_METHOD
+from dsh.frontends.acp._steer import settle_steers, steer, steer_logged
 from dsh.frontends.acp._subagents import SUBAGENT_KINDS, ChildSessions
 from dsh.frontends.acp._wire import (
     AuthenticateParams,
@@ -83,6 +85,7 @@ from dsh.frontends.acp._wire import (
     SetConfigOptionParams,
     SetModelParams,
     SetModeParams,
+    SteerParams,
 )
 from dsh.images import DEFAULT_MAX_PER_PROMPT
 from dsh.kernel import Next, plugin
@@ -133,6 +136,14 @@ def _stop_reason(reason: TurnEndReason) -> dict[str, Any] | RpcError:
     if kind in ("aborted", "disposed"):
         return {"stopReason": "cancelled"}
     return {"stopReason": "end_turn"}
+
+
+def _budget_stop_reason(stop: dict[str, Any]) -> dict[str, Any]:
+    """A turn a spend budget stopped (:mod:`dsh.spend`): ``max_turn_requests`` (a limit of the agent's ended the
+    turn before the model was done; the Claude Code adapter answers its own budget limit the same way), with the
+    budget, its limit, the spend and the message under ``_meta.dsh.budget`` (RFC 0039)."""
+    detail = {key: stop[key] for key in ("budget", "limit", "spent", "message") if key in stop}
+    return {"stopReason": "max_turn_requests", "_meta": {"dsh": {"budget": detail}}}
 
 
 def _resume_error(session_id: str, error: Exception) -> RpcError:
@@ -194,6 +205,7 @@ class AcpFrontend:
             "session/set_model": (SetModelParams, self.set_model),
             "session/set_mode": (SetModeParams, self.set_mode),
             "session/set_title": (SetTitleParams, partial(set_title_method, self)),
+            STEER_METHOD: (SteerParams, self.steer),
         }
 
     # -- methods ----------------------------------------------------------------------------------------
@@ -304,6 +316,17 @@ class AcpFrontend:
         assert outcome is not None
         return outcome
 
+    async def steer(self, params: SteerParams) -> dict[str, Any]:
+        """``_dsh/session/steer``: the text joins the running turn at its next step boundary (:mod:`._steer`)."""
+        record = self._session(params.session_id)
+        content = prompt_content(
+            params.prompt,
+            accept_images=self._ctx.llm.takes_images(record.model),
+            model=record.model,
+            max_images=self._options.max_images,
+        )
+        return await steer(record, content, params.prompt)
+
     async def cancel(self, params: CancelParams) -> None:
         record = self._sessions.get(params.session_id)
         if record is None:
@@ -329,6 +352,7 @@ class AcpFrontend:
         if not pending and agent.status != "running":
             return  # an idle cancel changes nothing
         agent.cancel("session/cancel")
+        settle_steers(record)  # the cancel emptied the steering FIFO: each steer gets its text back
         for prompt in pending:
             prompt.cancelled = True
         if record.turn_open:
@@ -540,6 +564,7 @@ class AcpFrontend:
         Disposal is bounded by the agent itself (a loop that does not stop in time is cancelled); whatever is
         still open afterwards is closed here: every tool card ends, every prompt is answered."""
         record.handle.agent.cancel(reason)
+        settle_steers(record)
         for prompt in record.prompts:
             prompt.cancelled = True
         await record.handle.dispose()
@@ -574,7 +599,11 @@ class AcpFrontend:
             record.current_turn = data["turn"]
             record.turn_open = True
             record.turn_usage = {}
+            record.budget_stop = None
+        elif kind == "steering/message":
+            steer_logged(record, kind, data)
         elif kind == "user/message":
+            steer_logged(record, kind, data)
             source = data.get("source") or {}
             prompt = record.by_message.get(source.get("message_id", "")) if isinstance(source, dict) else None
             if prompt is not None:
@@ -590,6 +619,8 @@ class AcpFrontend:
         elif kind == "usage":
             add_usage(record.turn_usage, data.get("usage") or {})
             self._send_usage(record, data.get("usage") or {})
+        elif kind == "spend/stop":
+            record.budget_stop = data
         elif kind == "tool/call":
             record.open_calls[data["call_id"]] = None
         elif kind == "tool/result":
@@ -602,6 +633,7 @@ class AcpFrontend:
         record = self._sessions.get(agent.session.id)
         if record is None or status == "running":
             return
+        settle_steers(record)  # idle: nothing steering is left, a steer not taken was dropped behind our back
         for prompt in list(record.prompts):
             if prompt.turn is None and not prompt.settled:
                 self._settle(record, prompt, {"stopReason": "cancelled"})
@@ -612,6 +644,9 @@ class AcpFrontend:
         if record.cancelling:
             self._settle_cancelled(record)
         outcome = _stop_reason(reason)
+        stop = record.budget_stop
+        if stop is not None and stop.get("turn") == turn and reason.get("kind") in ("completed", "error"):
+            outcome = _budget_stop_reason(stop)
         if self.features.modern and isinstance(outcome, dict):  # the turn's totals, for clients that read them
             outcome = {**outcome, "usage": prompt_usage(record.turn_usage)}
         for prompt in list(record.prompts):
@@ -656,14 +691,28 @@ class AcpFrontend:
         if context is not None:  # the context plugin knows built-in windows, prices and the session's figures
             update = context.usage_update(record.id, record.model)
             if update is not None:
-                self._update(record.id, update)
+                self._update(record.id, self._with_budget(record, update))
             return
         from dsh.context import usage_update
 
         size = self._ctx.llm.model_info(record.model).context_window
         update = usage_update(int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0), size)
         if update is not None:
-            self._update(record.id, update)
+            self._update(record.id, self._with_budget(record, update))
+
+    def _with_budget(self, record: AcpSession, update: dict[str, Any]) -> dict[str, Any]:
+        """*update* with the session's spend against its budgets (``_meta.dsh.budget``: ``{name: {limit,
+        spent}}``) for a client that reads newer fields, when a budget is set; unchanged otherwise (an older
+        client's frame stays byte-identical)."""
+        spend = self._ctx.get("spend")
+        if not self.features.modern or spend is None:
+            return update
+        figures = spend.figures(record.id)
+        if not figures:
+            return update
+        meta = dict(update.get("_meta") or {})
+        meta["dsh"] = {**(meta.get("dsh") or {}), "budget": figures}
+        return {**update, "_meta": meta}
 
     @property
     def mcp(self) -> Any:

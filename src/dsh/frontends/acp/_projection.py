@@ -15,12 +15,14 @@ Mapping:
 | ``tool/running`` (permission gate)    | ``tool_call_update`` (in_progress)                           |
 | ``tool/result``                       | ``tool_call_update`` (completed or failed, text content; the |
 |                                       | title and kind of ``display.card`` when the tool gives one;  |
-|                                       | an editor terminal live only: replay embeds the output text) |
+|                                       | an editor terminal live only: replay embeds the output text; |
+|                                       | the lines of its hook runs last, ``display.hooks``)          |
 | ``tool/progress`` (a running tool,    | ``tool_call_update`` (in_progress, its text as the card's    |
 | a sub-agent)                          | content so far)                                              |
 | ``subagent/event`` (a sub-agent's     | what the inner event projects to, its ``toolCallId`` made    |
 | ``tool/call``/``running``/``result``) | ``<child session>/<call id>``, ``_meta.dsh.parentToolCallId`` |
 | ``user/message`` (replay only)        | ``user_message_chunk`` per text block                        |
+| ``steering/message`` (replay only)    | the same, with ``_meta.dsh.steer`` (RFC 0036)                |
 | ``context/compaction``                | a completed ``think`` tool card "Compacted conversation" with |
 |                                       | the summary (or ``compaction_update`` + summary chunk when    |
 |                                       | the client advertises ``session.compaction``), then           |
@@ -30,6 +32,8 @@ Mapping:
 | ``plan/document`` (exit_plan_mode)    | with ``plan``: ``plan_update`` (Markdown, planId ``plan-mode``) |
 |                                       | else none (the permission request shows it, as before)        |
 | ``command/output``                    | ``agent_message_chunk`` (replay: the ``/command`` line first) |
+| ``spend/stop`` (a budget stopped the  | ``agent_message_chunk`` with its message (which budget, how   |
+| turn, :mod:`dsh.spend`)               | to raise it)                                                  |
 | ``turn/end`` cancelled or interrupted | ``session_info_update`` with ``_meta.dsh.turnEnd``           |
 | (replay only)                         | (``cancelled``, ``interrupted``): a client can mark the turn |
 | anything else                         | none                                                         |
@@ -214,6 +218,14 @@ def _display_content(display: Any, replay: bool) -> list[dict[str, Any]]:
     return content
 
 
+def _hook_lines(display: Any) -> list[dict[str, Any]]:
+    """The short lines of a call's hook runs (``display.hooks``, :mod:`dsh.hooks`): the card's last content."""
+    hooks = display.get("hooks") if isinstance(display, dict) else None
+    if not isinstance(hooks, list):
+        return []
+    return [{"type": "content", "content": {"type": "text", "text": str(line)}} for line in hooks]
+
+
 def _compaction(event: SessionEvent, native: bool) -> list[dict[str, Any]]:
     data = event.data
     summary = str(data.get("summary") or "")
@@ -330,7 +342,7 @@ def project(
         if isinstance(card, dict) and isinstance(card.get("title"), str):  # the tool names its card itself
             update["title"] = card["title"]
             update["kind"] = card.get("kind") if card.get("kind") in _ACP_KINDS else "other"
-        content = _display_content(display, replay) + _text_content(data.get("content", []))
+        content = _display_content(display, replay) + _text_content(data.get("content", [])) + _hook_lines(display)
         if content:
             update["content"] = content
         if isinstance(display, dict) and isinstance(display.get("line"), int):
@@ -354,7 +366,9 @@ def project(
             typed = f"/{data.get('name', '')} {data.get('args', '')}".rstrip()
             updates.insert(0, {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": typed}})
         return updates
-    if kind == "user/message" and replay:
+    if kind == "spend/stop":
+        return [_text_chunk("agent_message_chunk", f"\n\n{data.get('message', '')}\n", f"s{event.seq}")]
+    if (kind == "user/message" or kind == "steering/message") and replay:
         source = data.get("source")
         source = source if isinstance(source, dict) else {}
         shown = source.get("shown")
@@ -367,6 +381,8 @@ def project(
             chunk_update: dict[str, Any] = {"sessionUpdate": "user_message_chunk", "content": block}
             if isinstance(source.get("message_id"), str):
                 chunk_update["messageId"] = source["message_id"]
+            if kind == "steering/message":  # typed during the turn (``_dsh/session/steer``): the client may mark it
+                chunk_update["_meta"] = {"dsh": {"steer": True}}
             updates.append(chunk_update)
         return updates
     return []

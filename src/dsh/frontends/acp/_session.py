@@ -14,6 +14,7 @@ import anyio
 from dsh.choices import SessionChoices
 from dsh.frontends.acp._projection import Presenter, update_frame_prefix
 from dsh.frontends.acp._rpc import RpcError
+from dsh.frontends.acp._steer import PendingSteer
 from dsh.policy import SessionPolicy
 
 if TYPE_CHECKING:
@@ -48,6 +49,8 @@ class AcpSession:
     prompts: list[PendingPrompt] = field(default_factory=list)
     by_message: dict[str, PendingPrompt] = field(default_factory=dict)
     open_calls: dict[str, None] = field(default_factory=dict)
+    steers: dict[str, PendingSteer] = field(default_factory=dict)
+    """``_dsh/session/steer`` requests waiting for their text to be taken, by message id (:mod:`._steer`)."""
     current_turn: int | None = None
     turn_open: bool = False
     titled: bool = False
@@ -55,6 +58,8 @@ class AcpSession:
     """The title the client set (``session/set_title``), None when it never did."""
     turn_usage: dict[str, int] = field(default_factory=dict)
     """The current turn's token totals (``PromptResponse.usage``)."""
+    budget_stop: dict[str, Any] | None = None
+    """The ``spend/stop`` of the open turn (a budget stopped it: the prompt's answer says so)."""
     present: Presenter | None = None
     names: dict[str, str] | None = None
     """The open calls' catalogue names, when the client gets ``ToolCall.name`` (the projection keeps it)."""

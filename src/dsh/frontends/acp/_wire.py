@@ -26,6 +26,7 @@ __all__ = [
     "SetConfigOptionParams",
     "SetModeParams",
     "SetModelParams",
+    "SteerParams",
 ]
 
 
@@ -125,6 +126,10 @@ class SetModelParams(Wire):
 class PromptParams(Wire):
     session_id: str
     prompt: list[dict[str, Any]]
+
+
+class SteerParams(PromptParams):
+    """``_dsh/session/steer``: the same fields as ``session/prompt`` (:mod:`._steer`)."""
 
 
 class CancelParams(Wire):

@@ -14,22 +14,24 @@ if TYPE_CHECKING:
     from dsh.events import TurnEndReason
     from dsh.services.llm import StreamChunk
 
-__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "RunTracker", "stop_reason"]
+__all__ = ["EXIT_BUDGET", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "RunTracker", "stop_reason"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_BUDGET = 3
+"""A spend budget stopped the run (``--max-cost``, ``--max-tokens`` or the configuration's ``budget``)."""
 EXIT_INTERRUPTED = 130
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
 
 
 def stop_reason(reason: TurnEndReason | None, *, limited: str | None, interrupted: bool) -> str:
-    """ACP's stop reasons (``end_turn``, ``max_tokens``, ``max_turn_requests``, ``cancelled``) plus ``error``
-    and ``timeout``: the words a script already knows from editors."""
+    """ACP's stop reasons (``end_turn``, ``max_tokens``, ``max_turn_requests``, ``cancelled``) plus ``error``,
+    ``timeout`` and ``budget`` (a spend budget stopped the turn): the words a script already knows from editors."""
     if interrupted:
         return "cancelled"
-    if limited == "timeout":
-        return "timeout"
+    if limited in ("timeout", "budget"):
+        return limited
     if limited == "max-steps":
         return "max_turn_requests"
     if reason is None:
@@ -106,9 +108,16 @@ class RunTracker:
             self.files.append(path)
 
     def result(
-        self, *, limited: str | None, interrupted: bool, cost: float | None, error: dict[str, Any] | None = None
+        self,
+        *,
+        limited: str | None,
+        interrupted: bool,
+        cost: float | None,
+        error: dict[str, Any] | None = None,
+        budget: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """The ``result`` object (the last line of ``--json``)."""
+        """The ``result`` object (the last line of ``--json``); *budget*: the ``spend/stop`` that stopped the turn
+        (``budget``, ``limit``, ``spent``, ``message``), reported instead of the error it ended the turn with."""
         stop = stop_reason(self.reason, limited=limited, interrupted=interrupted)
         result: dict[str, Any] = {
             "type": "result",
@@ -121,7 +130,9 @@ class RunTracker:
             "denied": self.denied,
             "steps": self.steps,
         }
-        if error is None and self.reason is not None and self.reason["kind"] == "error":
+        if budget is not None:
+            result["budget"] = budget
+        elif error is None and self.reason is not None and self.reason["kind"] == "error":
             error = {"message": self.reason.get("message", "the turn failed")}
             if self.reason.get("code"):
                 error["code"] = self.reason["code"]
@@ -131,9 +142,12 @@ class RunTracker:
 
 
 def exit_code(result: dict[str, Any]) -> int:
-    """0 when the run did what was asked (``end_turn`` and nothing refused), 130 when interrupted, else 1."""
+    """0 when the run did what was asked (``end_turn`` and nothing refused), 130 when interrupted, 3 when a spend
+    budget stopped it, else 1."""
     if result["stopReason"] == "cancelled":
         return EXIT_INTERRUPTED
+    if result["stopReason"] == "budget":
+        return EXIT_BUDGET
     if result["stopReason"] == "end_turn" and not result["denied"] and "error" not in result:
         return EXIT_OK
     return EXIT_FAILED
@@ -142,6 +156,8 @@ def exit_code(result: dict[str, Any]) -> int:
 def failure_line(result: dict[str, Any]) -> str | None:
     """One line for stderr saying why the run did not succeed (None when it did)."""
     stop = result["stopReason"]
+    if stop == "budget" and isinstance(result.get("budget"), dict):
+        return str(result["budget"].get("message") or "a spend budget stopped the run")
     if "error" in result:
         code = result["error"].get("code")
         return f"the run failed: {result['error']['message']}" + (f" ({code})" if code else "")

@@ -9,7 +9,12 @@ Guarantees:
   progress and diagnostics go to stderr. Logs never reach stdout.
 * **Exit status**: 0 the turn completed and no tool call was refused; 1 it failed (an error, a refused call, a
   limit: ``--max-steps``, ``--timeout``, the model's output limit); 2 usage (a model no provider serves, a bad
-  option, ``--session`` with ``--ephemeral``); 130 interrupted (SIGINT or SIGTERM).
+  option, ``--session`` with ``--ephemeral``); 3 a spend budget stopped it (``--max-cost``, ``--max-tokens``, the
+  configuration's ``budget``; RFC 0039); 130 interrupted (SIGINT or SIGTERM).
+* **Spend budgets**: ``--max-cost USD`` and ``--max-tokens N`` are the run's turn budgets (``turn_usd``,
+  ``turn_tokens`` of :mod:`dsh.spend`, sub-agents included), held by this process only (never stored in the
+  session); what the budget package says (a warning, a price it does not know) is a line on stderr (``--json``:
+  ``{"type": "notice"}``).
 * **Ctrl+C cancels the turn cleanly**: the agent is cancelled as an editor's ``session/cancel`` would, the turn is
   closed and saved, and the session can be continued with ``--session``; a second Ctrl+C exits at once (the
   session file stays loadable: the interrupted turn is closed when it is next loaded).
@@ -17,6 +22,10 @@ Guarantees:
   editor can load them), ``--session ID`` continues any stored session, ``--ephemeral`` stores nothing.
 * **MCP servers of the configuration file start for the run** (as for every editor session); one that cannot
   start is reported once (a line on stderr, or ``{"type": "mcp/unavailable"}``) and the run goes on without it.
+* **Notices and hooks are seen**: a ``session/notice`` of the run's session is a line on stderr (warnings and
+  errors) or ``{"type": "notice", "severity", "source", "message"}``; each hook run (:mod:`dsh.hooks`) is
+  ``{"type": "hook/run", "hook_event", "command", "line", …}`` with ``--json``. The run waits (bounded) for the
+  hooks still running in the background (``SessionEnd``) before it exits.
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from dsh.kernel import Context, Next
+    from dsh.notices import Notice
     from dsh.policy import PolicyConfig
     from dsh.services.agents import Agent, AgentHandle
     from dsh.services.llm import StreamChunk
@@ -81,6 +91,10 @@ class ExecOptions:
     allow_reads: bool = False
     allow_edits: bool = False
     allow_all: bool = False
+    max_cost: float | None = None
+    """``--max-cost USD``: the run's turn budget in US dollars (:mod:`dsh.spend`)."""
+    max_tokens: int | None = None
+    """``--max-tokens N``: the run's turn budget in tokens."""
 
 
 def _drop_stdout() -> None:
@@ -122,6 +136,8 @@ class _Output:
 class _State:
     interrupted: bool = False
     limited: str | None = None
+    budget: dict[str, Any] | None = None
+    """The ``spend/stop`` of the run's turn, when a spend budget stopped it."""
     handle: AgentHandle | None = None
     last_words: Any = None
     """Writes the result of a run ended by a second signal (set once the run's tracker exists)."""
@@ -227,7 +243,7 @@ async def _run(options: ExecOptions, settings: Settings, state: _State) -> int:
                 output.line(tracker.result(limited=state.limited, interrupted=True, cost=None))
 
         state.last_words = last_words
-        _listen(ctx, session_id, tracker, output)
+        _listen(ctx, session_id, tracker, output, state)
         if options.json:
             from dsh.agent_stream import AgentStream
 
@@ -239,6 +255,7 @@ async def _run(options: ExecOptions, settings: Settings, state: _State) -> int:
             sys.stderr.write(f"dsh exec: {error}\n")
             return EXIT_FAILED
         handle = state.handle
+        _limit_spend(ctx, session_id, options)
         _open_mcp(ctx, session_id, handle, output)
         failure: dict[str, Any] | None = None
         async with anyio.create_task_group() as group:
@@ -254,10 +271,15 @@ async def _run(options: ExecOptions, settings: Settings, state: _State) -> int:
                 await mcp.close(session_id)
         with anyio.CancelScope(shield=True):
             await handle.dispose()  # the turn's end is flushed to the session file here
+            hooks = ctx.get("hooks")
+            if hooks is not None:  # SessionEnd (and Notification) hooks run in the background: let them finish
+                await hooks.settle()
         if tracker.reason is None and not state.interrupted and state.limited is None:
             failure = {"message": "the turn did not run"}
         cost = _cost(ctx, settings.model, tracker)
-        result = tracker.result(limited=state.limited, interrupted=state.interrupted, cost=cost, error=failure)
+        result = tracker.result(
+            limited=state.limited, interrupted=state.interrupted, cost=cost, error=failure, budget=state.budget
+        )
     return _finish(result, output, options.ephemeral)
 
 
@@ -317,7 +339,18 @@ def _open_mcp(ctx: Context, session_id: str, handle: AgentHandle, output: _Outpu
     manager.open(session_id, [], cwd=cwd, report=report)
 
 
-def _listen(ctx: Context, session_id: str, tracker: RunTracker, output: _Output) -> None:
+def _limit_spend(ctx: Context, session_id: str, options: ExecOptions) -> None:
+    limits: dict[str, float] = {}
+    if options.max_cost is not None:
+        limits["turn_usd"] = options.max_cost
+    if options.max_tokens is not None:
+        limits["turn_tokens"] = options.max_tokens
+    spend = ctx.get("spend")
+    if limits and spend is not None:
+        spend.limit_run(session_id, limits)
+
+
+def _listen(ctx: Context, session_id: str, tracker: RunTracker, output: _Output, state: _State) -> None:
     progress = output.progress
 
     def ours(agent: Agent) -> bool:
@@ -344,9 +377,17 @@ def _listen(ctx: Context, session_id: str, tracker: RunTracker, output: _Output)
             tracker.chunk(chunk)
 
     def on_session_event(session: Session, event: SessionEvent) -> None:
+        if event.type == "hook/run" and output.json and session.id == session_id:  # dsh.hooks; failures: notices
+            output.line({"type": "hook/run", "sessionId": session_id, **event.data})
+            return
         if session.id != session_id or event.data.get("turn") != tracker.turn:
             return
-        if event.type == "tool/call":
+        if event.type == "spend/stop":
+            state.limited = "budget"
+            state.budget = {
+                key: event.data[key] for key in ("budget", "limit", "spent", "message") if key in event.data
+            }
+        elif event.type == "tool/call":
             tracker.tool_call(event.data)
             progress.tool_call(event.data["name"], event.data.get("arguments", ""))
         elif event.type == "tool/result":
@@ -361,12 +402,25 @@ def _listen(ctx: Context, session_id: str, tracker: RunTracker, output: _Output)
                 failed = f"refused: {failed}"
             progress.tool_result(name, None if output.json else failed)
 
+    def on_notice(notice: Notice) -> None:
+        if notice.session_id != session_id:
+            return
+        if notice.source == "budgets":  # dsh.spend: the warning and the line saying why a budget cannot hold
+            text = notice.title if not notice.description else f"{notice.title}. {notice.description}"
+            output.note("notice", text, sessionId=session_id, severity=notice.severity)
+        elif output.json:
+            fields = {"sessionId": session_id, "severity": notice.severity, "source": notice.source}
+            output.line({"type": "notice", **fields, "message": notice.title})
+        elif notice.severity != "info":
+            progress.line(notice.title)
+
     ctx.on(ev.AGENT_TURN_START, on_turn_start)
     ctx.on(ev.AGENT_TURN_END, on_turn_end)
     ctx.on(ev.AGENT_STEP_START, on_step_start)
     ctx.on(ev.AGENT_STEP_END, on_step_end)
     ctx.on(ev.AGENT_STREAM_CHUNK, on_chunk)
     ctx.on(ev.SESSION_EVENT, on_session_event)
+    ctx.on(ev.SESSION_NOTICE, on_notice)
 
 
 def _cap_steps(ctx: Context, session_id: str, tracker: RunTracker, state: _State, limit: int | None) -> None:
