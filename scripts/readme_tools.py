@@ -26,9 +26,10 @@ async def _registered() -> list[tuple[str, str]]:
     from dsh.app import load_core
     from dsh.frontends.acp._frontend import AcpOptions, acp_plugin
     from dsh.kernel import App
+    from dsh.lsp import LspConfig
 
     async with App() as app:
-        load_core(app.ctx)
+        load_core(app.ctx, lsp=LspConfig())  # the product's default lsp section (auto): the diagnostics tool
         app.ctx.plugin(acp_plugin, AcpOptions(lambda frame: None))
         return [(schema["name"], schema.get("description") or "") for schema in app.ctx.tools.schemas()]
 

@@ -24,11 +24,12 @@ def _isolated_data_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[No
     """No test, and no daemon a test spawns, ever writes sessions into the real home directory or reads the
     developer's own configuration."""
     root = tmp_path_factory.mktemp("dsh-data")
-    names = ("DSH_DATA_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "DSH_CONFIG", "DSH_MODEL", "DSH_PLUGINS")
+    names = ("DSH_DATA_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "DSH_CONFIG", "DSH_MODEL", "DSH_PLUGINS", "DSH_LSP")
     saved = {name: os.environ.get(name) for name in names}
     os.environ["DSH_DATA_DIR"] = str(root / "sessions")
     os.environ["XDG_DATA_HOME"] = str(root / "xdg")
     os.environ["XDG_CONFIG_HOME"] = str(root / "xdg-config")  # never the developer's own config.yaml
+    os.environ["DSH_LSP"] = "off"  # language servers only in the tests of them (tests/lsp), RFC 0037
     for name in ("DSH_CONFIG", "DSH_MODEL", "DSH_PLUGINS"):
         os.environ.pop(name, None)
     yield

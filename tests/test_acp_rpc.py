@@ -19,7 +19,6 @@ from pydantic.alias_generators import to_camel
 from structlog.testing import capture_logs
 
 from dsh.frontends.acp._dispatch import MethodTable, make_dispatch
-from dsh.frontends.acp._framing import Oversized
 from dsh.frontends.acp._rpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -31,6 +30,7 @@ from dsh.frontends.acp._rpc import (
     Connection,
     RpcError,
 )
+from dsh.jsonrpc import Oversized
 
 with warnings.catch_warnings():
     # jsonrpcserver 5.0.9 calls importlib.resources.open_text/read_text at import; the DeprecationWarning is

@@ -631,7 +631,7 @@ def test_held_chunks_cost_their_size_not_an_encoder_buffer() -> None:
     import tracemalloc
 
     from dsh.plugins.persistence._format import scan
-    from dsh.services.sessions import json_string
+    from dsh.services.sessions._json import json_string
 
     count = 2000
     lines = [json.dumps({"type": "session", "version": 1, "id": "s", "created_at": 1.0}).encode()]

@@ -400,6 +400,7 @@ async def test_rm_deletes_the_session(store: Store) -> None:
 HOSTILE_IDS = ["../x", "/etc/passwd", "%2e%2e%2f", "", "a" * 10_000, "..", "a/b", "x.jsonl/../../x"]
 
 
+@pytest.mark.timeout(240)  # twelve CLI processes one after another: seconds each on a busy two-core machine
 async def test_hostile_ids_are_exit_2_and_touch_nothing(store: Store) -> None:
     outside = store.root.parent / "x.jsonl"
     outside.write_bytes(store.path("alpha").read_bytes())

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from dsh.background import BackgroundConfig
     from dsh.config import DshConfig, ToolsConfig
     from dsh.context import ContextConfig
     from dsh.hooks import HooksConfig
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from dsh.secrets import SecretsConfig
     from dsh.skills import SkillsConfig
     from dsh.spend import SpendConfig
+    from dsh.worktrees import WorktreesConfig
 
 from dsh.settings import DEFAULT_MODEL
 
@@ -46,6 +48,8 @@ def load_core(
     budget: SpendConfig | None = None,
     hooks: HooksConfig | None = None,
     hooks_source: str = "user",
+    background: BackgroundConfig | None = None,
+    worktrees: WorktreesConfig | None = None,
 ) -> None:
     """Load the interface services, the ``commands`` service with the built-in commands, the ``echo`` and ``scripted`` models, the remote providers (the built-ins,
     with *providers* merged over them) and the agent loop into *ctx*; with *data_dir*, also the JSONL session
@@ -59,10 +63,15 @@ def load_core(
     calls run unattended, as a direct ``ctx.tools.execute`` would). *subagent_model* is the sub-agents' default
     model (:mod:`dsh.subagents`; None: the parent's). *sandbox* is the file's ``sandbox`` section (:mod:`dsh.sandbox`:
     at which level commands run; the ``sandbox`` plugin is always loaded). *lsp* is the file's ``lsp`` section
-    (:mod:`dsh.lsp`: the ``diagnose`` stage; loaded only when it is enabled). *budget* is the file's ``budget``
-    section (:mod:`dsh.spend`: the spend budgets; the plugin is always loaded, so ``/budget`` works without it).
-    *hooks* is the file's ``hooks`` section (:mod:`dsh.hooks`, whose file *hooks_source* names; loaded with the
-    policy: a project's hooks are found even when the file configures none).
+    (:mod:`dsh.lsp`: the ``diagnose`` stage; loaded unless ``enabled: false``; None: not loaded, as in tests of
+    the core alone; :func:`load_product` always passes one, ``auto`` by default, ``DSH_LSP`` applied). *budget* is
+    the file's ``budget`` section (:mod:`dsh.spend`: the spend budgets; the plugin is always loaded, so ``/budget``
+    works without it). *hooks* is the file's ``hooks`` section (:mod:`dsh.hooks`, whose file *hooks_source* names;
+    loaded with the policy: a project's hooks are found even when the file configures none).
+    *background* is the file's ``background`` section (:mod:`dsh.background`: ended background commands told to
+    the model, wake-up turns).
+    *worktrees* is the file's ``worktrees`` section (:mod:`dsh.worktrees`: the ``worktrees`` service, which needs
+    *data_dir*, and ``/worktree``).
 
     Application order does not matter: each plugin applies once the services it injects exist, and the
     packages that wrap a tool call (sub-agent limits, the policy, checkpoints, the reaper, secret redaction, the
@@ -141,10 +150,16 @@ def load_core(
         ctx.plugin(
             checkpoints_plugin, {"max_file_size": int(tools.checkpoint_max_file_size)} if tools is not None else None
         )
+        from dsh.background import background_plugin
+
+        ctx.plugin(background_plugin, background)
     from dsh.sandbox import sandbox_command_plugin
 
     ctx.plugin(sandbox_command_plugin)
-    if lsp is not None and lsp.enabled:
+    from dsh.worktrees import worktrees_plugin
+
+    ctx.plugin(worktrees_plugin, {"config": worktrees, "data_dir": str(data_dir) if data_dir is not None else None})
+    if lsp is not None and lsp.active:
         from dsh.lsp import lsp_plugin
 
         ctx.plugin(lsp_plugin, lsp)
@@ -168,7 +183,10 @@ def load_product(
     (:func:`load_core`) with the file's providers, context, secrets, sandbox, tools and sub-agent sections, the
     front end's *policy* and *data_dir* (None: nothing stored), then the MCP servers of the file
     (``mcp_servers``; *mcp_timeout*: seconds a server gets to start when it does not say)."""
+    import os
+
     from dsh.context import context_from_file
+    from dsh.lsp import from_environment as lsp_settings
     from dsh.mcp import McpOptions, mcp_plugin
 
     load_core(
@@ -182,9 +200,11 @@ def load_product(
         tools=config.tools if config is not None else None,
         policy=policy,
         subagent_model=config.subagent_model if config is not None else None,
-        lsp=config.lsp if config is not None else None,
+        lsp=lsp_settings(config.lsp if config is not None else None, os.environ),
         skills=config.skills if config is not None else None,
         budget=config.budget if config is not None else None,
         hooks=config.hooks if config is not None else None,
+        background=config.background if config is not None else None,
+        worktrees=config.worktrees if config is not None else None,
     )
     ctx.plugin(mcp_plugin, McpOptions(config.mcp_servers if config is not None else {}, mcp_timeout))

@@ -18,6 +18,7 @@ import typer
 
 from dsh.app import DEFAULT_MODEL
 from dsh.frontends.setup_cli import setup as _setup
+from dsh.jsonrpc import MAX_LINE
 from dsh.mcp import mcp_app
 
 if TYPE_CHECKING:
@@ -111,6 +112,12 @@ SessionOption = Annotated[
     str | None, typer.Option("--session", metavar="ID", help="Continue the stored session ID (an editor's too).")
 ]
 EphemeralOption = Annotated[bool, typer.Option("--ephemeral", help="Store nothing (no session file).")]
+WorktreeOption = Annotated[
+    bool,
+    typer.Option(
+        "--worktree", help="Work in a new git worktree on branch dsh/<id> (the main tree is not touched; RFC 0040)."
+    ),
+]
 MaxStepsOption = Annotated[
     int | None,
     typer.Option(
@@ -153,6 +160,14 @@ MaxTokensOption = Annotated[
         show_default=False,
     ),
 ]
+WaitBackgroundOption = Annotated[
+    bool,
+    typer.Option(
+        "--wait-background",
+        help="Before exiting, wait for the background commands the task started to end; each ending is told to "
+        "the model in a turn of its own (the answer is the last turn's).",
+    ),
+]
 TimeoutOption = Annotated[
     float | None,
     typer.Option(metavar="SECONDS", help="Cancel the run after SECONDS (exit 1).", min=0.001, show_default=False),
@@ -164,10 +179,12 @@ def _run_options(
     cwd: CwdOption = None,
     session: SessionOption = None,
     ephemeral: EphemeralOption = False,
+    worktree: WorktreeOption = False,
     max_steps: MaxStepsOption = None,
     max_cost: MaxCostOption = None,
     max_tokens: MaxTokensOption = None,
     timeout: TimeoutOption = None,
+    wait_background: WaitBackgroundOption = False,
     mode: ModeOption = None,
     allow_reads: AllowReadsOption = False,
     allow_edits: AllowEditsOption = False,
@@ -249,8 +266,7 @@ def _exec_remote(url: str, task: str, options: dict[str, Any]) -> None:
         for name in ("model", "system", "data_dir", "config", "max_steps", "max_cost", "max_tokens")
         if options[name] is not None
     ]
-    if options["ephemeral"]:
-        local.append("ephemeral")
+    local += [name for name in ("ephemeral", "wait_background", "worktree") if options[name]]
     if local:
         flags = ", ".join("--" + name.replace("_", "-") for name in local)
         typer.echo(f"dsh exec: {flags} are the server's settings; they do not apply with --connect", err=True)
@@ -282,6 +298,12 @@ def _exec(task: str, options: dict[str, Any]) -> None:
     if session is not None and ephemeral:
         typer.echo("dsh exec: --session continues a stored session; it cannot be --ephemeral", err=True)
         raise typer.Exit(2)
+    if options["worktree"] and (session is not None or ephemeral):
+        typer.echo(
+            "dsh exec: --worktree starts a stored session in a new worktree: not with --session or --ephemeral",
+            err=True,
+        )
+        raise typer.Exit(2)
     if not task.strip():
         typer.echo("dsh exec: the task is empty", err=True)
         raise typer.Exit(2)
@@ -305,9 +327,11 @@ def _exec(task: str, options: dict[str, Any]) -> None:
         task=task,
         cwd=workdir,
         ephemeral=ephemeral,
+        worktree=options["worktree"],
         max_steps=options["max_steps"],
         max_cost=options["max_cost"],
         max_tokens=options["max_tokens"],
+        wait_background=options["wait_background"],
         **_turn_options(options),
     )
     raise typer.Exit(anyio.run(run_exec, run, settings))
@@ -444,9 +468,9 @@ def serve(
     tls_key: Annotated[
         str | None, typer.Option("--tls-key", metavar="FILE", help="The certificate's private key.")
     ] = None,
-    max_frame: Annotated[int, typer.Option("--max-frame", metavar="BYTES", help="Largest message accepted.")] = 64
-    * 1024
-    * 1024,
+    max_frame: Annotated[
+        int, typer.Option("--max-frame", metavar="BYTES", help="Largest message accepted.")
+    ] = MAX_LINE,
     max_connections: Annotated[int, typer.Option("--max-connections", help="Connections open at once.")] = 64,
     idle_timeout: Annotated[
         float, typer.Option("--idle-timeout", metavar="SECONDS", help="Close a connection silent this long.")
@@ -557,7 +581,8 @@ def sessions_list(
         ),
     ] = False,
 ) -> None:
-    """One line per stored session, newest first: id, last update, working directory, title; stderr names the store read."""
+    """One line per stored session, newest first: id, last update, working directory, title ([branch] first for a
+    session in a git worktree); stderr names the store read."""
     import anyio
 
     from dsh.frontends import sessions_cli
@@ -577,21 +602,26 @@ def sessions_list(
             where = f"for {cwd} " if cwd is not None else ""
             typer.echo(f"No sessions {where}in {root}{f' ({hidden})' if hidden else ''}.")
             return
-        typer.echo(sessions_cli.render_list(infos), nl=False)
+        from dsh.worktrees import WorktreeStore
+
+        typer.echo(sessions_cli.render_list(infos, WorktreeStore(root).all()), nl=False)
         if hidden:
             typer.echo(f"({hidden})")
 
 
 @sessions_app.command("show")
 def sessions_show(session_id: SessionIdArgument, data_dir: DataDirOption = None, config: ConfigOption = None) -> None:
-    """Print a session as a readable transcript (works while a daemon is using the session), then its
-    sub-agents' sessions."""
+    """Print a session as a readable transcript (works while a daemon is using the session), its git worktree and
+    how to merge it, then its sub-agents' sessions."""
     from dsh.frontends import sessions_cli
 
     with sessions_cli.reported_errors():
         root = Path(settings_for(config, data_dir=data_dir).data_dir)
         stored = sessions_cli.read_session(root, sessions_cli.valid_id(session_id))
         typer.echo(sessions_cli.render_transcript(stored), nl=False)
+        worktree = sessions_cli.worktree_text(root, stored.header.id)
+        if worktree is not None:  # where the session's work is and how to merge it (RFC 0040)
+            typer.echo("\n" + worktree)
         import anyio
 
         every = anyio.run(partial(sessions_cli.list_sessions, root, None, include_empty=True))
@@ -628,8 +658,16 @@ def sessions_export(
 
 
 @sessions_app.command("rm")
-def sessions_rm(session_id: SessionIdArgument, data_dir: DataDirOption = None, config: ConfigOption = None) -> None:
-    """Delete a stored session (refused while another dsh process is using it)."""
+def sessions_rm(
+    session_id: SessionIdArgument,
+    data_dir: DataDirOption = None,
+    config: ConfigOption = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Also discard uncommitted changes in the session's git worktree.")
+    ] = False,
+) -> None:
+    """Delete a stored session (refused while another dsh process is using it) and its git worktree (refused with
+    uncommitted changes unless --force; the branch is kept when it has commits of its own)."""
     import anyio
 
     from dsh.frontends import sessions_cli
@@ -637,8 +675,10 @@ def sessions_rm(session_id: SessionIdArgument, data_dir: DataDirOption = None, c
     with sessions_cli.reported_errors():
         root = Path(settings_for(config, data_dir=data_dir).data_dir)
         session_id = sessions_cli.valid_id(session_id)
-        anyio.run(sessions_cli.delete_session, root, session_id)
+        worktree = anyio.run(partial(sessions_cli.delete_session, root, session_id, force=force))
         typer.echo(f"Deleted session {session_id}.")
+        if worktree is not None:
+            typer.echo(worktree)
 
 
 @sessions_app.command("fork")
@@ -692,6 +732,11 @@ def sessions_prune(
             f"Removed {len(report.removed_old)} session(s) older than {older_than} and "
             f"{len(report.removed_empty)} never prompted"
             + (f"; kept {len(report.kept_in_use)} in use by another dsh process" if report.kept_in_use else "")
+            + (
+                f"; kept {len(report.kept_worktree)} whose git worktree has uncommitted changes (dsh sessions rm --force)"
+                if report.kept_worktree
+                else ""
+            )
             + "."
         )
 

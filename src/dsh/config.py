@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import BaseModel, ByteSize, ConfigDict, Field, field_validator
 
 from dsh._text import did_you_mean
+from dsh.background import BackgroundConfig
 from dsh.context import CompactionConfig, SectionOverrides
 from dsh.errors import DshError
 from dsh.hooks import HooksConfig
@@ -43,6 +44,7 @@ from dsh.secrets import SecretsConfig
 from dsh.settings import DEFAULT_MODEL, default_config_path
 from dsh.skills import SkillsConfig
 from dsh.spend import SpendConfig
+from dsh.worktrees import WorktreesConfig
 
 if TYPE_CHECKING:
     import yaml
@@ -133,6 +135,8 @@ class DshConfig(BaseModel):
     """The built-in tools' settings (:mod:`dsh.tools`)."""
     permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
     """New sessions' mode and the allow / ask / deny patterns of tool calls (see :mod:`dsh.policy`)."""
+    background: BackgroundConfig = Field(default_factory=BackgroundConfig)
+    """Background commands (:mod:`dsh.background`): ``wake: true`` starts a turn when one of an idle session ends."""
     lsp: LspConfig = Field(default_factory=LspConfig)
     """Language servers and the diagnostics appended to edits (:mod:`dsh.lsp`; off unless ``enabled: true``)."""
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
@@ -142,6 +146,8 @@ class DshConfig(BaseModel):
     hooks: HooksConfig = Field(default_factory=HooksConfig)
     """Commands run at dsh's events, in Claude Code's schema (:mod:`dsh.hooks`); ``import: [claude]`` also reads a
     project's ``.claude/settings.json`` hooks (a project's hooks run once the user approved them)."""
+    worktrees: WorktreesConfig = Field(default_factory=WorktreesConfig)
+    """Whether new sessions work in a git worktree of their own (:mod:`dsh.worktrees`; ``mode: off`` by default)."""
     subagent_model: NonEmpty | None = None
     """The model of sub-agents (``task``) whose type names none (default: the parent's; :mod:`dsh.subagents`)."""
 

@@ -15,7 +15,8 @@ import pytest
 from acp import RequestError
 
 from dsh import events as ev
-from dsh.agent_stream import META_KEY, NOT_CARRIED, SCHEMA, SESSION_EVENT_FORMS
+from dsh.agent_stream import META_KEY, SCHEMA
+from dsh.agent_stream._wire import NOT_CARRIED, SESSION_EVENT_FORMS
 from dsh.kernel import EmitEvent
 from tests.support.sdk import DshProcess, run_dsh, write_script
 

@@ -33,7 +33,11 @@ BEFORE_THE_ANSWER = {
     "dsh.frontends.acp._boot",
     "dsh.frontends.acp._features",  # which newer capabilities the client advertised (standard library only)
     "dsh.frontends.acp._daemon",
-    "dsh.frontends.acp._framing",
+    "dsh.jsonrpc",
+    "dsh.jsonrpc._errors",
+    "dsh.jsonrpc._ids",
+    "dsh.jsonrpc._lines",
+    "dsh.jsonrpc._stream",
     "dsh.frontends.acp._stdio",
     "dsh.frontends.acp._terminal",  # a person at a terminal is told to run `dsh chat` (standard library only)
     "dsh.images",  # whether the default model takes images (standard library only, the rest loaded lazily)

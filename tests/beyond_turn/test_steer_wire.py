@@ -3,64 +3,23 @@ real ``dsh acp``, the model a loopback provider whose captured requests show wha
 
 from __future__ import annotations
 
-import json
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import pytest
-from acp import RequestError, text_block
+from acp import RequestError
 from acp.schema import UserMessageChunk
 
-from tests.support.provider_server import Event, Recorded, Reply, serve
-from tests.support.provider_wire import DONE, oa_chunk, oa_finish, oa_text_reply, oa_tool_delta, oa_usage
-from tests.support.sdk import DshProcess, run_dsh
+from tests.beyond_turn.helpers import WAIT, env_for, gated, prompting, steer, text, tool_call, user_texts
+from tests.support.provider_server import Recorded, Reply, serve
+from tests.support.sdk import run_dsh
 
-WAIT = 60.0
 STEPS = 20
 STEER = "use the second approach instead"
 QUEUED = "and afterwards summarise"
-
-
-def tool_call(call_id: str, name: str, arguments: dict[str, Any]) -> Reply:
-    return Reply(
-        events=[
-            oa_chunk({"role": "assistant", "content": None}),
-            oa_tool_delta(0, json.dumps(arguments), call_id=call_id, name=name),
-            oa_finish("tool_calls"),
-            oa_usage(9, 4),
-            DONE,
-        ]
-    )
-
-
-def env_for(url: str) -> dict[str, str | None]:
-    return {"OPENAI_BASE_URL": f"{url}/v1", "OPENAI_API_KEY": "test"}
-
-
-def user_texts(body: dict[str, Any]) -> str:
-    """Everything the request gave the model as user text (steering is a user message wrapped in a tag)."""
-    texts = []
-    for message in body["messages"]:
-        if message["role"] != "user":
-            continue
-        content = message["content"]
-        texts.append(content if isinstance(content, str) else " ".join(str(part.get("text", "")) for part in content))
-    return "\n".join(texts)
-
-
-@dataclass
-class Gated(Event):
-    """An event the server sends only once *gate* is set (the responder runs under the server's lock; the
-    streaming of a reply does not)."""
-
-    gate: threading.Event = field(default_factory=threading.Event)
-
-    def encode(self) -> bytes:
-        self.gate.wait(WAIT)
-        return super().encode()
 
 
 class Scripted:
@@ -75,21 +34,8 @@ class Scripted:
     def __call__(self, recorded: Recorded) -> Reply:
         self.count += 1
         number = self.count
-        if number < STEPS:
-            reply = tool_call(f"call-{number}", "read_file", {"path": "notes.txt"})
-        else:
-            reply = Reply(events=oa_text_reply(f"answer {number}"))
-        if number == self.hold:
-            first = reply.events[0]
-            reply.events[0] = Gated(first.data, first.event, first.delay, self.release)
-        return reply
-
-
-async def steer(daemon: DshProcess, session_id: str, text: str) -> dict[str, Any]:
-    return await daemon.conn.ext_method(
-        "dsh/session/steer",
-        {"sessionId": session_id, "prompt": [text_block(text).model_dump(by_alias=True, exclude_none=True)]},
-    )
+        reply = tool_call(f"call-{number}", "read_file", {"path": "notes.txt"}) if number < STEPS else text("done")
+        return gated(reply, self.release) if number == self.hold else reply
 
 
 async def test_a_steer_during_a_20_step_turn_reaches_the_next_step_and_a_prompt_still_queues(tmp_path: Path) -> None:
@@ -183,3 +129,77 @@ async def test_cancel_while_a_steer_is_pending_answers_it_cancelled_with_its_tex
             assert results["steer"]["prompt"] == [{"type": "text", "text": STEER}]
         bodies = server.bodies()
     assert not any(STEER in user_texts(body) for body in bodies)  # never sent to the model: the client has it back
+
+
+async def test_steer_frames_and_their_replay_validate_against_the_acp_json_schemas(tmp_path: Path) -> None:
+    """Through the schema-checking client of ``tests/support/acp_schema.py``: the initialize answer that
+    advertises the request, the live turn a steer joined, and the load that replays it (a marked user chunk)."""
+    from tests.support.acp_schema import modern_client
+    from tests.support.raw import write_script
+
+    (tmp_path / "notes.txt").write_text("hello\n")
+    words = " ".join(f"w{n}" for n in range(1, 41))
+    read = {"name": "read_file", "arguments": {"path": "notes.txt"}}
+    model = write_script(
+        tmp_path, [{"text": words, "delay": 0.05, "tool_calls": [read]}, {"text": "done"}, {"text": "more"}]
+    )
+    async with modern_client(tmp_path, model) as (client, init):
+        assert init["agentCapabilities"]["_meta"]["dsh.dev/steer"] == {"method": "_dsh/session/steer"}
+        with anyio.fail_after(WAIT):
+            session = await client.new_session(tmp_path)
+            prompt_id = await client.send_request(
+                "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "read it"}]}
+            )
+            await client.wait_for(
+                lambda m: (
+                    m.get("method") == "session/update"
+                    and m["params"]["update"].get("sessionUpdate") == "agent_message_chunk"
+                ),
+                WAIT,
+            )
+            steered = await client.call(
+                "_dsh/session/steer", {"sessionId": session, "prompt": [{"type": "text", "text": STEER}]}
+            )
+            assert steered == {"outcome": "steered", "turn": 1}
+            assert (await client.response(prompt_id))["result"]["stopReason"] == "end_turn"
+    async with modern_client(tmp_path, model, name="second.log") as (client, _):
+        with anyio.fail_after(WAIT):
+            await client.call("session/load", {"sessionId": session, "cwd": str(tmp_path), "mcpServers": []})
+        chunks = [u for u in client.updates(session) if u["sessionUpdate"] == "user_message_chunk"]
+        assert [c["content"]["text"] for c in chunks] == ["read it", STEER]
+        assert chunks[1]["_meta"] == {"dsh": {"steer": True}}
+
+
+async def test_a_steer_the_ending_turn_cannot_take_opens_the_next_turn_and_is_answered_queued(tmp_path: Path) -> None:
+    import os
+
+    holding, gate = tmp_path / "holding.fifo", tmp_path / "gate.fifo"
+    os.mkfifo(holding)
+    os.mkfifo(gate)
+    results: dict[str, Any] = {}
+    with serve() as server:
+        server.script(text("first answer"), text("answer to the steer"))
+        env = {**env_for(server.url), "DSH_TEST_HOLDING": str(holding), "DSH_TEST_GATE": str(gate)}
+        plugins = ["tests.beyond_turn.hold_plugin:plugin"]
+        async with run_dsh(tmp_path, "openai:test-model", env=env, plugins=plugins, agent_events=True) as daemon:
+            with anyio.fail_after(WAIT):
+                session_id = await daemon.start()
+
+                async def run_steer() -> None:
+                    results["steer"] = await steer(daemon, session_id, STEER)
+
+                async with prompting(daemon, session_id, "do the work") as answers:
+                    await anyio.to_thread.run_sync(lambda: holding.read_text())  # the turn's end is held
+                    mark = daemon.client.agent_events.mark()
+                    async with anyio.create_task_group() as group:
+                        group.start_soon(run_steer)
+                        await daemon.client.agent_events.wait_for(session_id, "queued", after=mark, steering=True)
+                        await anyio.to_thread.run_sync(lambda: os.close(os.open(gate, os.O_WRONLY)))
+                await daemon.client.agent_events.wait_idle(session_id, after=mark)
+            assert answers[0].stop_reason == "end_turn"
+            assert results["steer"] == {"outcome": "queued", "turn": 2}
+            assert "answer to the steer" in daemon.client.text(session_id)
+        bodies = server.bodies()
+    assert len(bodies) == 2
+    assert STEER not in user_texts(bodies[0])
+    assert STEER in user_texts(bodies[1]) and "<steering" not in user_texts(bodies[1])  # a prompt of its own

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsh.checkpoints import FileState, in_view, rewound_ranges, turns
+from dsh.checkpoints import in_view, turns
+from dsh.checkpoints._log import FileState, rewound_ranges
 from dsh.services.sessions import SessionEvent
 
 

@@ -36,6 +36,7 @@ BUILTINS = [
     "skills",
     "rewind",
     "sandbox",
+    "worktree",
 ]
 
 

@@ -10,7 +10,7 @@ import pytest
 from acp.schema import AgentPlanUpdate
 
 from dsh.errors import ToolArgsError
-from dsh.plans import validate_entries
+from dsh.plans._plugin import validate_entries
 from tests.support.sdk import run_dsh, write_script
 
 WAIT = 15.0

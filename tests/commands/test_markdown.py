@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from dsh.commands import Command, CommandResult, expand, markdown_commands, match_command
-from dsh.commands._markdown import parse_command_file, project_dirs
+from dsh.commands import Command, CommandResult, match_command
+from dsh.commands._markdown import expand, markdown_commands, parse_command_file, project_dirs
 
 
 async def _noop(invocation: Any) -> CommandResult:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dsh.globs import MAX_ALTERNATIVES, MAX_STARS, GlobError, compile_glob
+from dsh.globs import GlobError, compile_glob
+from dsh.globs._glob import MAX_ALTERNATIVES, MAX_STARS
 
 BASE = "/p"
 HOME = os.path.expanduser("~")

@@ -69,6 +69,15 @@ def replies(scenario: str) -> list[Reply]:
             tool_call("c1", "write_file", {"path": "out.txt", "content": "written"}),
             Reply(events=oa_text_reply("done")),
         ]
+    if scenario == "subagent":  # the parent starts a sub-agent, which answers; then the parent answers
+        job = {"description": "look around", "prompt": "say child done"}
+        return [
+            tool_call("c1", "task", job),
+            Reply(events=oa_text_reply("child done")),
+            Reply(events=oa_text_reply("done")),
+        ]
+    if scenario == "read_missing":
+        return [tool_call("c1", "read_file", {"path": "missing.txt"}), Reply(events=oa_text_reply("done"))]
     if scenario == "stop":
         return [Reply(events=oa_text_reply("first")), Reply(events=oa_text_reply("second"))]
     return [Reply(events=oa_text_reply("done"))]
@@ -154,9 +163,17 @@ def check(case: Case, seen: Seen, project: Path, outside: Path, front: str) -> N
         assert stdin["hook_event_name"] == expect["stdin"]["hook_event_name"], stdin
         assert stdin["tool_input"]["command"] == expect["stdin"]["command"], stdin
         assert stdin["cwd"] == str(project), stdin
+    if "diff" in expect:
+        stdin = json.loads((project / "stdin.json").read_text(encoding="utf-8"))
+        diff = stdin["tool_input"]["dsh"]["diff"]
+        assert diff["path"] == str(project / expect["diff"]["path"]), diff
+        assert (diff["old_text"], diff["new_text"]) == (expect["diff"]["old_text"], expect["diff"]["new_text"]), diff
+        assert stdin["tool_name"] == "Write" and stdin["tool_input"]["file_path"] == diff["path"], stdin
     if "file" in expect:
         text = (project / expect["file"]).read_text(encoding="utf-8")
         assert expect["file_has"] in text, (where, text[:500])
+    if "no_file" in expect:
+        assert not (project / expect["no_file"]).exists(), where
     if "outside_written" in expect:
         assert outside.exists() == expect["outside_written"], where
     if expect.get("no_key"):

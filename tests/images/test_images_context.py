@@ -77,7 +77,8 @@ def test_a_model_without_vision_gets_each_image_as_a_note_and_nothing_else_chang
 
 
 def test_an_image_counts_its_pixel_size_not_its_base64() -> None:
-    from dsh.images import TYPICAL_IMAGE_TOKENS, image_tokens
+    from dsh.images import image_tokens
+    from dsh.images._blocks import TYPICAL_IMAGE_TOKENS
     from dsh.services.llm import content_chars
     from dsh.services.llm._estimate import CHARS_PER_TOKEN
 

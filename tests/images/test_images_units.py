@@ -11,16 +11,16 @@ from dsh.frontends.acp._content import prompt_content
 from dsh.frontends.acp._rpc import INVALID_PARAMS, RpcError
 from dsh.images import (
     MAX_IMAGE_BYTES,
-    TYPICAL_IMAGE_TOKENS,
     ImageError,
-    builtin_vision,
     check_image,
     decode_base64,
     describe_image,
     image_tokens,
-    sniff,
     takes_images,
 )
+from dsh.images._blocks import TYPICAL_IMAGE_TOKENS
+from dsh.images._sniff import sniff
+from dsh.images._vision import builtin_vision
 from tests.support.images import b64, gif, jpeg, png, webp
 
 SVG = b'<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"></svg>'

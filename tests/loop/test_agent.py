@@ -11,7 +11,8 @@ import pytest
 from dsh import events as ev
 from dsh.events import QueuedInfo, TurnEndReason
 from dsh.kernel import Context, Next
-from dsh.loop import AgentDisposedError, ReactLoopAgent
+from dsh.loop._agent import ReactLoopAgent
+from dsh.loop._state import AgentDisposedError
 from dsh.services.agents import Agent, AgentHandle, AgentOptions, AgentStatus
 from dsh.services.llm import ContentBlock, GenerateRequest
 from dsh.services.sessions import Session, SessionEvent

@@ -17,7 +17,7 @@ import pytest
 from dsh import events as ev
 from dsh.events import TurnEndReason
 from dsh.kernel import Context, Next
-from dsh.loop import ReactLoopAgent
+from dsh.loop._agent import ReactLoopAgent
 from dsh.services.agents import Agent, AgentOptions, AgentStatus
 from dsh.services.llm import ContentBlock, GenerateRequest, StreamChunk
 from dsh.services.tools import ToolDefinition, ToolExecution

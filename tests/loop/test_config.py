@@ -21,7 +21,7 @@ from structlog.testing import capture_logs
 from dsh import events as ev
 from dsh.app import load_core
 from dsh.kernel import App, Context
-from dsh.loop import ReactLoopAgent
+from dsh.loop._agent import ReactLoopAgent
 from dsh.plugins.memory_persistence import MemoryStore, memory_persistence_plugin
 from dsh.services.agents import Agent, AgentOptions
 from dsh.services.llm import ContentBlock, GenerateRequest

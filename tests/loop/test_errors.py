@@ -19,7 +19,7 @@ from structlog.testing import capture_logs
 from dsh import events as ev
 from dsh.errors import DshError
 from dsh.kernel import Context
-from dsh.loop import ReactLoopAgent
+from dsh.loop._agent import ReactLoopAgent
 from dsh.services.agents import AgentOptions
 from dsh.services.llm import ContentBlock, GenerateRequest, Message, MessageSource, StreamChunk
 from dsh.services.sessions import Session, SessionEvent

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from dsh.loop import Inbox, InboxMessage
+from dsh.loop._inbox import Inbox, InboxMessage
 from dsh.services.llm import MessageSource
 
 USER: MessageSource = {"kind": "user"}

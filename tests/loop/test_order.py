@@ -13,7 +13,7 @@ from dsh import events as ev
 from dsh.app import load_core
 from dsh.events import QueuedInfo, TurnEndReason
 from dsh.kernel import App, Context, Next
-from dsh.loop import ReactLoopAgent
+from dsh.loop._agent import ReactLoopAgent
 from dsh.services.agents import Agent, AgentOptions, AgentStatus
 from dsh.services.llm import ContentBlock, GenerateRequest, Message, MessageSource, StreamChunk
 from dsh.services.sessions import Session, SessionEvent

@@ -9,7 +9,7 @@ import anyio
 import anyio.lowlevel
 
 from dsh.kernel import Context
-from dsh.loop import ReactLoopAgent
+from dsh.loop._agent import ReactLoopAgent
 from dsh.services.agents import AgentOptions
 from dsh.services.tools import ToolDefinition, ToolExecution
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from dsh import events as ev
 from dsh.app import load_core
 from dsh.kernel import App, Context
-from dsh.loop import ReactLoopAgent
+from dsh.loop._agent import ReactLoopAgent
 from dsh.services.agents import AgentOptions
 from dsh.services.llm import ContentBlock, GenerateRequest, StreamChunk
 from dsh.services.sessions import Session

@@ -12,7 +12,7 @@ import anyio
 
 from dsh import events as ev
 from dsh.kernel import Context
-from dsh.loop import ReactLoopAgent
+from dsh.loop._agent import ReactLoopAgent
 from dsh.services.agents import AgentOptions
 from dsh.services.llm import ContentBlock, GenerateRequest, Message
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from dsh import events as ev
 from dsh.kernel import Context
-from dsh.loop import ReactLoopAgent
+from dsh.loop._agent import ReactLoopAgent
 from dsh.services.agents import AgentHandle, AgentOptions
 from dsh.services.sessions import Session
 from dsh.services.tools import ToolExecution, define_tool

@@ -28,11 +28,18 @@ def write_config(tmp_path: Path, **lsp: Any) -> Path:
     section = {
         "enabled": True,
         "timeout": 30,  # generous on a busy machine: the bound is the configuration's
+        "start_wait": 30,  # the first edit waits for the cold server (the default does not: RFC 0037)
         "servers": {"pylsp": {"command": [sys.executable, "-m", "pylsp"], "languages": ["python"]}},
         **lsp,
     }
     config.write_text(json.dumps({"lsp": section}))  # JSON is YAML
     return config
+
+
+def lsp_env(tmp_path: Path, **lsp: Any) -> dict[str, str]:
+    """The daemon's environment entries for these tests: the configuration of :func:`write_config`, and
+    ``DSH_LSP`` emptied (the suite's shared daemon environment sets it to ``off``; empty: as the file says)."""
+    return {"DSH_CONFIG": str(write_config(tmp_path, **lsp)), "DSH_LSP": ""}
 
 
 def tool_message(bodies: list[Any], call_id: str) -> str:
@@ -45,8 +52,9 @@ def tool_message(bodies: list[Any], call_id: str) -> str:
     raise AssertionError(f"no request carried the result of {call_id}")
 
 
-def servers_in(project: Path) -> list[int]:
-    """Pids of live ``pylsp`` processes whose working directory is *project*."""
+def servers_in(project: Path, marker: bytes = b"pylsp") -> list[int]:
+    """Pids of live processes whose command line holds *marker* (``pylsp``; ``ruff\0server``: NUL-separated
+    arguments) and whose working directory is *project*."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -57,7 +65,7 @@ def servers_in(project: Path) -> list[int]:
             state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if b"pylsp" in cmdline and cwd == str(project) and state != "Z":
+        if marker in cmdline and cwd == str(project) and state != "Z":
             found.append(int(entry))
     return found
 
@@ -82,7 +90,7 @@ async def test_undefined_name_is_reported_its_fix_reports_none_and_the_tool_agre
         tool("w3", "write_file", path="notes.txt", content="not a language a server knows\n"),
         text("done"),
     )
-    env = {**env_of(server), "DSH_CONFIG": str(write_config(tmp_path))}
+    env = {**env_of(server), **lsp_env(tmp_path)}
     client = EditorClient([])
     async with run_editor(tmp_path, MODEL, client, env=env, project=project) as editor:
         session = (await editor.new_session()).session_id

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lsp.test_diagnostics_wire import write_config
+from tests.lsp.test_diagnostics_wire import lsp_env
 from tests.support.env import write_script
 from tests.support.headless import exec_run
 
@@ -30,7 +30,7 @@ def test_exec_json_carries_the_new_diagnostics(tmp_path: Path) -> None:
         "--allow-edits",
         "write",
         model=write_script(tmp_path / "s.json", steps),
-        env={"DSH_CONFIG": str(write_config(tmp_path))},
+        env=lsp_env(tmp_path),
     )
     assert run.code == 0, run.stderr
     (result,) = [e for e in run.lines if e["type"] == "agent/tool-result" and e["callId"] == "w1"]

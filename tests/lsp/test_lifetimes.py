@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.lsp.test_diagnostics_wire import gone, servers_in, write_config
+from tests.lsp.test_diagnostics_wire import gone, lsp_env, servers_in
 from tests.support.durable import WAIT, Daemon, run_daemon
 from tests.support.editor import call
 from tests.support.env import write_script
@@ -32,7 +32,7 @@ def scripted(tmp_path: Path) -> tuple[Path, str, dict[str, str]]:
     model = write_script(
         tmp_path / "script.json", [call("write_file", "w1", path="mod.py", content="x = 1\n"), {"text": "done"}]
     )
-    return project, model, {"DSH_CONFIG": str(write_config(tmp_path))}
+    return project, model, lsp_env(tmp_path)
 
 
 async def test_the_server_is_gone_after_session_close(tmp_path: Path) -> None:

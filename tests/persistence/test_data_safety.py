@@ -16,15 +16,10 @@ from structlog.testing import capture_logs
 from dsh._jsonlimits import MAX_JSON_DEPTH, MAX_LOG_DEPTH, check_depth, exceeds_depth, text_may_exceed
 from dsh.app import load_core
 from dsh.kernel import App
-from dsh.loop import ReactLoopAgent
-from dsh.plugins.persistence import (
-    CorruptSessionError,
-    JsonlPersistence,
-    SessionWriteError,
-    StorageUnavailableError,
-    _jsonl,
-)
+from dsh.loop._agent import ReactLoopAgent
+from dsh.plugins.persistence import CorruptSessionError, JsonlPersistence, _jsonl
 from dsh.plugins.persistence._format import scan
+from dsh.plugins.persistence._jsonl import SessionWriteError, StorageUnavailableError
 from dsh.services.agents import AgentOptions
 from dsh.services.sessions import NotJsonError, Session, SessionEvent, SessionHeader
 

@@ -11,15 +11,10 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from dsh.loop import ReactLoopAgent
-from dsh.plugins.persistence import (
-    CorruptSessionError,
-    JsonlPersistence,
-    SessionLockedError,
-    SessionNotFoundError,
-    SessionWriteError,
-)
+from dsh.loop._agent import ReactLoopAgent
+from dsh.plugins.persistence import CorruptSessionError, JsonlPersistence, SessionLockedError, SessionNotFoundError
 from dsh.plugins.persistence._format import encode_event, scan
+from dsh.plugins.persistence._jsonl import SessionWriteError
 from dsh.services.agents import AgentOptions
 from dsh.services.sessions import SessionEvent, SessionInfo
 from dsh.services.tools import ToolDefinition, ToolExecution

@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from dsh.errors import error_code
-from dsh.loop import ReactLoopAgent
+from dsh.loop._agent import ReactLoopAgent
 from dsh.plugins.persistence import JsonlPersistence, SessionLockedError, SessionNotFoundError
 from dsh.plugins.persistence._format import scan
 from dsh.services.agents import AgentHandle, AgentOptions

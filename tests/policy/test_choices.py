@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from dsh.choices import CHOICE_EVENT, ChoiceError, Choices
+from dsh.choices import ChoiceError, Choices
+from dsh.choices._choices import CHOICE_EVENT
 from dsh.kernel import Context
 
 

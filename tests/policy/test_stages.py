@@ -98,7 +98,7 @@ async def test_every_package_sits_in_its_stage() -> None:
     assert placed == [
         ("budget", "dsh.tools"),
         ("redact", "dsh.secrets"),
-        ("limits", "dsh.spend"),  # a call the model asked for after a spend budget ran out is not started
+        ("limits", "dsh.spend"),  # a spent budget refuses the call first (dsh.spend, RFC 0039)
         ("limits", "dsh.subagents"),
         ("limits", "dsh.skills"),
         ("prepare", "dsh.policy"),

@@ -14,7 +14,8 @@ from typing import Any
 import anyio
 import pytest
 
-from dsh.sandbox import FORCE_NO_ASK_ENV, SIMULATE_ENV, support
+from dsh.sandbox import FORCE_NO_ASK_ENV, support
+from dsh.sandbox._support import SIMULATE_ENV
 from tests.support.editor import EditorClient, call, run_editor, text_of, write_script
 
 machine = pytest.mark.skipif(not support().available, reason="this machine offers no Landlock")

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from dsh.sandbox import SIMULATE_ENV, support
+from dsh.sandbox import support
+from dsh.sandbox._support import SIMULATE_ENV
 from tests.support.env import ROOT
 
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from dsh.sandbox import BLOCKED_READ_ONLY, FORCE_NO_ASK_ENV, support
+from dsh.sandbox import FORCE_NO_ASK_ENV, support
+from dsh.sandbox._sandbox import BLOCKED_READ_ONLY
 from tests.support.editor import EditorClient, call, run_editor, text_of, write_script
 
 pytestmark = pytest.mark.skipif(not support().available, reason="this machine offers no Landlock")

@@ -11,15 +11,15 @@ from pydantic import SecretStr
 from dsh.config import DshConfig, load_config, render_config
 from dsh.providers._settings import ProviderSettings
 from dsh.secrets import (
-    MIN_SECRET_LENGTH,
     SecretPolicy,
     SecretsConfig,
     child_environment,
     current_policy,
-    install_policy,
     policy_for,
+    policy_in_force,
     redact_text,
 )
+from dsh.secrets._policy import MIN_SECRET_LENGTH
 
 OPENAI = "sk-openai-0123456789abcdef"
 ANTHROPIC = "sk-ant-0123456789abcdef"
@@ -120,7 +120,7 @@ def test_redaction_replaces_every_secret_value_by_its_name_longest_first() -> No
     )
 
 
-def test_child_environment_reads_the_environment_at_call_time_under_the_installed_policy(
+def test_child_environment_reads_the_environment_at_call_time_under_the_policy_in_force(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI)
@@ -129,15 +129,14 @@ def test_child_environment_reads_the_environment_at_call_time_under_the_installe
     assert "OPENAI_API_KEY" not in child_environment()
     assert child_environment()["ORDINARY_VARIABLE"] == "ordinary"
     assert child_environment()["LATER_SECRET"] == "later-secret-0123"
-    remove = install_policy(policy_for(None, SecretsConfig(remove=["LATER_*"], pass_through=["OPENAI_API_KEY"])))
-    try:
+    policy = policy_for(None, SecretsConfig(remove=["LATER_*"], pass_through=["OPENAI_API_KEY"]))
+    with policy_in_force(policy):
         assert "LATER_SECRET" not in child_environment()
         assert child_environment()["OPENAI_API_KEY"] == OPENAI
         assert redact_text("x later-secret-0123 y") == "x [redacted LATER_SECRET] y"
-    finally:
-        remove()
-        remove()  # idempotent
     assert current_policy() == SecretPolicy.build()
+    assert "LATER_SECRET" not in child_environment(policy)  # or passed explicitly
+    assert redact_text("x later-secret-0123 y", policy) == "x [redacted LATER_SECRET] y"
     assert child_environment()["LATER_SECRET"] == "later-secret-0123"
 
 

@@ -51,8 +51,11 @@ async def test_run_command_children_do_not_see_keys_and_output_is_redacted(
         read = await execute(app.ctx, "read_file", {"path": ".env"}, tmp_path)
         assert KEY not in text(read)
         assert "[redacted OPENAI_API_KEY]" in text(read)
+        service = app.ctx.get("secret_policy")
+        assert service is not None and service.pass_through == frozenset({"WEATHER_API_KEY"})
+        assert current_policy().pass_through == frozenset(), "outside a tool call no application's policy is in force"
     # the application's policy is gone with it
-    assert current_policy().pass_through == frozenset()
+    assert app.ctx.get("secret_policy") is None
 
 
 async def test_errors_and_display_of_any_tool_are_redacted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,6 +13,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from dsh.jsonrpc import answer_id
 from tests.support.editor import EditorClient, call, run_editor, write_script
 from tests.support.serve import TOKEN, auth, running_server, ws_client
 
@@ -182,6 +183,7 @@ async def test_a_client_that_drops_mid_turn_loads_its_session_on_reconnect(tmp_p
         assert not (project / "hello.txt").exists()  # never allowed
 
 
+@pytest.mark.timeout(240)  # a thousand connections one after another: minutes on a busy two-core machine
 async def test_a_thousand_connects_are_bounded_and_the_server_still_serves(tmp_path: Path) -> None:
     async with running_server(tmp_path) as server:
         refused: list[int] = []
@@ -213,3 +215,17 @@ async def test_the_bridge_with_a_wrong_token_exits_1_and_writes_nothing_to_stdou
         assert result.returncode == 1
         assert result.stdout == b""
         assert b"HTTP 401" in result.stderr
+
+
+def test_the_bridge_tells_a_response_from_a_notification_by_the_message_not_its_text() -> None:
+    """The bridge waits at end of input for answers to what it forwarded; ``initialize``'s answer names the
+    steering method in its ``_meta``, and taking it for a notification left that wait to run out its grace."""
+
+    def read(data: bytes) -> object:
+        return answer_id(data[:512], data[-512:])
+
+    assert read(b'{"jsonrpc":"2.0","result":{"_meta":{"x":{"method":"_dsh/session/steer"}}},"id":1}') == 1
+    assert read(b'{"jsonrpc":"2.0","id":1,"result":{"_meta":{"x":{"method":"_dsh/session/steer"}}}}') == 1
+    assert read(b'{"jsonrpc":"2.0","id":"a","error":{"code":-32602,"message":"method"}}') == "a"
+    assert read(b'{"jsonrpc":"2.0","id":7,"method":"session/request_permission","params":{}}') is None
+    assert read(b'{"jsonrpc":"2.0","method":"session/update","params":{"id":3}}') is None

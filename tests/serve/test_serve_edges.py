@@ -106,6 +106,7 @@ WINDOW = 3.0
 echo would hold well over the bound within it (the echo streams about 100,000 words a second here)."""
 
 
+@pytest.mark.timeout(240)  # fills a socket buffer with megabytes of updates: slow on a busy two-core machine
 async def test_a_client_that_stops_reading_is_bounded_and_others_are_served(tmp_path: Path) -> None:
     async with running_server(tmp_path) as server, connect(server.url, additional_headers=auth(), max_queue=1) as slow:
 

@@ -7,7 +7,10 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from dsh.skills import MAX_SKILLS, discover_skills, permits, skills_text
+from dsh.skills import discover_skills
+from dsh.skills._discover import MAX_SKILLS
+from dsh.skills._narrow import permits
+from dsh.skills._plugin import skills_text
 
 
 def _write(path: Path, text: str) -> Path:

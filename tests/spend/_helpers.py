@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
+
+from tests.support.provider_server import Reply
+from tests.support.provider_wire import DONE, oa_chunk, oa_finish, oa_tool_delta, oa_usage
 
 
 def write_config(workdir: Path, text: str) -> None:
@@ -41,3 +45,16 @@ def assert_balanced(events: list[dict[str, Any]]) -> None:
 
 def text_chunks(updates: list[dict[str, Any]]) -> str:
     return "".join(u["content"].get("text", "") for u in updates if u.get("sessionUpdate") == "agent_message_chunk")
+
+
+def tool_reply(call_id: str, name: str, arguments: dict[str, Any], prompt: int, completion: int) -> Reply:
+    """A loopback provider's reply (OpenAI format) that calls one tool and reports *prompt* / *completion* tokens."""
+    return Reply(
+        events=[
+            oa_chunk({"role": "assistant", "content": None}),
+            oa_tool_delta(0, json.dumps(arguments), call_id=call_id, name=name),
+            oa_finish("tool_calls"),
+            oa_usage(prompt, completion),
+            DONE,
+        ]
+    )

@@ -7,17 +7,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.spend._helpers import assert_balanced, text_chunks, write_config
+from tests.spend._helpers import assert_balanced, text_chunks, tool_reply, write_config
 from tests.support.acp_schema import modern_client
 from tests.support.editor import EditorClient, read_log, run_editor
 from tests.support.provider_server import FakeProvider, Reply
-from tests.support.provider_wire import DONE, oa_chunk, oa_finish, oa_text_reply, oa_tool_delta, oa_usage
+from tests.support.provider_wire import oa_text_reply
 
 PRICED = (
     "providers:\n  openai:\n    context_windows: {priced: 100000}\n"
     "    prices: {priced: {input: 1000000, output: 1000000}}\n"
 )
 """``openai:priced`` costs one dollar a token: the figures of a test are its token counts."""
+TASK = {"description": "look", "prompt": "look around"}
 
 
 def _env(server: FakeProvider) -> dict[str, str]:
@@ -30,17 +31,8 @@ def _usage_updates(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 async def test_a_sub_agents_spend_stops_the_parents_turn(server: FakeProvider, tmp_path: Path) -> None:
     write_config(tmp_path, PRICED + "budget: {session_usd: 15}\n")
-    arguments = '{"description": "look", "prompt": "look around"}'
     server.script(
-        Reply(
-            events=[
-                oa_chunk({"role": "assistant", "content": None}),
-                oa_tool_delta(0, arguments, call_id="t1", name="task"),
-                oa_finish("tool_calls"),
-                oa_usage(2, 1),  # the parent: $3
-                DONE,
-            ]
-        ),
+        tool_reply("t1", "task", TASK, 2, 1),  # the parent: $3
         Reply(events=oa_text_reply("Found it.", prompt=10, completion=3)),  # the child: $13, $16 of $15 in all
         Reply(events=oa_text_reply("never asked")),
     )
@@ -104,3 +96,31 @@ async def test_an_older_client_gets_the_warning_as_a_message_and_usage_update_un
         "size": 100000,
         "cost": {"amount": 85.0, "currency": "USD"},
     }
+
+
+async def test_a_sub_agent_stops_at_its_own_step_boundary_once_the_parents_budget_is_reached(
+    server: FakeProvider, tmp_path: Path
+) -> None:
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "a.txt").write_text("alpha\n")
+    write_config(tmp_path, PRICED + "budget: {turn_tokens: 100}\n")
+    server.script(
+        tool_reply("t1", "task", TASK, 20, 5),
+        # the child's first step: 25 + 90 = 115 of 100 tokens: its read is not run, the child stops
+        tool_reply("r1", "read_file", {"path": "a.txt"}, 80, 10),
+        Reply(events=oa_text_reply("never asked")),
+    )
+    async with run_editor(tmp_path, "openai:priced", EditorClient([]), env=_env(server)) as editor:
+        session = (await editor.new_session()).session_id
+        response = await editor.prompt(session, "go")
+        assert response.stop_reason == "max_turn_requests"
+        assert response.model_dump(by_alias=True, exclude_none=True)["_meta"]["dsh"]["budget"]["spent"] == 115
+    assert len(server.requests) == 2
+    parent = read_log(tmp_path, session)
+    assert_balanced(parent)
+    (child_id,) = {e["data"]["session_id"] for e in parent if e["type"] == "subagent/usage"}
+    child = read_log(tmp_path, child_id)
+    assert_balanced(child)
+    (result,) = [e["data"] for e in child if e["type"] == "tool/result"]
+    assert result["call_id"] == "r1" and result["error"]["code"] == "BUDGET_REACHED"
+    assert [e["type"] for e in child].count("spend/stop") == 1

@@ -4,30 +4,18 @@ SDK client)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from tests.spend._helpers import assert_balanced, text_chunks, write_config
+from tests.spend._helpers import assert_balanced, text_chunks, tool_reply, write_config
 from tests.support.editor import EditorClient, read_log, run_editor
 from tests.support.provider_server import FakeProvider, Reply
-from tests.support.provider_wire import DONE, oa_chunk, oa_finish, oa_text_reply, oa_tool_delta, oa_usage
+from tests.support.provider_wire import oa_text_reply
 
+READ = {"path": "a.txt"}
 PRICED = "providers:\n  openai:\n    prices: {priced: {input: 1000000, output: 1000000}}\n"
 """``openai:priced`` costs one dollar a token: spend in dollars and in tokens are the same figures."""
-
-
-def _read(call_id: str, prompt: int, completion: int) -> Reply:
-    return Reply(
-        events=[
-            oa_chunk({"role": "assistant", "content": None}),
-            oa_tool_delta(0, json.dumps({"path": "a.txt"}), call_id=call_id, name="read_file"),
-            oa_finish("tool_calls"),
-            oa_usage(prompt, completion),
-            DONE,
-        ]
-    )
 
 
 @pytest.mark.parametrize("budget", ["turn_usd", "session_usd", "turn_tokens", "session_tokens"])
@@ -38,8 +26,8 @@ async def test_each_budget_stops_a_turn_cleanly_and_the_session_goes_on_once_rai
     (tmp_path / "project" / "a.txt").write_text("alpha\n")
     write_config(tmp_path, PRICED + f"budget: {{{budget}: 10}}\n")
     server.script(
-        _read("c1", 5, 3),  # 8 of 10: the warning
-        _read("c2", 2, 1),  # 11 of 10: c2 is not run, the turn stops
+        tool_reply("c1", "read_file", READ, 5, 3),  # 8 of 10: the warning
+        tool_reply("c2", "read_file", READ, 2, 1),  # 11 of 10: c2 is not run, the turn stops
         Reply(events=oa_text_reply("after raising", prompt=1, completion=1)),
     )
     env = {"OPENAI_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": "test"}

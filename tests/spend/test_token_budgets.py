@@ -83,6 +83,8 @@ async def test_session_tokens_stop_refuses_the_next_prompt_until_raised_with_the
         shown = await editor.prompt(session, "/budget")
         assert shown.stop_reason == "end_turn"
         assert "session tokens: 600 tokens of 500 tokens" in text_chunks(editor.updates(session))
+        assert (await editor.prompt(session, "/status")).stop_reason == "end_turn"
+        assert "Budget: session tokens: 600 tokens of 500 tokens" in text_chunks(editor.updates(session))
         assert (await editor.prompt(session, "/budget session_tokens 5000")).stop_reason == "end_turn"
         third = await editor.prompt(session, "three")
         assert third.stop_reason == "end_turn"

@@ -199,6 +199,7 @@ def check_chat_frames(frames: list[tuple[str, dict[str, Any]]]) -> list[str]:
         "session/cancel": schema.CancelNotification,
         "session/set_config_option": schema.SetSessionConfigOptionSelectRequest,
         "session/set_mode": schema.SetSessionModeRequest,
+        "_dsh/session/steer": schema.PromptRequest,  # dsh's steering request: a prompt's params (RFC 0036)
     }
     answer_models: dict[str, type[BaseModel]] = {
         "session/request_permission": schema.RequestPermissionResponse,

@@ -98,8 +98,8 @@ __all__ = [
     "write_script",
 ]
 
-DEADLINE = 10.0
-"""Upper bound for any one scenario step that waits on the daemon."""
+DEADLINE = 30.0
+"""Upper bound for any one scenario step that waits on the daemon: hang detection (10 s failed under a two-core load)."""
 
 PERMISSION = "session/request_permission"
 FS_READ = "fs/read_text_file"

@@ -49,6 +49,7 @@ def sandbox_env(
 ) -> dict[str, str]:
     """The daemon's whole environment: ``HOME`` and the XDG directories under *workdir*, sessions in *data_dir*
     (default ``workdir/dsh-data``), ``PYTHONPATH`` = *python_path*, ``src/``, the repository root, the runner's own;
+    ``DSH_LSP=off`` (language servers are on by default in the product; a test of them sets ``DSH_LSP`` again);
     *extra* variables last (a provider's base URL and key)."""
     paths = [str(p) for p in python_path] + [str(SRC), str(ROOT)]
     if os.environ.get("PYTHONPATH"):
@@ -70,6 +71,7 @@ def sandbox_env(
         "DSH_DATA_DIR": str(data_dir if data_dir is not None else workdir / "dsh-data"),
         "DSH_MODEL": model,
         "DSH_LOG_LEVEL": "warning",
+        "DSH_LSP": "off",  # no language servers in unrelated tests (RFC 0037); tests/lsp sets it back
     }
     plugins = list(plugins)
     if plugins:

@@ -113,10 +113,12 @@ def check_frame(line: bytes) -> dict[str, Any]:
 def daemon_env(
     model: str = "echo", *, plugins: str | None = None, extra: Mapping[str, str] | None = None
 ) -> dict[str, str]:
-    """The daemon's environment: ours without any ``DSH_*`` setting, plus *model* and *plugins*."""
+    """The daemon's environment: ours without any ``DSH_*`` setting, plus *model* and *plugins*, and
+    ``DSH_LSP=off`` (no language servers in unrelated tests)."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("DSH_")}
     env.pop("PYTHONWARNINGS", None)
     env["DSH_MODEL"] = model
+    env["DSH_LSP"] = "off"
     if plugins is not None:
         env["DSH_PLUGINS"] = plugins
         paths = [str(ACP_DIR), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]

@@ -11,7 +11,7 @@ import pytest
 from dsh import events as ev
 from dsh.kernel import Context, Next
 from dsh.services.tools import ToolExecution, ToolResult
-from dsh.tools import ResolvedPath, grant_outside, is_granted, resolve_path, revoke_grants
+from dsh.tools import OutsideGrants, ResolvedPath, resolve_path
 from dsh.tools._paths import MAX_GRANTED_CALLS
 from tests.tools.conftest import Call, FakeAgent, text
 
@@ -132,6 +132,12 @@ async def test_every_tool_refuses_outside_paths(call: Call, tmp_path: Path, work
 # -- grants ---------------------------------------------------------------------------------------------------
 
 
+def _grants(core: Context) -> OutsideGrants:
+    workspace = core.get("workspace")
+    assert workspace is not None
+    return workspace.grants
+
+
 def _gate(core: Context, granted: list[str]) -> None:
     """A permission gate as the ACP front end writes one: grant the card's outside paths, then run."""
 
@@ -140,8 +146,9 @@ def _gate(core: Context, granted: list[str]) -> None:
             tool = core.tools.get(execution.name)
             assert tool is not None
             card = tool.meta["present"](execution.arguments, execution.agent.session.header.cwd)  # type: ignore[union-attr]
+            grants = _grants(core)
             for path, _line in card.locations:
-                grant_outside(execution, path)
+                grants.grant(execution, path)
         return await next_()
 
     core.on(ev.TOOLS_EXECUTE, gate, prepend=True)
@@ -157,23 +164,27 @@ async def test_a_grant_allows_exactly_one_call(core: Context, call: Call, secret
     assert other.error is not None and other.error["code"] == "OUTSIDE_ROOTS"
 
 
-async def test_a_grant_ends_with_its_call(call: Call, agent: FakeAgent, secret: Path) -> None:
+async def test_a_grant_ends_with_its_call(core: Context, call: Call, agent: FakeAgent, secret: Path) -> None:
+    grants = _grants(core)
     execution = ToolExecution("c9", "read_file", {"path": str(secret)}, agent)  # type: ignore[arg-type]
-    grant_outside(execution, str(secret))
-    assert is_granted(execution, str(secret))
+    grants.grant(execution, str(secret))
+    assert grants.is_granted(execution, str(secret))
     assert not (await call("read_file", {"path": str(secret)}, call_id="c9")).is_error
-    assert not is_granted(execution, str(secret))  # revoked when the call ended
+    assert not grants.is_granted(execution, str(secret))  # revoked when the call ended
     again = await call("read_file", {"path": str(secret)}, call_id="c9")
     assert again.error is not None and again.error["code"] == "OUTSIDE_ROOTS"
 
 
-async def test_a_grant_is_revoked_even_when_the_call_fails(call: Call, agent: FakeAgent, tmp_path: Path) -> None:
+async def test_a_grant_is_revoked_even_when_the_call_fails(
+    core: Context, call: Call, agent: FakeAgent, tmp_path: Path
+) -> None:
+    grants = _grants(core)
     missing = tmp_path / "missing.txt"
     execution = ToolExecution("c1", "read_file", {}, agent)  # type: ignore[arg-type]
-    grant_outside(execution, str(missing))
+    grants.grant(execution, str(missing))
     result = await call("read_file", {"path": str(missing)}, call_id="c1")
     assert result.error is not None and result.error["code"] == "NOT_FOUND"
-    assert not is_granted(execution, str(missing))
+    assert not grants.is_granted(execution, str(missing))
 
 
 async def test_a_granted_directory_covers_what_is_below_it(core: Context, call: Call, tmp_path: Path) -> None:
@@ -186,27 +197,28 @@ async def test_a_granted_directory_covers_what_is_below_it(core: Context, call: 
 
 
 async def test_grants_are_per_session(agent: FakeAgent, secret: Path, work: Path) -> None:
+    grants = OutsideGrants()
     mine = ToolExecution("c1", "read_file", {}, agent)  # type: ignore[arg-type]
     theirs = ToolExecution("c1", "read_file", {}, FakeAgent.at(work, "session-2"))  # type: ignore[arg-type]
-    grant_outside(mine, str(secret))
-    assert is_granted(mine, str(secret))
-    assert not is_granted(theirs, str(secret))
-    assert not is_granted(mine, str(secret.parent / "other.txt"))
-    revoke_grants(mine)
-    revoke_grants(mine)
-    assert not is_granted(mine, str(secret))
+    grants.grant(mine, str(secret))
+    assert grants.is_granted(mine, str(secret))
+    assert not grants.is_granted(theirs, str(secret))
+    assert not grants.is_granted(mine, str(secret.parent / "other.txt"))
+    grants.revoke(mine)
+    grants.revoke(mine)
+    assert not grants.is_granted(mine, str(secret))
 
 
 def test_grants_need_absolute_paths_and_stay_bounded(agent: FakeAgent) -> None:
+    grants = OutsideGrants()
     with pytest.raises(ValueError, match="absolute"):
-        grant_outside(ToolExecution("c", "t", {}, agent), "relative/path")  # type: ignore[arg-type]
+        grants.grant(ToolExecution("c", "t", {}, agent), "relative/path")  # type: ignore[arg-type]
     first = ToolExecution("first", "t", {}, agent)  # type: ignore[arg-type]
-    grant_outside(first, "/opt/x")
+    grants.grant(first, "/opt/x")
     for index in range(MAX_GRANTED_CALLS):
-        grant_outside(ToolExecution(f"n{index}", "t", {}, agent), "/opt/x")  # type: ignore[arg-type]
-    assert not is_granted(first, "/opt/x")  # the oldest grant was dropped
-    for index in range(MAX_GRANTED_CALLS):
-        revoke_grants(ToolExecution(f"n{index}", "t", {}, agent))  # type: ignore[arg-type]
+        grants.grant(ToolExecution(f"n{index}", "t", {}, agent), "/opt/x")  # type: ignore[arg-type]
+    assert not grants.is_granted(first, "/opt/x")  # the oldest grant was dropped
+    assert len(grants) == MAX_GRANTED_CALLS
 
 
 async def test_extra_roots_of_a_session_are_inside(core: Context, call: Call, tmp_path: Path) -> None:

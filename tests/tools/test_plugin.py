@@ -44,6 +44,7 @@ async def test_load_core_registers_the_tools_and_the_workspace(core: Context) ->
         "grep": "search",
         "run_command": "execute",
         "command_output": "read",
+        "command_wait": "read",
         "command_kill": "execute",
         "fetch_url": "fetch",
     }

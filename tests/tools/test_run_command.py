@@ -171,7 +171,7 @@ async def test_background_children_do_not_outlive_the_command(call: Call, work: 
     assert text(holding) == "done\n[exit code: 0]"
     detached = await call("run_command", {"command": "sleep 60 > /dev/null 2>&1 & echo $! > bg2; echo ok"})
     assert text(detached) == "ok\n[exit code: 0]"
-    assert time.monotonic() - started < 2 * KILL_GRACE + 1.0
+    assert time.monotonic() - started < promised(2 * KILL_GRACE + 1.0)  # not the children's 60 s
     await _group_gone(int((work / "pgid").read_text()), int((work / "bg").read_text()), int((work / "bg2").read_text()))
 
 

@@ -6,15 +6,11 @@ See :mod:`dsh.agent_stream._plugin` for the guarantees and :data:`SCHEMA` for ev
 from __future__ import annotations
 
 from dsh.agent_stream._plugin import META_KEY, AgentStream, agent_stream_plugin
-from dsh.agent_stream._wire import METHOD_PREFIX, NOT_CARRIED, SCHEMA, SESSION_EVENT_FORMS
+from dsh.agent_stream._wire import SCHEMA
 
 __all__ = [
-    "ENV_VARIABLE",
     "META_KEY",
-    "METHOD_PREFIX",
-    "NOT_CARRIED",
     "SCHEMA",
-    "SESSION_EVENT_FORMS",
     "AgentStream",
     "agent_stream_plugin",
 ]

@@ -86,8 +86,19 @@ class AgentStream:
         except Exception:  # a value JSON cannot carry (NaN), a writer that is gone: never the loop's problem
             log.exception("cannot send an agent event", agent_event=name)
 
+    def _in_policy(self, encode: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        """*encode* run under this application's secret policy (an error's message is redacted with it)."""
+
+        def encoded(*args: Any) -> dict[str, Any]:
+            from dsh.secrets import policy_in_force
+
+            with policy_in_force(self._ctx.get("secret_policy")):
+                return encode(*args)
+
+        return encoded
+
     def _listener(self, name: str) -> Callable[..., None]:
-        encode = ENCODERS[name]
+        encode = self._in_policy(ENCODERS[name]) if name == "agent/error" else ENCODERS[name]
 
         def listener(agent: Agent, *args: Any) -> None:
             try:

@@ -8,7 +8,7 @@ runs); without one it reads one prompt per line and prints plain text. See ``REA
 from __future__ import annotations
 
 from dsh.chat._cli import main
-from dsh.chat._options import ChatOptions
-from dsh.chat._run import run
 
-__all__ = ["ChatOptions", "main", "run"]
+__all__ = [
+    "main",
+]

@@ -38,6 +38,10 @@ from dsh.chat._terminals import Terminal, Terminals
 __all__ = ["AcpClient", "ChatView"]
 
 PROTOCOL_VERSION = 1
+STEER_METHOD = "_dsh/session/steer"
+STEER_META_KEY = "dsh.dev/steer"
+"""dsh's extension request that steers a running turn, and the ``agentCapabilities._meta`` key that advertises
+it (RFC 0036); the chat knows them as any client would, from the wire."""
 LIST_PAGES = 20
 """At most this many ``session/list`` pages are read for ``--resume`` (a cursor loop never runs away)."""
 
@@ -162,6 +166,18 @@ class AcpClient:
         result = await self.connection.request("session/prompt", {"sessionId": self.session_id, "prompt": blocks})
         reason = result.get("stopReason") if isinstance(result, dict) else None
         return reason if isinstance(reason, str) else "end_turn"
+
+    def steers(self) -> bool:
+        """Whether the agent takes ``_dsh/session/steer`` (dsh advertises it in ``agentCapabilities._meta``)."""
+        meta = self.capabilities.get("_meta")
+        entry = meta.get(STEER_META_KEY) if isinstance(meta, dict) else None
+        return isinstance(entry, dict) and entry.get("method") == STEER_METHOD
+
+    async def steer(self, blocks: list[dict[str, Any]]) -> dict[str, Any]:
+        """``_dsh/session/steer``: the text joins the running turn at its next step; the agent's answer (its
+        ``outcome``: ``steered``, ``queued`` or ``cancelled``). An idle agent refuses it (an :class:`RpcError`)."""
+        result = await self.connection.request(STEER_METHOD, {"sessionId": self.session_id, "prompt": blocks})
+        return result if isinstance(result, dict) else {}
 
     async def cancel(self) -> None:
         """``session/cancel``, and every permission still being asked is answered ``cancelled``."""

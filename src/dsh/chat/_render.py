@@ -19,7 +19,9 @@ from dsh.chat._sanitize import sanitize
 __all__ = [
     "DIFF_LINES",
     "OPTION_LABELS",
+    "DIAGNOSTIC_LINES",
     "TAIL_LINES",
+    "diagnostic_lines",
     "diff_lines",
     "option_label",
     "permission_keys",
@@ -30,6 +32,9 @@ __all__ = [
 
 DIFF_LINES = 40
 TAIL_LINES = 8
+DIAGNOSTIC_LINES = 10
+"""Diagnostics drawn under an edit's card (``_meta.dsh.diagnostics``); the rest are counted."""
+_DIAGNOSTIC_STYLE = {"error": "red", "warning": "yellow"}
 STATUS_MARK = {
     "pending": ("○", "yellow"),
     "in_progress": ("◐", "yellow"),
@@ -89,7 +94,8 @@ def tool_card(
     show_diff: bool = True,
     cwd: str | None = None,
 ) -> RenderableType:
-    """A tool call: status mark, title, kind; the command it runs; its diffs; the tail of its output.
+    """A tool call: status mark, title, kind; the command it runs; its diffs; an edit's new diagnostics; the tail
+    of its output.
 
     *call* is the merged ``tool_call`` and its updates; *terminal_output* the text of the terminals the chat
     served, by id (the output of a command the agent ran through ``terminal/*``); diff paths under *cwd* are
@@ -115,6 +121,7 @@ def tool_card(
     for diff in diffs if show_diff else []:
         path = _relative(str(diff.get("path", "")), cwd)
         parts += _indent(diff_lines(path, diff.get("oldText"), str(diff.get("newText", ""))))
+    parts += _indent(diagnostic_lines(call, cwd))
     terminals = any(isinstance(c, dict) and c.get("type") == "terminal" for c in content)
     if show_output:
         for block in content:
@@ -127,6 +134,43 @@ def tool_card(
                 if isinstance(inner, dict) and inner.get("type") == "text":
                     parts += _indent(_tail(str(inner.get("text", ""))))
     return Group(*parts)
+
+
+def diagnostic_lines(call: dict[str, Any], cwd: str | None) -> list[Text]:
+    """An edit's new diagnostics (``_meta.dsh.diagnostics`` of its card: ``new``, ``others``, ``notes``), one line
+    each, at most :data:`DIAGNOSTIC_LINES`, the rest counted. Everything in them is text a language server (or, with
+    ``--agent``, any agent) wrote: every field is sanitised to one line and a line is cut at 300 characters; an
+    entry that is not an object is drawn as a note."""
+    meta = call.get("_meta")
+    dsh = meta.get("dsh") if isinstance(meta, dict) else None
+    found = dsh.get("diagnostics") if isinstance(dsh, dict) else None
+    if not isinstance(found, dict):
+        return []
+    entries: list[Any] = []
+    for group in ("new", "others", "notes"):
+        items = found.get(group)
+        if isinstance(items, list):
+            entries += items
+    lines = [_diagnostic_line(entry, cwd) for entry in entries[:DIAGNOSTIC_LINES]]  # only what is drawn is read
+    if len(entries) > DIAGNOSTIC_LINES:
+        lines.append(Text(f"… {len(entries) - DIAGNOSTIC_LINES} more diagnostics", style="dim"))
+    return lines
+
+
+def _diagnostic_line(entry: Any, cwd: str | None) -> Text:
+    if not isinstance(entry, dict):  # a note (a server that failed, none in time)
+        return Text(sanitize(str(entry), one_line=True), style="dim")
+    path = sanitize(_relative(str(entry.get("path", "")), cwd), one_line=True)
+    line = entry.get("line")
+    where = f"{path}:{line}" if isinstance(line, int) and not isinstance(line, bool) else path
+    severity = sanitize(str(entry.get("severity", "")), one_line=True)
+    source = sanitize(str(entry.get("source") or ""), one_line=True)
+    server = sanitize(str(entry.get("server") or ""), one_line=True)
+    message = sanitize(str(entry.get("message", "")), one_line=True)
+    said = f"{where}: {severity}: {message}" + (f" [{source}]" if source else "") + (f" ({server})" if server else "")
+    if len(said) > 300:
+        said = said[:299] + "…"
+    return Text(f"⚠ {said}", style=_DIAGNOSTIC_STYLE.get(severity, "dim"))
 
 
 def _relative(path: str, cwd: str | None) -> str:

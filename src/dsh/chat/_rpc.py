@@ -9,6 +9,10 @@ Guarantees:
   the exception's text).
 * Notifications are handled inline, in arrival order (the chat's view depends on update order).
 * When the agent's stdout ends, every pending request fails with :class:`ConnectionError`; nothing waits forever.
+* Lines are framed by :mod:`dsh.jsonrpc` (the daemon's framer and cap, :data:`~dsh.jsonrpc.MAX_LINE`). A line
+  over the cap is dropped as it arrives and reported the one way every end of dsh reports it
+  (:func:`~dsh.jsonrpc.too_large`): an answer to one of our requests fails that request with it, anything else is
+  answered with it and ``id: null``; reading goes on. A line that is not JSON is logged and skipped.
 
 No ACP knowledge lives here; :mod:`dsh.chat._client` gives the methods their meaning.
 """
@@ -22,35 +26,16 @@ from typing import IO, Any
 import anyio
 import orjson
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
-from anyio.streams.buffered import BufferedByteReceiveStream
 
 from dsh._log import get_logger
+from dsh.jsonrpc import INTERNAL_ERROR, MAX_LINE, Oversized, RpcError, read_lines, too_large
 
-__all__ = ["MAX_FRAME", "Connection", "RpcError", "describe"]
+__all__ = ["Connection", "RpcError", "describe"]
 
 log = get_logger("dsh.chat")
 
-MAX_FRAME = 64 * 1024 * 1024
-"""The longest frame read (images and whole files travel inline); a longer one ends the connection."""
-
 RequestHandler = Callable[[str, Any], Awaitable[Any]]
 NotificationHandler = Callable[[str, Any], None]
-
-
-class RpcError(Exception):
-    """A JSON-RPC error: raised by :meth:`Connection.request` for an error answer, and by handlers to answer one."""
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-
-    def to_json(self) -> dict[str, Any]:
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            error["data"] = self.data
-        return error
 
 
 def describe(error: RpcError) -> str:
@@ -73,9 +58,11 @@ class Connection:
         on_request: RequestHandler,
         on_notification: NotificationHandler,
         trace: IO[bytes] | None = None,
+        max_line: int = MAX_LINE,
     ) -> None:
         self._send = send
-        self._receive = BufferedByteReceiveStream(receive)
+        self._max_line = max_line
+        self._receive = receive
         self._on_request = on_request
         self._on_notification = on_notification
         self._trace = trace
@@ -110,14 +97,10 @@ class Connection:
     async def run(self, task_group: TaskGroup) -> None:
         """Read frames until the agent's stdout ends; requests are started in *task_group*."""
         try:
-            while True:
-                try:
-                    line = await self._receive.receive_until(b"\n", MAX_FRAME)
-                except (anyio.EndOfStream, anyio.IncompleteRead, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                    return
-                except anyio.DelimiterNotFound:
-                    log.error("chat.frame_too_long", limit=MAX_FRAME)
-                    return
+            async for line in read_lines(self._receive, self._max_line):
+                if isinstance(line, Oversized):
+                    self._oversized(line, task_group)
+                    continue
                 if not line.strip():
                     continue
                 if self._trace is not None:
@@ -136,6 +119,19 @@ class Connection:
                 slot.error = ConnectionError("the agent has exited")
                 slot.event.set()
             self.closed.set()
+
+    def _oversized(self, line: Oversized, task_group: TaskGroup) -> None:
+        """A line of the agent over the cap: the request of ours it answers fails with the error; anything else
+        is answered with it, ``id: null``, as the daemon answers a client's."""
+        error = too_large(line.size, line.limit)
+        log.error("chat.frame_too_long", size=line.size, limit=line.limit)
+        answered = line.answer_id()
+        slot = self._pending.get(answered) if isinstance(answered, int) else None
+        if slot is not None:
+            slot.error = RpcError(error.code, f"the agent's answer: {error.message}")
+            slot.event.set()
+            return
+        task_group.start_soon(self._reply, {"jsonrpc": "2.0", "id": None, "error": error.to_json()})
 
     def _dispatch(self, message: dict[str, Any], task_group: TaskGroup) -> None:
         method = message.get("method")
@@ -166,9 +162,13 @@ class Connection:
             reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "error": error.to_json()}
         except Exception:
             log.exception("chat.handler_failed", method=method)
-            reply = {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32603, "message": "Internal error"}}
+            reply = {"jsonrpc": "2.0", "id": request_id, "error": {"code": INTERNAL_ERROR, "message": "Internal error"}}
         else:
             reply = {"jsonrpc": "2.0", "id": request_id, "result": result if result is not None else {}}
+        await self._reply(reply)
+
+    async def _reply(self, reply: dict[str, Any]) -> None:
+        """Send an answer to the agent; an agent already gone is no error (it asked nothing more)."""
         try:
             await self._write(reply)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError):

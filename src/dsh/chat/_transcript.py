@@ -56,6 +56,9 @@ class Transcript:
         self.thoughts: list[str] = []
         """The thoughts of the current (or last) turn, for ``/thoughts``."""
         self.cancelling = False
+        self.typing: str | None = None
+        """What the user is typing during a turn (a steer or a queued prompt; None: nothing), drawn in the live
+        region above the status line."""
         self._live: Live | None = None
         self._segment: MarkdownStream | None = None
         self._segment_kind: str | None = None
@@ -128,6 +131,11 @@ class Transcript:
         if self._live is None:
             self._segment.commit()
 
+    def note(self, text: Text) -> None:
+        """Print *text* into the scrollback now, after what was streamed so far (the stream goes on below it)."""
+        self.end_segment()
+        self.console.print(text)
+
     def end_segment(self) -> None:
         """Print the rest of the text being streamed (a thought: its one-line summary, unless shown)."""
         segment, kind = self._segment, self._segment_kind
@@ -189,10 +197,14 @@ class Transcript:
         if self._question is not None:
             parts.append(self._question)
         frame = SPINNER[int(time.monotonic() / FRAME) % len(SPINNER)]
+        if self.typing is not None:
+            parts.append(Text.assemble(("\u21b3 ", "bold cyan"), (self.typing, ""), ("\u258f", "dim")))
         if self.cancelling:
             status = Text(f"{frame} cancelling…", style="yellow")
+        elif self.typing is not None:
+            status = Text(f"{frame} working · Enter steers the turn · Tab queues it · Ctrl+C cancels", style="dim")
         else:
-            status = Text(f"{frame} working · Ctrl+C cancels", style="dim")
+            status = Text(f"{frame} working · type to steer · Ctrl+C cancels", style="dim")
         line = state.status_line()
         if line:
             status.append(f" · {line}", style="dim")

@@ -18,6 +18,11 @@ Guarantees:
   stops it on the way out). Ctrl+C on an empty prompt twice in a row, or Ctrl+D, exits; Ctrl+C on a non-empty prompt clears it. Esc closes the ``/`` menu (and every picker:
   :mod:`dsh.chat._picker`), and never exits.
 * Shift+Tab sets the session's next mode (in the agent's order, round), at the prompt.
+* During a turn, keys type a line above the status line (a permission question's keys answer it instead):
+  Enter steers the running turn with it (``_dsh/session/steer``: it reaches the model at the next step; an
+  agent that does not advertise it, or whose turn just ended, gets it as the next prompt), Tab queues it as the
+  next prompt (sent when the turn ends). Nothing typed is lost: a cancel puts the queued lines, the line being
+  typed and a steer the cancel dropped back on the prompt line, unsent (RFC 0036).
 * ``!command`` runs the command in the user's shell, not through the agent (:mod:`dsh.chat._shell`): shown with
   its output and exit code, and sent as context with the next prompt (once); Ctrl+C or Esc stops it.
 * A key typed into a ``/model`` or ``/mode`` picker that is not a choice closes it and starts the next prompt.
@@ -75,6 +80,8 @@ class TtyView:
         """``!command`` runs not yet sent: they go with the next prompt."""
         self._menu_mark = ""
         self._shell_scope: anyio.CancelScope | None = None
+        self._queued: list[str] = []
+        """Lines typed during a turn and queued with Tab: sent as prompts, in order, once the turn ends."""
 
     @property
     def client(self) -> AcpClient:
@@ -97,7 +104,7 @@ class TtyView:
                 ("dsh chat", "bold"),
                 (
                     "  Enter sends · Alt+Enter new line · / commands · @ files · !cmd shell · Shift+Tab mode · "
-                    "Esc stops · Ctrl+D exits",
+                    "Esc stops · during a turn Enter steers, Tab queues · Ctrl+D exits",
                     "dim",
                 ),
             )
@@ -185,6 +192,13 @@ class TtyView:
         while True:
             if self._failure is not None:
                 raise self._failure
+            if self._queued:  # typed during the last turn and queued with Tab: its turn comes now
+                text = self._queued.pop(0)
+                self.console.print(Text.assemble((PROMPT_MARK, "bold cyan"), (text, "")))
+                await self._turn(text)
+                if self._leaving:
+                    return 0
+                continue
             try:
                 typed, self._typed = self._typed, ""
                 text = await self._session.prompt_async(pre_run=self._exit_if_failed, default=typed)
@@ -429,10 +443,19 @@ class TtyView:
                         self.transcript.end_segment()
                         self.console.print(Text(f"Error: {sanitize(describe(error))}", style="bold red"))
             self._turn_scope = None
+        unsent = self.transcript.typing
+        self.transcript.typing = None
         if self._failure is not None:
             raise self._failure
         if reason != "end_turn":
             self.console.print(Text(f"({sanitize(reason.replace('_', ' '), one_line=True)})", style="yellow"))
+        kept = [*self._queued] if reason == "cancelled" else []
+        if reason == "cancelled":  # a cancel stops what was queued too: it goes back on the prompt line, unsent
+            self._queued = []
+        if unsent:
+            kept.append(unsent)
+        if kept:
+            self._typed = "\n".join([*kept, self._typed] if self._typed else kept)
 
     def _on_keys(self, keys: Any) -> None:
         # a lone Esc byte is held back as the start of a sequence until flushed: keys arrive whole in one read
@@ -445,10 +468,67 @@ class TtyView:
                 self._leave()
             elif key in ("c-c", "escape"):
                 self._cancel()
-            elif self._answer is not None and key in self._answer[0]:
-                mapping, event, holder = self._answer
-                holder.append(mapping[key])
-                event.set()
+            elif self._answer is not None:  # a permission question: its keys answer it, nothing else is typed
+                if key in self._answer[0]:
+                    mapping, event, holder = self._answer
+                    holder.append(mapping[key])
+                    event.set()
+            elif not self._cancelling:
+                self._type(key, press.data)
+
+    def _type(self, key: str, data: str) -> None:
+        """A key during a turn: it edits the line shown above the status line; Enter steers the turn with it,
+        Tab queues it as the next prompt."""
+        transcript = self.transcript
+        typed = transcript.typing or ""
+        if key == "c-m":
+            if typed.strip():
+                transcript.typing = None
+                self._task_group.start_soon(self._steer, typed.strip())
+        elif key == "c-i":
+            if typed.strip():
+                transcript.typing = None
+                self._queued.append(typed.strip())
+                transcript.note(Text(f"  queued for after this turn: {typed.strip()}", style="dim"))
+        elif key == "c-h":
+            transcript.typing = typed[:-1] or None
+        elif key == "c-u":
+            transcript.typing = None
+        elif len(data) == 1 and data.isprintable():
+            transcript.typing = typed + data
+        else:
+            return
+        transcript.refresh()
+
+    async def _steer(self, text: str) -> None:
+        """Send *text* to the running turn (``_dsh/session/steer``); an agent without it, or one whose turn just
+        ended, gets it as the next prompt instead. A steer a cancel dropped comes back on the prompt line."""
+        transcript = self.transcript
+        if not self.client.steers():
+            self._queued.append(text)
+            transcript.note(Text(f"  queued for after this turn (the agent cannot be steered): {text}", style="dim"))
+            return
+        transcript.note(Text.assemble(("↳ ", "bold cyan"), (text, ""), ("  steering…", "dim")))
+        try:
+            result = await self.client.steer(prompt_blocks(text, self.client.cwd, embed=False))
+        except RpcError as error:
+            if isinstance(error.data, dict) and error.data.get("reason") == "idle":
+                self._queued.append(text)  # the turn ended first: it is the next prompt
+                self._invalidate()
+                return
+            transcript.note(Text(f"  could not steer: {sanitize(describe(error))}", style="red"))
+            self._typed = text
+            return
+        except ConnectionError:
+            return
+        outcome = result.get("outcome")
+        if outcome == "steered":
+            transcript.note(Text("  (the agent has it)", style="dim"))
+        elif outcome == "queued":
+            transcript.note(Text("  (the turn had ended: it starts the next one)", style="dim"))
+        elif outcome == "cancelled":
+            transcript.note(Text("  (not delivered: back on the prompt line)", style="yellow"))
+            self._typed = "\n".join(part for part in (self._typed, text) if part)
 
     def _leave(self) -> None:
         """End the turn now and the chat after it (the agent is stopped when the chat closes its connection)."""

@@ -1,21 +1,11 @@
 """Each session's choices (model, mode, reasoning effort): core state that front ends render (see ``README.md``)."""
 
-from dsh.choices._choices import (
-    CHOICE_EVENT,
-    ChoiceError,
-    Choices,
-    SessionChoices,
-    choices_from_log,
-    choices_plugin,
-    current_level,
-)
+from dsh.choices._choices import ChoiceError, Choices, SessionChoices, choices_plugin, current_level
 
 __all__ = [
-    "CHOICE_EVENT",
     "ChoiceError",
     "Choices",
     "SessionChoices",
-    "choices_from_log",
     "choices_plugin",
     "current_level",
 ]

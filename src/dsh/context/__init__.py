@@ -4,22 +4,15 @@ See ``README.md`` in this package (and ``rfcs/0014-context.md``)."""
 
 from dsh.context._config import CompactionConfig, ContextConfig, SectionOverrides, context_from_file
 from dsh.context._notes import SESSION_NOTE_OPENING
-from dsh.context._plugin import INSTRUCTIONS_EVENT, ContextService, SessionContext, context_plugin
-from dsh.context._sections import ORDER
+from dsh.context._plugin import ContextService, context_plugin
 from dsh.context._usage import usage_update
-from dsh.services.llm import builtin_price, builtin_window
 
 __all__ = [
     "CompactionConfig",
     "ContextConfig",
     "ContextService",
-    "INSTRUCTIONS_EVENT",
-    "ORDER",
     "SESSION_NOTE_OPENING",
     "SectionOverrides",
-    "SessionContext",
-    "builtin_price",
-    "builtin_window",
     "context_from_file",
     "context_plugin",
     "usage_update",

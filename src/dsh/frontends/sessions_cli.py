@@ -24,7 +24,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +41,15 @@ from dsh.plugins.persistence import (
     scan,
 )
 from dsh.services.sessions import SessionEvent, SessionHeader, SessionInfo, check_session_id, parse_json
+from dsh.worktrees import (
+    Worktree,
+    WorktreeError,
+    WorktreeStore,
+    check_clean,
+    merge_hint,
+    remove_worktree,
+    worktree_state,
+)
 
 __all__ = [
     "InvalidSessionIdError",
@@ -60,6 +69,7 @@ __all__ = [
     "render_list",
     "render_markdown",
     "render_transcript",
+    "worktree_text",
     "reported_errors",
     "resolve_data_dir",
     "valid_id",
@@ -143,16 +153,45 @@ async def list_sessions(root: Path, cwd: str | None = None, *, include_empty: bo
     if cwd is None:
         return infos
     wanted = _normal(cwd)
-    return [info for info in infos if info.cwd is not None and _normal(info.cwd) == wanted]
+    worktrees = WorktreeStore(root).all()  # a worktree session was started in its origin: found there too
+
+    def places(info: SessionInfo) -> set[str]:
+        worktree = worktrees.get(info.id)
+        return {_normal(info.cwd or "")} | ({_normal(worktree.origin)} if worktree is not None else set())
+
+    return [info for info in infos if info.cwd is not None and wanted in places(info)]
 
 
-async def delete_session(root: Path, session_id: str) -> None:
-    """Remove a stored session. An unknown id raises :class:`SessionNotFoundError`; a session held by another
-    process raises :class:`SessionLockedError` and stays."""
+async def delete_session(root: Path, session_id: str, *, force: bool = False) -> str | None:
+    """Remove a stored session, and its worktree (RFC 0040: the branch too when it has no commits of its own; the
+    returned line says what happened to them, None for a session without a worktree). An unknown id raises
+    :class:`SessionNotFoundError`; a session held by another process raises :class:`SessionLockedError` and stays;
+    a worktree with uncommitted changes raises :class:`~dsh.worktrees.WorktreeError` (``WORKTREE_DIRTY``) and
+    nothing is removed, unless *force*."""
+    import anyio.to_thread
+
     path = _path_of(root, session_id)
     if not path.is_file():
         raise SessionNotFoundError(f"no stored session {session_id!r} in {root}")
+    worktree = WorktreeStore(root).get(session_id)
+    if worktree is not None and not force:
+        await anyio.to_thread.run_sync(check_clean, worktree)
     await JsonlPersistence(root).delete(session_id)
+    if worktree is None:
+        return None
+    removed = await anyio.to_thread.run_sync(lambda: remove_worktree(root, worktree, force=True))
+    return removed.message
+
+
+def worktree_text(root: Path, session_id: str) -> str | None:
+    """What ``dsh sessions show`` says of the session's worktree: where, its state, how to merge (None: none)."""
+    worktree = WorktreeStore(root).get(session_id)
+    if worktree is None:
+        return None
+    try:
+        return merge_hint(worktree, worktree_state(worktree))
+    except WorktreeError as error:  # git missing, or failing on the worktree: the facts we have, and why
+        return f"Worktree: {worktree.path} (branch {worktree.branch} of {worktree.repo}); git: {error.message}"
 
 
 # -- the transcript model -----------------------------------------------------------------------------------
@@ -555,12 +594,20 @@ def hidden_note(count: int, subagents: int = 0) -> str:
     return f"{' and '.join(parts)} hidden; --all shows {'it' if count + subagents == 1 else 'them'}"
 
 
-def render_list(infos: Sequence[SessionInfo]) -> str:
-    """One line per session, in the given order: id, last update (local time), cwd, title; columns aligned."""
-    rows = [
-        (info.id, _local(info.updated_at), info.cwd or "-", "(empty)" if info.empty else info.title or "(no title)")
-        for info in infos
-    ]
+def render_list(infos: Sequence[SessionInfo], worktrees: Mapping[str, Worktree] | None = None) -> str:
+    """One line per session, in the given order: id, last update (local time), cwd, title; columns aligned. A
+    session in a worktree (*worktrees*, by id) shows the directory it was started in and ``[its branch]`` before
+    its title."""
+    worktrees = worktrees or {}
+
+    def row(info: SessionInfo) -> tuple[str, str, str, str]:
+        title = "(empty)" if info.empty else info.title or "(no title)"
+        worktree = worktrees.get(info.id)
+        if worktree is not None:
+            return info.id, _local(info.updated_at), worktree.origin, f"[{worktree.branch}] {title}"
+        return info.id, _local(info.updated_at), info.cwd or "-", title
+
+    rows = [row(info) for info in infos]
     if not rows:
         return ""
     id_width = max(len(row[0]) for row in rows)
@@ -575,7 +622,8 @@ def render_list(infos: Sequence[SessionInfo]) -> str:
 @contextmanager
 def reported_errors() -> Iterator[None]:
     """Turn the store's failures into a one-line message on stderr and an exit code: 2 for an invalid id,
-    1 for an unknown, locked, corrupt or unreadable session. Nothing else is caught."""
+    1 for an unknown, locked, corrupt or unreadable session and for a worktree that cannot be removed. Nothing
+    else is caught."""
     try:
         yield
     except InvalidSessionIdError as exc:
@@ -583,6 +631,9 @@ def reported_errors() -> Iterator[None]:
         raise typer.Exit(2) from None
     except (SessionNotFoundError, SessionLockedError, CorruptSessionError) as exc:
         typer.echo(f"dsh: {exc}", err=True)
+        raise typer.Exit(1) from None
+    except WorktreeError as exc:  # a worktree with uncommitted changes, git missing (RFC 0040)
+        typer.echo(f"dsh: {exc.message}", err=True)
         raise typer.Exit(1) from None
     except BrokenPipeError:
         # The reader went away (``| head``): stop quietly, and keep the interpreter's final flush from failing.

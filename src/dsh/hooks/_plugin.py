@@ -7,8 +7,8 @@ Guarantees:
   ``source`` ``startup`` or ``resume``). ``PreToolUse``: a step of the pipeline's ``decide`` stage after the
   policy's (the plugin injects ``policy``, so it is registered after it), so the hook sees the prepared call (the
   exact command, the diff) and only calls the policy did not refuse. ``PostToolUse``: the same step, on the
-  result coming back from ``apply``. ``Stop`` / ``SubagentStop`` (a sub-agent's session): ``agent/turn-continuation``
-  when the turn would end. ``PreCompact``: ``agent/compact``. ``SessionEnd``: ``agent/disposed`` (in the
+  result coming back from ``apply`` (a call that completed, not an error result). ``Stop`` / ``SubagentStop`` (a
+  sub-agent's session): ``agent/turn-continuation`` when the turn would end. ``PreCompact``: ``agent/compact``. ``SessionEnd``: ``agent/disposed`` (in the
   background; :meth:`Hooks.settle` waits for it). ``Notification``: ``user/approve`` and ``user/ask`` (in the
   background, the question is not held up).
 * **Answers.** ``PreToolUse``: ``deny`` or exit 2 refuses the call with the reason (stderr) as its result, whatever
@@ -21,8 +21,9 @@ Guarantees:
   message. ``Stop``: a block with a reason continues the turn with the reason told to the model, at most
   :data:`MAX_STOP_BLOCKS` times a turn.
 * **Trust.** Hooks of the user's configuration file run as configured. A project's hooks (and imported Claude
-  hooks) run only once the user approved them: the first time one would run in a session, one question through
-  ``user/approve`` lists every command; "always" is remembered per project root and digest of the hooks
+  hooks) run only once the user approved them: the first time one would run in a session's turn, one question
+  through ``user/approve`` lists every command (``SessionEnd`` and ``Notification`` never ask: they run a project's
+  hooks only when already trusted); "always" is remembered per project root and digest of the hooks
   (:class:`._sources.TrustStore`), "once" for this process; a changed hook asks again. With nobody to ask
   (``dsh exec``) or a refusal, project hooks are skipped for the session, said once.
 * **Visible, never wedging.** Every run is a ``hook/run`` session event (``dsh exec --json`` prints it); a tool's
@@ -142,6 +143,10 @@ class Hooks:
             return []
         return [*self.user, *project_hooks(cwd, claude="claude" in self.config.imports)]
 
+    def ran_in(self, session_id: str) -> bool:
+        """Whether the session's hooks were looked up (it met an event), or the user has hooks of their own."""
+        return session_id in self._sessions or bool(self.user)
+
     def forget(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)
 
@@ -154,16 +159,24 @@ class Hooks:
             return True
         return any(h.event in events for h in self.of(agent).hooks)
 
-    async def _select(self, agent: Agent, event: HookEvent, *values: str, signal: CancelToken | None) -> list[Hook]:
+    async def _select(
+        self, agent: Agent, event: HookEvent, *values: str, signal: CancelToken | None, ask: bool = True
+    ) -> list[Hook]:
         if not self.config.enabled:
             return []
         chosen = [h for h in self.user if h.event == event and matches(h.matcher, *values)]
         state = self.of(agent)
         project = [h for h in state.hooks if h.event == event and matches(h.matcher, *values)]
-        if project and await self._trusted(agent, state, signal):
+        if project and (await self._trusted(agent, state, signal) if ask else self._known_trusted(state)):
             chosen += project
         seen: set[str] = set()  # the same command twice runs once (as Claude Code does)
         return [h for h in chosen if not (h.command in seen or seen.add(h.command))]  # type: ignore[func-returns-value]
+
+    def _known_trusted(self, state: _Session) -> bool:
+        """Trusted without asking (already answered in this session, or remembered)."""
+        if state.trusted is None and self.trust.trusted(state.root, state.digest):
+            state.trusted = True
+        return bool(state.trusted)
 
     async def _trusted(self, agent: Agent, state: _Session, signal: CancelToken | None) -> bool:
         async with state.lock:
@@ -261,8 +274,11 @@ class Hooks:
         signal: CancelToken | None = None,
         call_id: str | None = None,
     ) -> list[Answer]:
-        """Run the hooks of *event* whose matcher takes one of *values* (together) and report each run."""
-        hooks = await self._select(agent, event, *values, signal=signal)
+        """Run the hooks of *event* whose matcher takes one of *values* (together) and report each run. The trust
+        question is asked for the events of a turn; ``SessionEnd`` and ``Notification`` (a session closing, a
+        question already on screen) run a project's hooks only when they are trusted already."""
+        ask = event not in ("SessionEnd", "Notification")
+        hooks = await self._select(agent, event, *values, signal=signal, ask=ask)
         if not hooks:
             return []
         payload = self.payload(agent, event, **fields)
@@ -276,9 +292,14 @@ class Hooks:
                 hook, payload, cwd=cwd, project_dir=state.root, signal=signal, contain=contain
             )
 
-        async with anyio.create_task_group() as group:
-            for index, hook in enumerate(hooks):
-                group.start_soon(one, index, hook)
+        from dsh.secrets import policy_in_force
+
+        # this application's secret policy for the hooks' environment and their redacted output, also for
+        # events outside a tool call (RFC 0027 §4d)
+        with policy_in_force(self._ctx.get("secret_policy")):
+            async with anyio.create_task_group() as group:
+                for index, hook in enumerate(hooks):
+                    group.start_soon(one, index, hook)
         done = [a for a in answers if a is not None]
         for answer in done:
             self._report(agent, answer, call_id)
@@ -385,6 +406,14 @@ def _refused(execution: ToolExecution, message: str) -> ToolResult:
     )
 
 
+def _told(result: ToolResult, told: list[str]) -> ToolResult:
+    """*result* with what hooks tell the model appended (``<context source="hook">`` blocks)."""
+    if not told:
+        return result
+    text = "\n".join(f'<context source="hook">{t}</context>' for t in told)
+    return dataclasses.replace(result, content=[*result.content, {"type": "text", "text": text}])
+
+
 def _with_lines(result: ToolResult, answers: list[Answer]) -> ToolResult:
     if not answers:
         return result
@@ -427,6 +456,8 @@ def hooks_plugin(ctx: Context, options: HooksOptions | None) -> None:
             amend_decision("allow", "a PreToolUse hook allowed it")
         contexts = [a.context for a in before if a.context]
         result = await next_()
+        if result.is_error:  # PostToolUse is for a call that completed (as in Claude Code): a failure is the result
+            return _with_lines(_told(result, contexts), before)
         response = {
             "content": _texts(result.content),
             "is_error": result.is_error,
@@ -443,15 +474,12 @@ def hooks_plugin(ctx: Context, options: HooksOptions | None) -> None:
         )
         told = contexts + [a.context for a in after if a.context]
         told += [f"A PostToolUse hook says: {a.reason}" for a in after if a.block]
-        if told:
-            text = "\n".join(f'<context source="hook">{t}</context>' for t in told)
-            result = dataclasses.replace(result, content=[*result.content, {"type": "text", "text": text}])
-        return _with_lines(result, before + after)
+        return _with_lines(_told(result, told), before + after)
 
     async def on_request(
         agent: Agent, turn: int, step: int, request: GenerateRequest, next_: Next[GenerateRequest, GenerateRequest]
     ) -> GenerateRequest:
-        if step != 1:
+        if step != 1 or not hooks.has(agent, "SessionStart", "UserPromptSubmit"):
             return await next_(request)
         session = agent.session
         opened = session.last("turn/start")
@@ -515,8 +543,8 @@ def hooks_plugin(ctx: Context, options: HooksOptions | None) -> None:
         return await next_(request)
 
     def on_disposed(agent: Agent) -> None:
-        if not hooks.has(agent, "SessionEnd"):
-            hooks.forget(agent.session.id)
+        if not hooks.ran_in(agent.session.id) or not hooks.has(agent, "SessionEnd"):
+            hooks.forget(agent.session.id)  # a session that never met its project's hooks ends without them
             return
 
         async def end() -> None:
@@ -530,7 +558,7 @@ def hooks_plugin(ctx: Context, options: HooksOptions | None) -> None:
     def notify(session_id: str, message: str, kind: str) -> None:
         agents = ctx.get("agents")
         agent = next((a for a in agents.list() if a.session.id == session_id), None) if agents is not None else None
-        if agent is None:
+        if agent is None or not hooks.has(agent, "Notification"):
             return
 
         async def run() -> None:

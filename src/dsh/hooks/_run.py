@@ -89,6 +89,7 @@ async def run_hook(
     """Run *hook* with *payload* as its stdin in *cwd* (see the module docstring). *contain*: a context manager
     factory that confines the spawn (the sandbox's), or None to run unconfined."""
     import contextlib
+    import shlex
 
     from dsh.secrets import redact_text
     from dsh.tools import run_process
@@ -96,11 +97,12 @@ async def run_hook(
     started = time.perf_counter()
     answer = Answer(hook)
     data = json.dumps(payload, ensure_ascii=False, default=str).encode("utf-8")
-    argv = ["/usr/bin/env", f"CLAUDE_PROJECT_DIR={project_dir}", f"DSH_PROJECT_DIR={project_dir}", "bash", "-c"]
+    where = shlex.quote(project_dir)  # the variables set in the hook's own shell: no extra exec for env(1)
+    script = f"export CLAUDE_PROJECT_DIR={where} DSH_PROJECT_DIR={where}\n{hook.command}"
     try:
         with contain() if contain is not None else contextlib.nullcontext():
             result = await run_process(
-                [*argv, hook.command],
+                script,
                 cwd=cwd,
                 timeout=hook.timeout,
                 output_limit=OUTPUT_LIMIT,

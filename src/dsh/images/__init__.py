@@ -11,13 +11,12 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from dsh.images._vision import BUILTIN_VISION, builtin_vision, takes_images
+from dsh.images._vision import takes_images
 
 if TYPE_CHECKING:
     from dsh.images._blocks import (
         DEFAULT_MAX_PER_PROMPT,
         MAX_IMAGE_BYTES,
-        TYPICAL_IMAGE_TOKENS,
         ImageError,
         canonical_bytes,
         check_image,
@@ -27,36 +26,27 @@ if TYPE_CHECKING:
         image_tokens,
     )
     from dsh.images._notes import without_images
-    from dsh.images._sniff import FORMATS, ImageInfo, sniff
 
 __all__ = [
-    "BUILTIN_VISION",
     "DEFAULT_MAX_PER_PROMPT",
-    "FORMATS",
     "MAX_IMAGE_BYTES",
-    "TYPICAL_IMAGE_TOKENS",
     "ImageError",
-    "ImageInfo",
-    "builtin_vision",
     "canonical_bytes",
     "check_image",
     "decode_base64",
     "describe_image",
     "image_block",
     "image_tokens",
-    "sniff",
     "takes_images",
     "without_images",
 ]
 
 _LAZY = {
-    **dict.fromkeys(("FORMATS", "ImageInfo", "sniff"), "dsh.images._sniff"),
     "without_images": "dsh.images._notes",
     **dict.fromkeys(
         (
             "DEFAULT_MAX_PER_PROMPT",
             "MAX_IMAGE_BYTES",
-            "TYPICAL_IMAGE_TOKENS",
             "ImageError",
             "canonical_bytes",
             "check_image",

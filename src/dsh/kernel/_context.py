@@ -34,7 +34,9 @@ if TYPE_CHECKING:
     from dsh.context import ContextService
     from dsh.mcp import McpManager
     from dsh.policy import Policies
+    from dsh.reaper import SessionTags
     from dsh.sandbox import Sandbox
+    from dsh.secrets import SecretPolicy
     from dsh.services.agents import AgentRegistry
     from dsh.services.llm import LlmService
     from dsh.services.sessions import SessionPersistence, SessionStore
@@ -237,6 +239,10 @@ class Context:
     def get(self, name: Literal["commands"]) -> CommandRegistry | None: ...
     @overload
     def get(self, name: Literal["session_persistence"]) -> SessionPersistence | None: ...
+    @overload
+    def get(self, name: Literal["secret_policy"]) -> SecretPolicy | None: ...
+    @overload
+    def get(self, name: Literal["reaper"]) -> SessionTags | None: ...
     @overload
     def get(self, name: str) -> Any | None: ...
     def get(self, name: str) -> Any | None:

@@ -4,7 +4,9 @@ Guarantees:
 
 * The server runs in its own process group (``start_new_session``) with the environment of
   :func:`dsh.secrets.child_environment` (no provider keys; the daemon's watchdog token, so it dies after a
-  ``kill -9`` of the daemon); :meth:`LspServer.kill` ends the whole group with ``SIGKILL`` and never raises.
+  ``kill -9`` of the daemon) and git's program-running settings neutralised (:func:`dsh.sandbox.git_environment`),
+  confined by the spawn plan it is given (the sandbox of approved commands); :meth:`LspServer.kill` ends the
+  whole group with ``SIGKILL`` and never raises.
 * Nothing here waits unbounded: every wait takes a deadline from the caller (:meth:`LspServer.wait_diagnostics`
   returns None when none arrived in time). A server that dies, hangs or floods only makes those waits end empty.
 * Requests the server sends (``workspace/configuration``, ``client/registerCapability``, progress) get a
@@ -21,7 +23,10 @@ import os
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dsh.sandbox import SpawnPlan
 
 __all__ = ["MAX_MESSAGE", "Diagnostic", "LspServer"]
 
@@ -32,8 +37,9 @@ _reaping: set[asyncio.Task[int]] = set()
 
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
-    """One diagnostic as dsh keeps it: the file's path, 1-based line, severity (1 error … 4 hint), message,
-    source (``pyflakes``) and the server's name."""
+    """One diagnostic as dsh keeps it: the file's path, 1-based line, severity (1 error … 4 hint), message (on
+    one line), source with the rule's code when the server gives one (``pyflakes``, ``Ruff F821``) and the
+    server's name."""
 
     path: str
     line: int
@@ -58,6 +64,12 @@ class Diagnostic:
         """What makes two diagnostics "the same" across an edit: severity, message, source (not the line, which
         an edit above it moves)."""
         return (self.severity, self.message, self.source)
+
+
+def one_line(message: str) -> str:
+    """A server's message on one line: its non-blank lines joined with ``; `` (ruff and pyright send a message and
+    a hint on separate lines; a listed diagnostic is one line)."""
+    return "; ".join(line.strip() for line in message.splitlines() if line.strip())
 
 
 def uri_of(path: str) -> str:
@@ -85,6 +97,8 @@ class LspServer:
     process: asyncio.subprocess.Process
     published: dict[str, _Published] = field(default_factory=dict)
     versions: dict[str, int] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)
+    """The text the server holds for each open document (what the last ``didOpen``/``didChange`` sent)."""
     _next_id: int = 0
     _pending: dict[int, asyncio.Future[Any]] = field(default_factory=dict)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -94,18 +108,32 @@ class LspServer:
     """``loop.time()`` of the last edit or check that used this server (for the idle stop)."""
 
     @classmethod
-    async def start(cls, name: str, command: list[str], root: str, init_options: dict[str, Any] | None) -> LspServer:
-        """Spawn *command* in *root*; the ``initialize`` handshake is :meth:`initialize` (bounded by the caller)."""
+    async def start(
+        cls,
+        name: str,
+        command: list[str],
+        root: str,
+        init_options: dict[str, Any] | None,
+        plan: SpawnPlan | None = None,
+    ) -> LspServer:
+        """Spawn *command* in *root*, confined by *plan* (the sandbox's spawn plan: its environment entries and
+        the step the child runs before exec; None: unconfined); the ``initialize`` handshake is :meth:`initialize`
+        (bounded by the caller)."""
+        from dsh.sandbox import git_environment
         from dsh.secrets import child_environment
 
+        env = git_environment(child_environment(), root)
+        if plan is not None:
+            env.update(plan.env)
         process = await asyncio.create_subprocess_exec(
             *command,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
             cwd=root,
-            env=child_environment(),
+            env=env,
             start_new_session=True,
+            preexec_fn=plan.preexec if plan is not None else None,
         )
         server = cls(name, root, process)
         server._reader = asyncio.get_running_loop().create_task(server._read(), name=f"lsp:{name}")
@@ -158,6 +186,7 @@ class LspServer:
         """Tell the server *path* now holds *text*; returns the document's new version."""
         uri = uri_of(path)
         version = self.versions.get(uri)
+        self.texts[uri] = text
         if version is None:
             self.versions[uri] = 1
             document = {"uri": uri, "languageId": language, "version": 1, "text": text}
@@ -172,6 +201,7 @@ class LspServer:
 
     async def close(self, path: str) -> None:
         uri = uri_of(path)
+        self.texts.pop(uri, None)
         if self.versions.pop(uri, None) is not None:
             self.published.pop(uri, None)
             await self.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
@@ -259,13 +289,17 @@ class LspServer:
         items = []
         for raw in params.get("diagnostics") or ():
             try:
+                source = str(raw.get("source") or "")
+                code = raw.get("code")
+                if isinstance(code, (str, int)) and not isinstance(code, bool) and str(code):
+                    source = f"{source} {code}".strip()
                 items.append(
                     Diagnostic(
                         path=path,
                         line=int(raw["range"]["start"]["line"]) + 1,
                         severity=int(raw.get("severity") or 1),
-                        message=str(raw.get("message", "")),
-                        source=str(raw.get("source") or ""),
+                        message=one_line(str(raw.get("message", ""))),
+                        source=source,
                         server=self.name,
                     )
                 )

@@ -2,12 +2,17 @@
 
 Guarantees:
 
-* No server is started unless a file of a language with a found server (configured, else the first built-in
-  candidate on ``PATH`` or beside the running Python) is changed by a tool.
-* :meth:`LspManager.after_edit` never takes longer than its *timeout* (server start-up included) and never
-  raises: a server that fails to start, hangs, crashes or floods yields a one-line note instead of diagnostics.
-* A server that failed once is not started again for that root and language (one line per failure, not per
-  edit).
+* No server is started unless a tool reads (:meth:`LspManager.warm`) or changes (:meth:`LspManager.after_edit`) a
+  file of a language with a found server (configured, else the first built-in candidate on an absolute ``PATH``
+  entry or beside the running Python) under a root that, with ``enabled: auto``, looks like a project of that
+  language (:data:`MARKERS` in the root or a parent).
+* :meth:`LspManager.after_edit` never takes longer than its *bound* and never raises; of it, a server that is
+  still starting is waited for at most ``start_wait`` (then one short note, and the start goes on in the
+  background): a server that fails to start, hangs, crashes or floods yields a one-line note instead.
+* A server that failed once is not started again for that root and language; its failure is said once, in the
+  next edit's result (one line per failure, not per edit), also when the start was a warm-up.
+* A server is spawned with the spawn plan *confine* gives (the sandbox of approved commands, RFC 0028); a plan
+  that cannot be had is a failed start, never an unconfined one.
 * :meth:`LspManager.release` stops the servers no session uses any more; :meth:`LspManager.close` kills all.
 """
 
@@ -18,14 +23,23 @@ import contextlib
 import os
 import shutil
 import sys
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from dsh._log import get_logger
 from dsh.lsp._client import Diagnostic, LspServer
 from dsh.lsp._config import LspConfig
 
-__all__ = ["LANGUAGES", "EditReport", "LspManager", "render_list"]
+if TYPE_CHECKING:
+    from dsh.sandbox import SpawnPlan
+
+__all__ = ["LANGUAGES", "MARKERS", "Confine", "EditReport", "LspManager", "render_list"]
+
+Confine = Callable[[str, str], Awaitable["SpawnPlan | None"]]
+"""``confine(root, family)``: the spawn plan of a server for *root* (None: unconfined); raises OSError when the
+confinement asked for cannot be had."""
 
 LANGUAGES: dict[str, str] = {
     ".py": "python",
@@ -46,6 +60,7 @@ LANGUAGES: dict[str, str] = {
 
 _CANDIDATES: dict[str, list[tuple[str, list[str]]]] = {
     "python": [
+        ("ruff", ["ruff", "server"]),
         ("basedpyright", ["basedpyright-langserver", "--stdio"]),
         ("pyright", ["pyright-langserver", "--stdio"]),
         ("pylsp", ["pylsp"]),
@@ -55,8 +70,18 @@ _CANDIDATES: dict[str, list[tuple[str, list[str]]]] = {
     "rust": [("rust-analyzer", ["rust-analyzer"])],
     "c": [("clangd", ["clangd"])],
 }
+MARKERS: dict[str, tuple[str, ...]] = {
+    "python": (".git", "pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", "Pipfile", "tox.ini"),
+    "typescript": ("package.json", "tsconfig.json", "jsconfig.json"),
+    "go": ("go.mod", "go.work"),
+    "rust": ("Cargo.toml",),
+    "c": ("compile_commands.json", "compile_flags.txt", ".clangd", "CMakeLists.txt", "meson.build"),
+}
+"""With ``enabled: auto``, a language family's servers start only for a root where one of these exists (in the
+root or one of its parents): no rust-analyzer for a stray ``.rs`` file, no type checker scanning a home directory."""
 _FAMILY = {"typescriptreact": "typescript", "javascript": "typescript", "javascriptreact": "typescript", "cpp": "c"}
 _SEVERITY = {"error": 1, "warning": 2, "information": 3, "hint": 4}
+log = get_logger("dsh.lsp")
 _LABEL = {1: "error", 2: "warning", 3: "info", 4: "hint"}
 _INITIALIZE = 60.0
 """Seconds a server gets to answer ``initialize`` before it counts as failed (each edit waits its own bound)."""
@@ -67,7 +92,10 @@ MAX_LISTED = 20
 
 
 def _which(program: str) -> str | None:
-    found = shutil.which(program)
+    """*program* on an absolute ``PATH`` entry (a relative one would resolve against the daemon's directory, which
+    may be the workspace the model writes), else beside the running Python (dsh's own virtualenv)."""
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(p))
+    found = shutil.which(program, path=path)
     if found is not None:
         return found
     beside = Path(sys.executable).parent / program  # a server installed in dsh's own environment
@@ -137,8 +165,15 @@ def render_list(items: list[Diagnostic], cwd: str, limit: int = 100) -> str:
 class LspManager:
     """The servers of one daemon (see the module docstring)."""
 
-    def __init__(self, config: LspConfig) -> None:
+    def __init__(
+        self, config: LspConfig, confine: Confine | None = None, unconfine: Callable[[str, str], None] | None = None
+    ) -> None:
         self.config = config
+        self._confine = confine
+        self._unconfine = unconfine
+        self._failures: dict[tuple[str, str], str] = {}
+        """Why a server failed to start, until an edit's result said it."""
+        self._projects: dict[tuple[str, str], bool] = {}
         self.servers: dict[tuple[str, str], LspServer] = {}
         self._starting: dict[tuple[str, str], asyncio.Task[LspServer]] = {}
         self._failed: set[tuple[str, str]] = set()
@@ -165,10 +200,54 @@ class LspManager:
                 return name, [found, *argv[1:]], {}
         return None
 
-    def wants(self, path: str) -> bool:
-        """Whether an edit of *path* would be diagnosed (its language has a server that has not failed)."""
+    def wants(self, path: str, root: str | None = None) -> bool:
+        """Whether an edit of *path* under *root* would be diagnosed: its language has a server and, with
+        ``enabled: auto``, *root* looks like a project of that language (blocking: it searches ``PATH`` and
+        looks for :data:`MARKERS`, each once per language and root)."""
         language = LANGUAGES.get(Path(path).suffix.lower())
-        return language is not None and self.command_for(language) is not None
+        if language is None or self.command_for(language) is None:
+            return False
+        return root is None or self.config.enabled != "auto" or self.is_project(root, language)
+
+    def known_wants(self, path: str, root: str) -> bool | None:
+        """:meth:`wants` when it needs no I/O (the server and the root's markers were looked up before), else None:
+        the event loop asks this first and goes to a worker thread only for the first file of a language and root."""
+        language = LANGUAGES.get(Path(path).suffix.lower())
+        if language is None:
+            return False
+        if language not in self._commands:
+            return None
+        if self._commands[language] is None:
+            return False
+        if self.config.enabled != "auto":
+            return True
+        return self._projects.get((root, _FAMILY.get(language, language)))
+
+    def is_project(self, root: str, language: str) -> bool:
+        """Whether *root* or one of its parents holds a :data:`MARKERS` file of *language*'s family (cached)."""
+        family = _FAMILY.get(language, language)
+        key = (root, family)
+        if key not in self._projects:
+            markers = MARKERS.get(family, ())
+            here = Path(root)
+            self._projects[key] = any((d / m).exists() for d in (here, *here.parents) for m in markers)
+        return self._projects[key]
+
+    def warm(self, path: str, root: str, session: str) -> None:
+        """Start (in the background) the server an edit of *path* would use, so that the edit finds it warm: the
+        model reads a file before it edits it. *path* must be :meth:`wants` (checked off the event loop)."""
+        language = LANGUAGES.get(Path(path).suffix.lower())
+        if language is None:
+            return
+        key = (root, _FAMILY.get(language, language))
+        self._users.setdefault(key, set()).add(session)
+        server = self.servers.get(key)
+        if server is not None and not server.dead:
+            server.last_used = asyncio.get_running_loop().time()
+            return
+        found = self.command_for(language)
+        if key not in self._failed and found is not None:
+            self._launch(key, found)
 
     async def after_edit(
         self, changes: list[tuple[str, str | None, str | None]], root: str, session: str, bound: float | None = None
@@ -248,15 +327,15 @@ class LspManager:
             if now is None:
                 await server.close(path)
                 continue
+            uri = Path(path).as_uri()
+            held = server.texts.get(uri)
             old: list[Diagnostic] = []
-            if server.versions.get(Path(path).as_uri()) is None and before is not None:
+            if before is not None and held != before:  # not open (or changed behind our back): baseline first
                 server.forget(path)
                 version = await server.open_or_change(path, before, language)
                 old = await server.wait_diagnostics(path, version, deadline) or []
-            else:
-                old = (
-                    list(server.published[Path(path).as_uri()].items) if Path(path).as_uri() in server.published else []
-                )
+            elif held is not None:  # open at the old text (a read warmed it): what it published for that version
+                old = await server.wait_diagnostics(path, server.versions[uri], deadline) or []
             server.forget(path)
             elsewhere = {uri: published for uri, published in server.published.items()}
             version = await server.open_or_change(path, now, language)
@@ -299,39 +378,64 @@ class LspManager:
         return new
 
     async def _server(self, root: str, language: str, session: str, report: EditReport) -> LspServer | None:
+        """The running server of *root* and *language*'s family, started if need be; a server still starting is
+        waited for at most ``start_wait`` (then a note, and None). None, with a note once, when it failed."""
         family = _FAMILY.get(language, language)
         key = (root, family)
         self._users.setdefault(key, set()).add(session)
+        loop = asyncio.get_running_loop()
         server = self.servers.get(key)
-        if server is not None and not server.dead:
-            server.last_used = asyncio.get_running_loop().time()
+        starting = self._starting.get(key)
+        if server is not None and not server.dead and (starting is None or starting.done()):
+            server.last_used = loop.time()
             return server
         if key in self._failed:
+            self._tell_failure(key, report)
             return None
         found = self.command_for(language)
         if found is None:
             return None
-        name, argv, options = found
-        task = self._starting.get(key)
-        if task is None:
-            task = asyncio.get_running_loop().create_task(self._start(key, name, argv, options))
-            self._starting[key] = task
-            task.add_done_callback(lambda done: self._started(key, done))
+        task = self._launch(key, found)
         try:
-            return await asyncio.shield(task)
+            return await asyncio.wait_for(asyncio.shield(task), self.config.start_wait)
+        except TimeoutError:
+            report.notes.append(f"(diagnostics: {found[0]} is still starting)")
+            return None
         except Exception as exc:
             self._failed.add(key)
-            report.notes.append(f"(language server {name} failed to start: {exc})")
+            self._failures.setdefault(key, f"(language server {found[0]} failed to start: {exc})")
+            self._tell_failure(key, report)
             return None
 
-    def _started(self, key: tuple[str, str], task: asyncio.Task[LspServer]) -> None:
+    def _tell_failure(self, key: tuple[str, str], report: EditReport) -> None:
+        why = self._failures.pop(key, None)
+        if why is not None:
+            report.notes.append(why)
+
+    def _launch(self, key: tuple[str, str], found: tuple[str, list[str], dict[str, Any]]) -> asyncio.Task[LspServer]:
+        """The start of *key*'s server (one task however many edits and reads ask for it)."""
+        task = self._starting.get(key)
+        if task is None:
+            name, argv, options = found
+            task = asyncio.get_running_loop().create_task(self._start(key, name, argv, options), name=f"lsp:{name}")
+            self._starting[key] = task
+            task.add_done_callback(lambda done: self._started(key, name, done))
+        return task
+
+    def _started(self, key: tuple[str, str], name: str, task: asyncio.Task[LspServer]) -> None:
         if self._starting.get(key) is task:
             del self._starting[key]
-        if not task.cancelled() and task.exception() is not None:  # retrieved: a failure is the edit's note
+        if task.cancelled():
+            return
+        exc = task.exception()  # retrieved: a failure is the next edit's note
+        if exc is not None:
             self._failed.add(key)
+            self._failures.setdefault(key, f"(language server {name} failed to start: {exc})")
+            log.warning("language server failed to start", server=name, root=key[0], error=str(exc))
 
     async def _start(self, key: tuple[str, str], name: str, argv: list[str], options: dict[str, Any]) -> LspServer:
-        server = await LspServer.start(name, argv, key[0], options)
+        plan = await self._confine(*key) if self._confine is not None else None
+        server = await LspServer.start(name, argv, key[0], options, plan)
         server.last_used = asyncio.get_running_loop().time()
         self._spawned.append(server)
         self.servers[key] = server
@@ -340,8 +444,25 @@ class LspManager:
         except BaseException:
             server.kill()
             self.servers.pop(key, None)
+            self._unconfined(key)
             raise
         return server
+
+    def _unconfined(self, key: tuple[str, str]) -> None:
+        if self._unconfine is not None:
+            with contextlib.suppress(Exception):
+                self._unconfine(*key)
+
+    def _stop(self, key: tuple[str, str]) -> int | None:
+        """Kill *key*'s server (if any) and forget it; its pid."""
+        server = self.servers.pop(key, None)
+        if server is None:
+            return None
+        server.kill()
+        if server in self._spawned:
+            self._spawned.remove(server)
+        self._unconfined(key)
+        return server.pid
 
     def release(self, session: str) -> list[int]:
         """*session* ended: stop every server no other session uses; returns their pids."""
@@ -350,12 +471,12 @@ class LspManager:
             users.discard(session)
             if not users:
                 del self._users[key]
-                server = self.servers.pop(key, None)
-                if server is not None:
-                    stopped.append(server.pid)
-                    server.kill()
-                    if server in self._spawned:
-                        self._spawned.remove(server)
+                task = self._starting.pop(key, None)
+                if task is not None:
+                    task.cancel()
+                pid = self._stop(key)
+                if pid is not None:
+                    stopped.append(pid)
         return stopped
 
     def sweep(self, now: float) -> list[int]:
@@ -363,21 +484,20 @@ class LspManager:
         stopped so is started again by the next edit of its language (it did not fail)."""
         stopped = []
         for key, server in list(self.servers.items()):
-            if now - server.last_used >= self.config.idle:
-                del self.servers[key]
-                stopped.append(server.pid)
-                server.kill()
-                if server in self._spawned:
-                    self._spawned.remove(server)
+            if now - server.last_used >= self.config.idle and key not in self._starting:
+                pid = self._stop(key)
+                if pid is not None:
+                    stopped.append(pid)
         return stopped
 
     def close(self) -> None:
         """Kill every server (the daemon ends); never raises."""
         for task in self._starting.values():
             task.cancel()
-        for server in self.servers.values():
+        for key, server in list(self.servers.items()):
             with contextlib.suppress(Exception):
                 server.kill()
+            self._unconfined(key)
         self.servers.clear()
 
     async def aclose(self) -> None:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from dsh.commands import CommandResult, Invocation
     from dsh.kernel import Context, Next
     from dsh.lsp._manager import LspManager
+    from dsh.sandbox import SpawnPlan
     from dsh.services.agents import Agent
     from dsh.services.tools import ToolExecution, ToolResult
 
@@ -27,6 +28,9 @@ log = get_logger("dsh.lsp")
 
 EDIT_TOOLS = frozenset({"edit_file", "edits", "write_file", "delete_file", "notebook_edit"})
 """The tools whose changes are diagnosed."""
+READ_TOOLS = frozenset({"read_file"})
+"""The tools whose success starts (in the background) the server of the file's language: the model reads a file
+before it edits it, so its server is warm by the edit."""
 MAX_FILE = 2 << 20
 """A file larger than this (bytes) is not sent to a server."""
 
@@ -47,8 +51,21 @@ def _texts(paths: list[str]) -> dict[str, str | None]:
 
 
 def _wanted(lsp: LspManager, execution: ToolExecution, root: str) -> list[str]:
-    """The paths of *execution* that a server would diagnose; blocking (it looks servers up on ``PATH``)."""
-    return [p for p in _paths(execution, root) if lsp.wants(p)]
+    """The paths of *execution* that a server would diagnose; blocking (it looks servers up on ``PATH`` and the
+    root's project markers up on disk)."""
+    return [p for p in _paths(execution, root) if lsp.wants(p, root)]
+
+
+async def _wanted_paths(lsp: LspManager, execution: ToolExecution, root: str) -> list[str]:
+    """:func:`_wanted`, on the event loop when every answer is known already (the usual case: no thread hop per
+    call), else in a worker thread."""
+    paths = _paths(execution, root)
+    known = [lsp.known_wants(p, root) for p in paths]
+    if None not in known:
+        return [p for p, wanted in zip(paths, known, strict=True) if wanted]
+    from anyio import to_thread
+
+    return await to_thread.run_sync(_wanted, lsp, execution, root)
 
 
 def _paths(execution: ToolExecution, cwd: str) -> tuple[str, ...]:
@@ -62,9 +79,11 @@ def _paths(execution: ToolExecution, cwd: str) -> tuple[str, ...]:
 @plugin("lsp", inject=("tools",))
 def lsp_plugin(ctx: Context, config: LspConfig | dict[str, Any] | None = None) -> None:
     """Join the ``diagnose`` stage: after an allowed edit of a file a server knows, append the diagnostics that
-    are new since before it (see :mod:`dsh.lsp`). Disabled (``enabled: false``, the default): nothing at all."""
+    are new since before it; after a read of such a file, start its server in the background (see
+    :mod:`dsh.lsp`). ``enabled: false``: nothing at all. Servers run at the sandbox level of approved commands
+    (the ``sandbox`` service, when loaded)."""
     settings = config if isinstance(config, LspConfig) else LspConfig.model_validate(config or {})
-    if not settings.enabled:
+    if not settings.active:
         return
     manager: LspManager | None = None
 
@@ -73,9 +92,34 @@ def lsp_plugin(ctx: Context, config: LspConfig | dict[str, Any] | None = None) -
         if manager is None:
             from dsh.lsp._manager import LspManager
 
-            manager = LspManager(settings)
+            manager = LspManager(settings, confine, unconfine)
             ctx.spawn(idle_stop, manager, name="lsp:idle")
         return manager
+
+    async def confine(root: str, family: str) -> SpawnPlan | None:
+        """The spawn plan of approved commands for a server of *root* (RFC 0028), without network unless
+        ``lsp.network``, under a sandbox "session" of the server's own (its private temporary directory and
+        rulesets, removed when the server stops)."""
+        sandbox = ctx.get("sandbox")
+        if sandbox is None:
+            return None
+        from anyio import to_thread
+
+        from dsh.sandbox import Containment
+
+        machine = await to_thread.run_sync(lambda: sandbox.support)  # probed once; never on the event loop
+        level = sandbox.approved_level(None) if machine.available else "off"
+        if level == "off":
+            return None
+        network = None if settings.network else False  # cut unless lsp.network: true (then sandbox.network)
+        containment = Containment(level, _sandbox_key(root, family), "", (root,), sandbox, network)
+        plan: SpawnPlan | None = await containment.plan()
+        return plan
+
+    def unconfine(root: str, family: str) -> None:
+        sandbox = ctx.get("sandbox")
+        if sandbox is not None:
+            sandbox.dispose_session(_sandbox_key(root, family))
 
     async def idle_stop(lsp: LspManager) -> None:
         """Every quarter of ``idle``: stop the servers unused for ``idle`` seconds (none started: nothing to do)."""
@@ -89,15 +133,16 @@ def lsp_plugin(ctx: Context, config: LspConfig | dict[str, Any] | None = None) -
                 log.info("stopped idle language servers", pids=stopped)
 
     async def diagnose(execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
+        if execution.name in READ_TOOLS:
+            return await warm(execution, await next_())
         if execution.name not in EDIT_TOOLS:
             return await next_()
         from anyio import to_thread
 
         agent = execution.agent
-        cwd = agent.session.header.cwd if agent is not None else None
-        root = cwd if cwd and os.path.isabs(cwd) else os.getcwd()
+        root = _root(agent)
         lsp = get_manager()
-        paths = await to_thread.run_sync(_wanted, lsp, execution, root)
+        paths = await _wanted_paths(lsp, execution, root)
         if not paths:
             return await next_()
         before = await to_thread.run_sync(_texts, paths)
@@ -114,6 +159,17 @@ def lsp_plugin(ctx: Context, config: LspConfig | dict[str, Any] | None = None) -
             return result
         display = {**(result.display or {}), "diagnostics": report.as_json()}
         return replace(result, content=[*result.content, {"type": "text", "text": text}], display=display)
+
+    async def warm(execution: ToolExecution, result: ToolResult) -> ToolResult:
+        """After a successful read: start the file's server in the background; the result is untouched."""
+        if result.is_error:
+            return result
+        agent = execution.agent
+        root = _root(agent)
+        lsp = get_manager()
+        for path in await _wanted_paths(lsp, execution, root):
+            lsp.warm(path, root, agent.session.id if agent is not None else "")
+        return result
 
     def disposed(agent: Agent) -> None:
         if manager is not None:
@@ -167,6 +223,20 @@ def _register_diagnostics(ctx: Context, get_manager: Callable[[], LspManager]) -
         )
 
 
+def _root(agent: Agent | None) -> str:
+    """The session's root (its cwd; a worktree session's is the worktree), else the daemon's directory."""
+    cwd = agent.session.header.cwd if agent is not None else None
+    return cwd if cwd and os.path.isabs(cwd) else os.getcwd()
+
+
+def _sandbox_key(root: str, family: str) -> str:
+    """The sandbox "session" of a server: letters, digits and dashes (its temporary directory goes under the data
+    directory), one per root and language family."""
+    import hashlib
+
+    return f"lsp-{family}-{hashlib.sha256(root.encode()).hexdigest()[:16]}"
+
+
 def _inside(root: str, path: str) -> str | None:
     """*path* (relative to *root*, or absolute) made absolute, or None when it is outside *root* (lexically)."""
     full = os.path.normpath(os.path.join(root, path))
@@ -179,8 +249,7 @@ async def report_for(lsp: LspManager, path: str | None, agent: Agent | None) -> 
 
     from dsh.lsp._manager import render_list
 
-    cwd = agent.session.header.cwd if agent is not None else None
-    root = cwd if cwd and os.path.isabs(cwd) else os.getcwd()
+    root = _root(agent)
     session = agent.session.id if agent is not None else ""
     if path is None:
         known = lsp.known(root)

@@ -11,29 +11,22 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from dsh.mcp._cli import mcp_app
-    from dsh.mcp._config import DEFAULT_TIMEOUT, McpServerConfig, ServerSpec
+    from dsh.mcp._config import McpServerConfig
     from dsh.mcp._manager import McpManager, McpOptions, mcp_plugin
-    from dsh.mcp._names import tool_name
 
 __all__ = [
-    "DEFAULT_TIMEOUT",
     "McpManager",
     "McpOptions",
     "McpServerConfig",
-    "ServerSpec",
     "mcp_app",
     "mcp_plugin",
-    "tool_name",
 ]
 
 _HOMES = {
-    "DEFAULT_TIMEOUT": "_config",
     "McpServerConfig": "_config",
-    "ServerSpec": "_config",
     "McpManager": "_manager",
     "McpOptions": "_manager",
     "mcp_plugin": "_manager",
-    "tool_name": "_names",
     "mcp_app": "_cli",
 }
 

@@ -1,5 +1,11 @@
 """Splitting a child's output into lines in linear time and bounded memory.
 
+Why not :class:`dsh.jsonrpc.LineFramer` (the framer of every other JSON-RPC end of dsh, same cap and the same
+:data:`~dsh.jsonrpc.HEAD` / :data:`~dsh.jsonrpc.TAIL` of an oversized line): an MCP server is a third party's
+program the daemon runs, often several per session, so a pending line is held in memory only up to ``memory``
+bytes (1 MiB) and continues in a temporary file up to the cap; the framer holds up to the cap in memory, which is
+right for the one client that drives dsh and on the hot path (no spill check per chunk).
+
 The old loop (``buffer += chunk; *lines, buffer = buffer.split(b"\\n")``) copied the whole pending buffer on every
 chunk: a server writing without newlines made each read cost the size of everything written so far (quadratic:
 +190 MiB per minute, one-second stalls) and nothing bounded the buffer.
@@ -22,11 +28,9 @@ import tempfile
 from dataclasses import dataclass
 from typing import IO
 
-__all__ = ["TAIL", "Line", "LineSplitter"]
+from dsh.jsonrpc import HEAD, TAIL
 
-TAIL = 256
-HEAD = 4096
-"""Of a line that was cut only its first ``HEAD`` bytes are returned: it cannot be used, only described."""
+__all__ = ["HEAD", "TAIL", "Line", "LineSplitter"]
 
 
 @dataclass(frozen=True, slots=True)

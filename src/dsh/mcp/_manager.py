@@ -33,7 +33,7 @@ from dsh.mcp._config import (
     specs_from_config,
 )
 from dsh.mcp._names import unique_names
-from dsh.reaper import end_tagged, tagged
+from dsh.reaper import SessionTags
 from dsh.services.tools import ToolCard, ToolDefinition, ToolExecution, ToolResult, error_result
 
 if TYPE_CHECKING:
@@ -129,6 +129,8 @@ class McpManager:
         self._closing: dict[str, _Session] = {}
         self._used = False
         self._configured = specs_from_config(options.servers, options.timeout)
+        self._tags = SessionTags()
+        """The tags of this manager's servers' processes (ended with their session)."""
 
     @property
     def transports(self) -> dict[str, bool]:
@@ -160,9 +162,15 @@ class McpManager:
 
     def _spawn(self, connection: ServerConnection) -> None:
         """Run the connection in the background; its server process (and what that starts) carries the
-        session's MCP tag, so the session's close finds whatever escaped the server's process group."""
+        session's MCP tag, so the session's close finds whatever escaped the server's process group, and its
+        environment and logged output follow this application's secret policy (the task inherits both)."""
+        from dsh.secrets import policy_in_force
+
         session_id = next((s.id for s in self._sessions.values() if connection in s.connections.values()), None)
-        with tagged(_tag(session_id)) if session_id is not None else contextlib.nullcontext():
+        with (
+            policy_in_force(self._ctx.get("secret_policy")),
+            self._tags.tagged(_tag(session_id)) if session_id is not None else contextlib.nullcontext(),
+        ):
             self._ctx.spawn(connection.run, name=f"mcp:{connection.name}")
 
     def servers(self, session_id: str) -> dict[str, str]:
@@ -206,7 +214,7 @@ class McpManager:
                 # the daemon exits (hurry): its exit ends every descendant in one sweep, and a /proc scan per
                 # session made an EOF with 100 sessions take seconds (issue 42).
                 if not state.hurry:
-                    ended = await anyio.to_thread.run_sync(end_tagged, _tag(state.id))
+                    ended = await anyio.to_thread.run_sync(self._tags.end, _tag(state.id))
                     if ended:
                         log.info("ended processes the mcp servers left", session_id=state.id, pids=ended)
             log.info("mcp servers closed", session_id=state.id)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 import subprocess
 from collections import deque
@@ -31,6 +30,7 @@ import anyio.abc
 
 from dsh._jsonlimits import MAX_JSON_DEPTH, text_may_exceed
 from dsh._log import get_logger
+from dsh.jsonrpc import MAX_LINE, answer_id
 from dsh.mcp._lines import Line, LineSplitter
 from dsh.secrets import redact_text
 
@@ -39,9 +39,9 @@ __all__ = ["CLOSE_GRACE", "StdioProcess", "answer_id", "kill_group", "stdio_tran
 CLOSE_GRACE = 0.5
 """Upper bound of the three steps of a close (stdin EOF → SIGTERM → SIGKILL), each a third of it: a daemon that
 is told to exit has about 2 s in all, and its sessions' servers close in parallel within that."""
-STDOUT_LINE_LIMIT = 128 * 1024 * 1024
-"""Longest JSON-RPC line read from a server: a longer one is dropped as it arrives (one log line; the request it
-answers gets an error at once)."""
+STDOUT_LINE_LIMIT = MAX_LINE
+"""Longest JSON-RPC line read from a server (the one cap of :mod:`dsh.jsonrpc`): a longer one is dropped as it
+arrives (one log line; the request it answers gets an error at once)."""
 STDOUT_MEMORY = 1024 * 1024
 """Bytes of a pending stdout line held in memory; past this the line continues in an anonymous temporary file,
 so a server writing without newlines costs the daemon at most this much memory."""
@@ -64,33 +64,6 @@ class StdioProcess:
     def reason(self) -> str:
         """The server's last stderr line, as a suffix for a failure reason (usually the error it died of)."""
         return f" (stderr: {self.stderr_tail[-1][:300]})" if self.stderr_tail else ""
-
-
-_HEAD_ID = re.compile(
-    rb'\A\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,200}")\s*(,\s*"(\w+)")?'
-)
-_TAIL_ID = re.compile(rb',\s*"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,200}")\s*\}\s*\Z')
-_HEAD_METHOD = re.compile(rb'\A\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?(?:"id"\s*:\s*[^,]{1,210},\s*)?"method"')
-
-
-def answer_id(head: bytes, tail: bytes = b"") -> int | str | None:
-    """The id of the request a JSON-RPC line answers, read from its first or last bytes without parsing it
-    (it may be too deep or too long to parse): ``{"jsonrpc": "2.0", "id": 7, "result": …`` or ``… "id": 7}``.
-    None for a request or notification of the server (a ``method`` key first) or when no id can be read."""
-    if _HEAD_METHOD.match(head[:512]):
-        return None
-    found = _HEAD_ID.match(head[:512])
-    if found is not None and found.group(3) in (None, b"result", b"error"):
-        raw = found.group(1)
-    else:
-        end = (tail or head)[-512:]
-        found = _TAIL_ID.search(end)
-        if found is None:
-            return None
-        raw = found.group(1)
-    if raw.startswith(b'"'):
-        return raw[1:-1].decode("utf-8", "replace")
-    return int(raw)
 
 
 def describe_parse_error(error: BaseException) -> str:

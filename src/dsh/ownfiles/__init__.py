@@ -12,21 +12,12 @@ Importing this package is cheap: PyYAML loads on the first front matter parsed.
 """
 
 from dsh.ownfiles._dirs import markdown_files, project_dirs, user_config_dir
-from dsh.ownfiles._frontmatter import (
-    MAX_DEPTH,
-    MAX_FRONT_MATTER_BYTES,
-    FrontMatterError,
-    load_front_matter,
-    split_front_matter,
-)
-from dsh.ownfiles._read import FileRefused, Read, read_inside
+from dsh.ownfiles._frontmatter import FrontMatterError, load_front_matter, split_front_matter
+from dsh.ownfiles._read import FileRefused, read_inside
 
 __all__ = [
-    "MAX_DEPTH",
-    "MAX_FRONT_MATTER_BYTES",
     "FileRefused",
     "FrontMatterError",
-    "Read",
     "load_front_matter",
     "markdown_files",
     "project_dirs",

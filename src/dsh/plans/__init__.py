@@ -1,12 +1,9 @@
 """Plans: the ``update_plan`` tool and its ``plan/update`` session events (see ``README.md``)."""
 
-from dsh.plans._plugin import (
-    PLAN_DOCUMENT_EVENT,
-    PLAN_EVENT,
-    PLAN_GUIDANCE,
-    PLAN_MODE_PLAN,
-    plans_plugin,
-    validate_entries,
-)
+from dsh.plans._plugin import PLAN_DOCUMENT_EVENT, PLAN_MODE_PLAN, plans_plugin
 
-__all__ = ["PLAN_DOCUMENT_EVENT", "PLAN_EVENT", "PLAN_GUIDANCE", "PLAN_MODE_PLAN", "plans_plugin", "validate_entries"]
+__all__ = [
+    "PLAN_DOCUMENT_EVENT",
+    "PLAN_MODE_PLAN",
+    "plans_plugin",
+]

@@ -185,16 +185,18 @@ class Pipeline:
             )
             if message is not None:
                 return refused(execution, message)
-        from dsh.tools import grant_outside, revoke_grants
-
-        for path in facts.outside:
-            grant_outside(execution, path)
+        workspace = self._ctx.get("workspace")
+        grants = workspace.grants if workspace is not None else None
+        if grants is not None:
+            for path in facts.outside:
+                grants.grant(execution, path)
         try:
             agent.session.append(RUNNING_EVENT, {"call_id": execution.call_id})
             call = CallDecision(asked=decision.verdict == "ask", choice=choice, why=decision.why)
             return await next_(dataclasses.replace(execution, decision=call))
         finally:
-            revoke_grants(execution)
+            if grants is not None:
+                grants.revoke(execution)
 
     async def _sandbox_say(
         self, execution: ToolExecution, facts: CallFacts, decision: Decision, mode: str

@@ -1,7 +1,8 @@
 """The Anthropic Messages wire format.
 
 :func:`anthropic_adapter` turns a :class:`~dsh.providers._http.HttpProvider` into an ``llm`` adapter that streams
-``POST {base_url}/v1/messages`` with ``x-api-key`` and ``anthropic-version``.
+``POST {base_url}/v1/messages`` with ``x-api-key`` and ``anthropic-version`` (the call around the events, from abort
+to the tail, is :func:`~dsh.providers._stream.sse_adapter`'s).
 
 What is sent: ``system`` top level (one text block); prompt-cache breakpoints (``cache_control`` ephemeral) on the
 system block, on the last tool and on the last block of each of the last two user messages (the four breakpoints
@@ -28,10 +29,10 @@ with ``finish`` ``aborted``.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, cast
 
-from dsh.errors import LlmError
+from dsh.providers._stream import sse_adapter
 from dsh.services.llm import (
     Adapter,
     ContentBlock,
@@ -40,11 +41,10 @@ from dsh.services.llm import (
     Message,
     StreamChunk,
     Usage,
-    model_name,
 )
 
 if TYPE_CHECKING:
-    from dsh.providers._http import HttpProvider
+    from dsh.providers._http import Endpoint, HttpProvider
 
 __all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "anthropic_adapter", "build_body", "to_anthropic_messages"]
 
@@ -232,129 +232,102 @@ class _Block:
         self.signature = ""
 
 
+def _headers(endpoint: Endpoint) -> dict[str, str]:
+    headers = {"anthropic-version": ANTHROPIC_VERSION}
+    if endpoint.api_key:
+        headers["x-api-key"] = endpoint.api_key
+    return headers
+
+
+class _Decoder:
+    """One Messages call's events: content blocks by index (text, tool use, thinking with its signature,
+    redacted thinking), usage from ``message_start`` and ``message_delta``; done at ``message_stop``."""
+
+    unfinished = "the model finished (no message_stop)"
+
+    def __init__(self, http: HttpProvider, endpoint: Endpoint) -> None:
+        self._http = http
+        self._key = endpoint.api_key
+        self._blocks: dict[int, _Block] = {}
+        self._usage = _Usage()
+        self._stop_reason: str | None = None
+        self._stopped = False
+        self.done = False
+
+    def feed(self, event: str, payload: dict[str, Any]) -> Iterator[StreamChunk]:
+        blocks = self._blocks
+        kind = payload.get("type") or event
+        if kind == "content_block_delta":
+            block = blocks.get(payload.get("index", -1))
+            delta = payload.get("delta") or {}
+            delta_type = delta.get("type")
+            if delta_type == "text_delta" and delta.get("text"):
+                yield {"type": "text-delta", "text": delta["text"]}
+            elif delta_type == "thinking_delta" and delta.get("thinking"):
+                if block is not None:
+                    block.text.append(delta["thinking"])
+                yield {"type": "reasoning-delta", "text": delta["thinking"]}
+            elif delta_type == "signature_delta" and block is not None:
+                block.signature += delta.get("signature") or ""
+            elif delta_type == "input_json_delta" and block is not None and block.kind == "tool_use":
+                yield {"type": "tool-call-delta", "id": block.id, "arguments_delta": delta.get("partial_json") or ""}
+        elif kind == "content_block_start":
+            index = payload.get("index", -1)
+            start = payload.get("content_block") or {}
+            start_type = start.get("type")
+            if start_type == "tool_use":
+                blocks[index] = _Block("tool_use", str(start.get("id") or f"toolu_{index}"))
+                initial = start.get("input")
+                yield {
+                    "type": "tool-call-delta",
+                    "id": blocks[index].id,
+                    "name": str(start.get("name") or ""),
+                    "arguments_delta": json.dumps(initial) if initial else "",
+                }
+            elif start_type == "thinking":
+                blocks[index] = _Block("thinking")
+                if start.get("thinking"):
+                    blocks[index].text.append(start["thinking"])
+                    yield {"type": "reasoning-delta", "text": start["thinking"]}
+                blocks[index].signature = start.get("signature") or ""
+            elif start_type == "redacted_thinking":
+                blocks[index] = _Block("redacted_thinking", data=str(start.get("data") or ""))
+            elif start_type == "text":
+                blocks[index] = _Block("text")
+                if start.get("text"):
+                    yield {"type": "text-delta", "text": start["text"]}
+        elif kind == "content_block_stop":
+            block = blocks.pop(payload.get("index", -1), None)
+            if block is not None and block.kind == "thinking" and block.signature:
+                done: dict[str, Any] = {"type": "reasoning", "text": "".join(block.text), "signature": block.signature}
+                yield {"type": "block-end", "block": cast(ContentBlock, done)}
+            elif block is not None and block.kind == "redacted_thinking":
+                redacted: dict[str, Any] = {"type": "reasoning", "text": "", "redacted": block.data}
+                yield {"type": "block-end", "block": cast(ContentBlock, redacted)}
+        elif kind == "message_start":
+            self._usage.update((payload.get("message") or {}).get("usage"))
+        elif kind == "message_delta":
+            self._stop_reason = (payload.get("delta") or {}).get("stop_reason") or self._stop_reason
+            self._usage.update(payload.get("usage"))
+        elif kind == "message_stop":
+            self._stopped = self.done = True
+        elif kind == "error":
+            error = payload.get("error") or {}
+            error_type = error.get("type") if isinstance(error, dict) else None
+            message = error.get("message") if isinstance(error, dict) else None
+            raise self._http.error(
+                f"error in the stream: {message or error_type or 'unknown error'}",
+                _ERROR_CODES.get(str(error_type), "PROVIDER_ERROR"),
+                self._key,
+            )
+
+    def finish(self) -> FinishReason | None:
+        return _finish(self._stop_reason, self._http.name) if self._stopped else None
+
+    def usage(self) -> Usage | None:
+        return self._usage.chunk() if self._usage.seen else None
+
+
 def anthropic_adapter(http: HttpProvider) -> Adapter:
     """An adapter serving ``<provider>:<model>`` over the Messages API through *http*."""
-
-    async def stream(request: GenerateRequest) -> AsyncIterator[StreamChunk]:
-        signal = request.signal
-        if signal is not None and signal.aborted:
-            yield {"type": "finish", "reason": {"kind": "aborted"}}
-            return
-        endpoint = http.endpoint()
-        model = model_name(request.model)
-        headers = {"anthropic-version": ANTHROPIC_VERSION}
-        if endpoint.api_key:
-            headers["x-api-key"] = endpoint.api_key
-        body = build_body(request, model, http.settings.max_tokens)
-        events = await http.open(endpoint, "/v1/messages", headers, body, signal)
-        if events is None:
-            yield {"type": "finish", "reason": {"kind": "aborted"}}
-            return
-        blocks: dict[int, _Block] = {}
-        usage = _Usage()
-        stop_reason: str | None = None
-        stopped = False
-        try:
-            while not stopped:
-                event = await events.next()
-                if event is None:
-                    break
-                if not event.data.strip():
-                    continue
-                try:
-                    payload: Any = json.loads(event.data)
-                except ValueError:
-                    raise http.error(
-                        f"unreadable event in the stream: {event.data[:200]!r}", "BAD_RESPONSE", None
-                    ) from None
-                if not isinstance(payload, dict):
-                    continue
-                kind = payload.get("type") or event.event
-                if kind == "content_block_delta":
-                    block = blocks.get(payload.get("index", -1))
-                    delta = payload.get("delta") or {}
-                    delta_type = delta.get("type")
-                    if delta_type == "text_delta" and delta.get("text"):
-                        yield {"type": "text-delta", "text": delta["text"]}
-                    elif delta_type == "thinking_delta" and delta.get("thinking"):
-                        if block is not None:
-                            block.text.append(delta["thinking"])
-                        yield {"type": "reasoning-delta", "text": delta["thinking"]}
-                    elif delta_type == "signature_delta" and block is not None:
-                        block.signature += delta.get("signature") or ""
-                    elif delta_type == "input_json_delta" and block is not None and block.kind == "tool_use":
-                        yield {
-                            "type": "tool-call-delta",
-                            "id": block.id,
-                            "arguments_delta": delta.get("partial_json") or "",
-                        }
-                elif kind == "content_block_start":
-                    index = payload.get("index", -1)
-                    start = payload.get("content_block") or {}
-                    start_type = start.get("type")
-                    if start_type == "tool_use":
-                        blocks[index] = _Block("tool_use", str(start.get("id") or f"toolu_{index}"))
-                        initial = start.get("input")
-                        yield {
-                            "type": "tool-call-delta",
-                            "id": blocks[index].id,
-                            "name": str(start.get("name") or ""),
-                            "arguments_delta": json.dumps(initial) if initial else "",
-                        }
-                    elif start_type == "thinking":
-                        blocks[index] = _Block("thinking")
-                        if start.get("thinking"):
-                            blocks[index].text.append(start["thinking"])
-                            yield {"type": "reasoning-delta", "text": start["thinking"]}
-                        blocks[index].signature = start.get("signature") or ""
-                    elif start_type == "redacted_thinking":
-                        blocks[index] = _Block("redacted_thinking", data=str(start.get("data") or ""))
-                    elif start_type == "text":
-                        blocks[index] = _Block("text")
-                        if start.get("text"):
-                            yield {"type": "text-delta", "text": start["text"]}
-                elif kind == "content_block_stop":
-                    block = blocks.pop(payload.get("index", -1), None)
-                    if block is not None and block.kind == "thinking" and block.signature:
-                        done: dict[str, Any] = {
-                            "type": "reasoning",
-                            "text": "".join(block.text),
-                            "signature": block.signature,
-                        }
-                        yield {"type": "block-end", "block": cast(ContentBlock, done)}
-                    elif block is not None and block.kind == "redacted_thinking":
-                        redacted: dict[str, Any] = {"type": "reasoning", "text": "", "redacted": block.data}
-                        yield {"type": "block-end", "block": cast(ContentBlock, redacted)}
-                elif kind == "message_start":
-                    usage.update((payload.get("message") or {}).get("usage"))
-                elif kind == "message_delta":
-                    stop_reason = (payload.get("delta") or {}).get("stop_reason") or stop_reason
-                    usage.update(payload.get("usage"))
-                elif kind == "message_stop":
-                    stopped = True
-                    await events.drain()
-                elif kind == "error":
-                    error = payload.get("error") or {}
-                    error_type = error.get("type") if isinstance(error, dict) else None
-                    message = error.get("message") if isinstance(error, dict) else None
-                    raise http.error(
-                        f"error in the stream: {message or error_type or 'unknown error'}",
-                        _ERROR_CODES.get(str(error_type), "PROVIDER_ERROR"),
-                        endpoint.api_key,
-                    )
-        finally:
-            await events.aclose()
-        if events.aborted:
-            yield {"type": "finish", "reason": {"kind": "aborted"}}
-            return
-        if not stopped:
-            raise LlmError(
-                f"{http.name}: the stream ended before the model finished (no message_stop); the server or a proxy "
-                "cut the answer short",
-                "STREAM_INTERRUPTED",
-            )
-        if usage.seen:
-            yield {"type": "usage", "usage": usage.chunk()}
-        yield {"type": "finish", "reason": _finish(stop_reason, http.name)}
-
-    return stream
+    return sse_adapter(http, "/v1/messages", _headers, build_body, lambda endpoint: _Decoder(http, endpoint))

@@ -1,7 +1,8 @@
 """The OpenAI Chat Completions wire format (OpenAI, DeepSeek, vLLM, Ollama, llama.cpp, LM Studio, OpenRouter).
 
 :func:`openai_adapter` turns a :class:`~dsh.providers._http.HttpProvider` into an ``llm`` adapter that streams
-``POST {base_url}/chat/completions``.
+``POST {base_url}/chat/completions``: the call around the events (abort, opening, parsing, the tail) is
+:func:`~dsh.providers._stream.sse_adapter`'s; here are the body and what the events mean.
 
 What is sent: the system prompt as the first ``system`` message; user text (a string, or content parts when an
 image is present); assistant text and tool calls (``tool_calls`` with the raw argument JSON); each tool result
@@ -24,12 +25,11 @@ reason raises ``LlmError`` code ``STREAM_INTERRUPTED``. An aborted call ends wit
 
 from __future__ import annotations
 
-import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from dsh.errors import LlmError
+from dsh.providers._stream import bearer, sse_adapter
 from dsh.services.llm import (
     Adapter,
     FinishReason,
@@ -38,11 +38,10 @@ from dsh.services.llm import (
     StreamChunk,
     ToolCallDelta,
     Usage,
-    model_name,
 )
 
 if TYPE_CHECKING:
-    from dsh.providers._http import HttpProvider
+    from dsh.providers._http import Endpoint, HttpProvider
 
 __all__ = ["build_body", "openai_adapter", "to_openai_messages"]
 
@@ -225,87 +224,61 @@ class _ToolCalls:
         return call_id
 
 
+class _Decoder:
+    """One Chat Completions call's events: deltas of choice 0, the usage, the finish reason; done at ``[DONE]``
+    (usage comes after the finish reason)."""
+
+    unfinished = "the model finished (no finish_reason)"
+
+    def __init__(self, http: HttpProvider, endpoint: Endpoint) -> None:
+        self._http = http
+        self._key = endpoint.api_key
+        self._calls = _ToolCalls()
+        self._finish_reason: str | None = None
+        self._usage: Usage | None = None
+        self.done = False
+
+    def feed(self, event: str, payload: dict[str, Any]) -> Iterator[StreamChunk]:
+        error = payload.get("error")
+        if error:
+            message = error.get("message") if isinstance(error, dict) else str(error)
+            raise self._http.error(f"error in the stream: {message}", "PROVIDER_ERROR", self._key)
+        if isinstance(payload.get("usage"), dict):
+            self._usage = _usage(payload["usage"])
+        for choice in payload.get("choices") or []:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if isinstance(reasoning, str) and reasoning:
+                yield {"type": "reasoning-delta", "text": reasoning}
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                yield {"type": "text-delta", "text": content}
+            for tool_delta in delta.get("tool_calls") or []:
+                if not isinstance(tool_delta, dict):
+                    continue
+                function = tool_delta.get("function") or {}
+                chunk: ToolCallDelta = {
+                    "type": "tool-call-delta",
+                    "id": self._calls.id_for(tool_delta),
+                    "arguments_delta": function.get("arguments") or "",
+                }
+                if function.get("name"):
+                    chunk["name"] = function["name"]
+                yield chunk
+            if choice.get("finish_reason"):
+                self._finish_reason = str(choice["finish_reason"])
+
+    def finish(self) -> FinishReason | None:
+        if self._finish_reason is None:
+            return None
+        return _finish(self._finish_reason, bool(self._calls), self._http.name)
+
+    def usage(self) -> Usage | None:
+        return self._usage
+
+
 def openai_adapter(http: HttpProvider) -> Adapter:
     """An adapter serving ``<provider>:<model>`` over Chat Completions through *http*."""
-
-    async def stream(request: GenerateRequest) -> AsyncIterator[StreamChunk]:
-        signal = request.signal
-        if signal is not None and signal.aborted:
-            yield {"type": "finish", "reason": {"kind": "aborted"}}
-            return
-        endpoint = http.endpoint()
-        model = model_name(request.model)
-        headers: dict[str, str] = {}
-        if endpoint.api_key:
-            headers["authorization"] = f"Bearer {endpoint.api_key}"
-        body = build_body(request, model, http.settings.max_tokens)
-        events = await http.open(endpoint, "/chat/completions", headers, body, signal)
-        if events is None:
-            yield {"type": "finish", "reason": {"kind": "aborted"}}
-            return
-        calls = _ToolCalls()
-        finish_reason: str | None = None
-        usage: Usage | None = None
-        try:
-            while True:
-                event = await events.next()
-                if event is None:
-                    break
-                data = event.data.strip()
-                if data == "[DONE]":
-                    await events.drain()
-                    break
-                if not data:
-                    continue
-                try:
-                    payload: Any = json.loads(data)
-                except ValueError:
-                    raise http.error(f"unreadable event in the stream: {data[:200]!r}", "BAD_RESPONSE", None) from None
-                if not isinstance(payload, dict):
-                    continue
-                error = payload.get("error")
-                if error:
-                    message = error.get("message") if isinstance(error, dict) else str(error)
-                    raise http.error(f"error in the stream: {message}", "PROVIDER_ERROR", endpoint.api_key)
-                if isinstance(payload.get("usage"), dict):
-                    usage = _usage(payload["usage"])
-                for choice in payload.get("choices") or []:
-                    if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-                        continue
-                    delta = choice.get("delta") or {}
-                    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                    if isinstance(reasoning, str) and reasoning:
-                        yield {"type": "reasoning-delta", "text": reasoning}
-                    content = delta.get("content")
-                    if isinstance(content, str) and content:
-                        yield {"type": "text-delta", "text": content}
-                    for tool_delta in delta.get("tool_calls") or []:
-                        if not isinstance(tool_delta, dict):
-                            continue
-                        function = tool_delta.get("function") or {}
-                        chunk: ToolCallDelta = {
-                            "type": "tool-call-delta",
-                            "id": calls.id_for(tool_delta),
-                            "arguments_delta": function.get("arguments") or "",
-                        }
-                        if function.get("name"):
-                            chunk["name"] = function["name"]
-                        yield chunk
-                    if choice.get("finish_reason"):
-                        finish_reason = str(choice["finish_reason"])
-        finally:
-            await events.aclose()
-        if events.aborted:
-            yield {"type": "finish", "reason": {"kind": "aborted"}}
-            return
-        if finish_reason is None:
-            raise LlmError(
-                f"{http.name}: the stream ended before the model finished (no finish_reason); the server or a proxy "
-                "cut the answer short",
-                "STREAM_INTERRUPTED",
-            )
-        if usage is not None:
-            yield {"type": "usage", "usage": usage}
-        yield {"type": "finish", "reason": _finish(finish_reason, bool(calls), http.name)}
-
-    return stream
+    return sse_adapter(http, "/chat/completions", bearer, build_body, lambda endpoint: _Decoder(http, endpoint))

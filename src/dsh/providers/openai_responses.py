@@ -1,7 +1,8 @@
 """The OpenAI Responses wire format (``POST {base_url}/responses``): OpenAI's reasoning models (``o1``, ``o3``,
 ``o4``, ``gpt-5`` families) keep their reasoning between the calls of a turn only through it.
 
-:func:`responses_adapter` turns a :class:`~dsh.providers._http.HttpProvider` into an ``llm`` adapter. Which models
+:func:`responses_adapter` turns a :class:`~dsh.providers._http.HttpProvider` into an ``llm`` adapter (the call
+around the events is :func:`~dsh.providers._stream.sse_adapter`'s). Which models
 of an ``openai``-type provider use it is decided by :func:`wire_format` (per model, per
 provider, else by default the reasoning families on the built-in ``openai`` provider).
 
@@ -31,15 +32,15 @@ ends without a terminal event raises ``STREAM_INTERRUPTED``. An aborted call end
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from dsh.errors import LlmError
 from dsh.providers._reasoning import OPENAI_PREFIXES
-from dsh.services.llm import Adapter, FinishReason, GenerateRequest, Message, StreamChunk, Usage, model_name
+from dsh.providers._stream import bearer, sse_adapter
+from dsh.services.llm import Adapter, FinishReason, GenerateRequest, Message, StreamChunk, Usage
 
 if TYPE_CHECKING:
-    from dsh.providers._http import HttpProvider
+    from dsh.providers._http import Endpoint, HttpProvider
     from dsh.providers._settings import ProviderSettings
 
 __all__ = ["RESPONSES_FAMILIES", "build_body", "responses_adapter", "to_input", "wire_format"]
@@ -217,120 +218,99 @@ class _Items:
         return str(item_id) if item_id else f"#{payload.get('output_index')}"
 
 
+class _Decoder:
+    """One Responses call's events: text, reasoning summaries, function calls by output item; done at
+    ``response.completed`` / ``response.incomplete``."""
+
+    unfinished = "the response completed"
+
+    def __init__(self, http: HttpProvider, endpoint: Endpoint) -> None:
+        self._http = http
+        self._key = endpoint.api_key
+        self._items = _Items()
+        self._finish: FinishReason | None = None
+        self._usage: Usage | None = None
+        self.done = False
+
+    def feed(self, event: str, payload: dict[str, Any]) -> Iterator[StreamChunk]:
+        items = self._items
+        kind = payload.get("type") or event
+        if kind == "response.output_text.delta":
+            if payload.get("delta"):
+                yield {"type": "text-delta", "text": str(payload["delta"])}
+        elif kind == "response.reasoning_summary_text.delta":
+            if payload.get("delta"):
+                yield {"type": "reasoning-delta", "text": str(payload["delta"])}
+        elif kind == "response.reasoning_summary_part.added":
+            key = items.key(payload)
+            count = items.summary_parts.get(key, 0)
+            items.summary_parts[key] = count + 1
+            if count:
+                yield {"type": "reasoning-delta", "text": "\n\n"}
+        elif kind == "response.output_item.added":
+            item = payload.get("item") or {}
+            if item.get("type") == "function_call":
+                call_id = str(item.get("call_id") or item.get("id") or f"call_{payload.get('output_index')}")
+                items.calls[str(item.get("id") or "")] = call_id
+                items.calls[f"#{payload.get('output_index')}"] = call_id
+                yield {
+                    "type": "tool-call-delta",
+                    "id": call_id,
+                    "name": str(item.get("name") or ""),
+                    "arguments_delta": "",
+                }
+        elif kind == "response.function_call_arguments.delta":
+            target = items.calls.get(items.key(payload)) or items.calls.get(f"#{payload.get('output_index')}")
+            if target is not None and payload.get("delta"):
+                items.arguments[target] = True
+                yield {"type": "tool-call-delta", "id": target, "arguments_delta": str(payload["delta"])}
+        elif kind == "response.output_item.done":
+            item = payload.get("item") or {}
+            if item.get("type") == "reasoning":
+                summary = "\n\n".join(
+                    str(part.get("text") or "") for part in item.get("summary") or [] if isinstance(part, dict)
+                )
+                block: dict[str, Any] = {"type": "reasoning", "text": summary}
+                if item.get("id"):
+                    block["id"] = str(item["id"])
+                if isinstance(item.get(ENCRYPTED), str):
+                    block[ENCRYPTED] = item[ENCRYPTED]
+                yield {"type": "block-end", "block": block}  # type: ignore[typeddict-item]
+            elif item.get("type") == "function_call":
+                call_id = str(item.get("call_id") or items.calls.get(str(item.get("id") or "")) or "")
+                if call_id and not items.arguments.get(call_id) and item.get("arguments"):
+                    items.arguments[call_id] = True
+                    yield {"type": "tool-call-delta", "id": call_id, "arguments_delta": str(item["arguments"])}
+        elif kind in ("response.completed", "response.incomplete"):
+            response = payload.get("response") or {}
+            if isinstance(response.get("usage"), dict):
+                self._usage = _usage(response["usage"])
+            self._finish = _finish(kind, response, bool(items.calls), self._http.name)
+            self.done = True
+        elif kind == "response.failed":
+            error = (payload.get("response") or {}).get("error") or {}
+            message = error.get("message") if isinstance(error, dict) else str(error)
+            code = error.get("code") if isinstance(error, dict) else None
+            raise self._http.error(f"the response failed: {message}", _error_code(code), self._key)
+        elif kind == "error":
+            message = payload.get("message") or (payload.get("error") or {}).get("message") or _compact(payload)[:200]
+            code = payload.get("code") or (payload.get("error") or {}).get("code")
+            raise self._http.error(f"error in the stream: {message}", _error_code(code), self._key)
+
+    def finish(self) -> FinishReason | None:
+        return self._finish
+
+    def usage(self) -> Usage | None:
+        return self._usage
+
+
+def _compact(payload: dict[str, Any]) -> str:
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+
+
 def responses_adapter(http: HttpProvider) -> Adapter:
     """An adapter serving ``<provider>:<model>`` over the Responses API through *http*."""
-
-    async def stream(request: GenerateRequest) -> AsyncIterator[StreamChunk]:
-        signal = request.signal
-        if signal is not None and signal.aborted:
-            yield {"type": "finish", "reason": {"kind": "aborted"}}
-            return
-        endpoint = http.endpoint()
-        model = model_name(request.model)
-        headers: dict[str, str] = {}
-        if endpoint.api_key:
-            headers["authorization"] = f"Bearer {endpoint.api_key}"
-        body = build_body(request, model, http.settings.max_tokens)
-        events = await http.open(endpoint, "/responses", headers, body, signal)
-        if events is None:
-            yield {"type": "finish", "reason": {"kind": "aborted"}}
-            return
-        items = _Items()
-        finish: FinishReason | None = None
-        usage: Usage | None = None
-        try:
-            while finish is None:
-                event = await events.next()
-                if event is None:
-                    break
-                data = event.data.strip()
-                if not data or data == "[DONE]":
-                    continue
-                try:
-                    payload: Any = json.loads(data)
-                except ValueError:
-                    raise http.error(f"unreadable event in the stream: {data[:200]!r}", "BAD_RESPONSE", None) from None
-                if not isinstance(payload, dict):
-                    continue
-                kind = payload.get("type") or event.event
-                if kind == "response.output_text.delta":
-                    if payload.get("delta"):
-                        yield {"type": "text-delta", "text": str(payload["delta"])}
-                elif kind == "response.reasoning_summary_text.delta":
-                    if payload.get("delta"):
-                        yield {"type": "reasoning-delta", "text": str(payload["delta"])}
-                elif kind == "response.reasoning_summary_part.added":
-                    key = items.key(payload)
-                    count = items.summary_parts.get(key, 0)
-                    items.summary_parts[key] = count + 1
-                    if count:
-                        yield {"type": "reasoning-delta", "text": "\n\n"}
-                elif kind == "response.output_item.added":
-                    item = payload.get("item") or {}
-                    if item.get("type") == "function_call":
-                        call_id = str(item.get("call_id") or item.get("id") or f"call_{payload.get('output_index')}")
-                        items.calls[str(item.get("id") or "")] = call_id
-                        items.calls[f"#{payload.get('output_index')}"] = call_id
-                        yield {
-                            "type": "tool-call-delta",
-                            "id": call_id,
-                            "name": str(item.get("name") or ""),
-                            "arguments_delta": "",
-                        }
-                elif kind == "response.function_call_arguments.delta":
-                    target = items.calls.get(items.key(payload)) or items.calls.get(f"#{payload.get('output_index')}")
-                    if target is not None and payload.get("delta"):
-                        items.arguments[target] = True
-                        yield {"type": "tool-call-delta", "id": target, "arguments_delta": str(payload["delta"])}
-                elif kind == "response.output_item.done":
-                    item = payload.get("item") or {}
-                    if item.get("type") == "reasoning":
-                        summary = "\n\n".join(
-                            str(part.get("text") or "") for part in item.get("summary") or [] if isinstance(part, dict)
-                        )
-                        block: dict[str, Any] = {"type": "reasoning", "text": summary}
-                        if item.get("id"):
-                            block["id"] = str(item["id"])
-                        if isinstance(item.get(ENCRYPTED), str):
-                            block[ENCRYPTED] = item[ENCRYPTED]
-                        yield {"type": "block-end", "block": block}  # type: ignore[typeddict-item]
-                    elif item.get("type") == "function_call":
-                        call_id = str(item.get("call_id") or items.calls.get(str(item.get("id") or "")) or "")
-                        if call_id and not items.arguments.get(call_id) and item.get("arguments"):
-                            items.arguments[call_id] = True
-                            yield {"type": "tool-call-delta", "id": call_id, "arguments_delta": str(item["arguments"])}
-                elif kind in ("response.completed", "response.incomplete"):
-                    response = payload.get("response") or {}
-                    if isinstance(response.get("usage"), dict):
-                        usage = _usage(response["usage"])
-                    finish = _finish(kind, response, bool(items.calls), http.name)
-                elif kind == "response.failed":
-                    error = (payload.get("response") or {}).get("error") or {}
-                    message = error.get("message") if isinstance(error, dict) else str(error)
-                    code = error.get("code") if isinstance(error, dict) else None
-                    raise http.error(f"the response failed: {message}", _error_code(code), endpoint.api_key)
-                elif kind == "error":
-                    message = payload.get("message") or (payload.get("error") or {}).get("message") or data[:200]
-                    code = payload.get("code") or (payload.get("error") or {}).get("code")
-                    raise http.error(f"error in the stream: {message}", _error_code(code), endpoint.api_key)
-            if finish is not None:
-                await events.drain()
-        finally:
-            await events.aclose()
-        if events.aborted:
-            yield {"type": "finish", "reason": {"kind": "aborted"}}
-            return
-        if finish is None:
-            raise LlmError(
-                f"{http.name}: the stream ended before the response completed; the server or a proxy cut the answer "
-                "short",
-                "STREAM_INTERRUPTED",
-            )
-        if usage is not None:
-            yield {"type": "usage", "usage": usage}
-        yield {"type": "finish", "reason": finish}
-
-    return stream
+    return sse_adapter(http, "/responses", bearer, build_body, lambda endpoint: _Decoder(http, endpoint))
 
 
 def _finish(kind: str, response: dict[str, Any], called: bool, provider: str) -> FinishReason:

@@ -3,11 +3,14 @@ session and with the daemon, including what escaped its process group (``setsid`
 
 * The daemon calls :func:`become_subreaper` once at start-up (``PR_SET_CHILD_SUBREAPER``): an orphaned
   descendant is re-parented to the daemon instead of to init, so it stays in the daemon's process tree.
-* Processes are *tagged* with the session they belong to: :func:`tagged` marks the running task (a context
-  variable) and :func:`tag_environment` is what :func:`dsh.secrets.child_environment` adds to a child's
-  environment (``DSH_SESSION_TAG``), which its own children inherit.
-* :func:`end_tagged` ends the daemon's descendants carrying a tag; :func:`end_descendants` ends all of them. The
-  ``reaper`` plugin sets the tag around every tool call and ends a session's processes when its agent is
+* Processes are *tagged* with the session they belong to: :meth:`SessionTags.tagged` marks the running task (a
+  context variable) and :func:`tag_environment` is what :func:`dsh.secrets.child_environment` adds to a child's
+  environment (``DSH_SESSION_TAG``), which its own children inherit. A :class:`SessionTags` (the ``reaper``
+  service; an MCP manager has its own) remembers which tags it handed out, so ending a session that started
+  nothing costs no ``/proc`` scan.
+* :meth:`SessionTags.end` and :func:`end_tagged` end the daemon's descendants carrying a tag;
+  :func:`end_descendants` ends all of them. The ``reaper`` plugin sets the tag around every tool call and ends a
+  session's processes when its agent is
   disposed, and ends every descendant when it is disposed itself (daemon exit) — the latter only in a process
   that called :func:`become_subreaper`, so an application built inside a test runner never signals the
   runner's other children.
@@ -21,33 +24,11 @@ Linux only (``/proc``, ``prctl``); elsewhere the functions do nothing and say so
 """
 
 from dsh.reaper._plugin import reaper_plugin
-from dsh.reaper._proc import (
-    DAEMON_VARIABLE,
-    TAG_VARIABLE,
-    arm_watchdog,
-    become_subreaper,
-    current_tag,
-    descendants,
-    end_descendants,
-    end_tagged,
-    is_subreaper,
-    tag_environment,
-    tagged,
-    watchdog_pid,
-)
+from dsh.reaper._proc import SessionTags, become_subreaper, tag_environment
 
 __all__ = [
-    "DAEMON_VARIABLE",
-    "TAG_VARIABLE",
-    "arm_watchdog",
+    "SessionTags",
     "become_subreaper",
-    "current_tag",
-    "descendants",
-    "end_descendants",
-    "end_tagged",
-    "is_subreaper",
     "reaper_plugin",
     "tag_environment",
-    "tagged",
-    "watchdog_pid",
 ]

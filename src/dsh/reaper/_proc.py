@@ -17,6 +17,7 @@ from pathlib import Path
 __all__ = [
     "DAEMON_VARIABLE",
     "TAG_VARIABLE",
+    "SessionTags",
     "arm_watchdog",
     "become_subreaper",
     "current_tag",
@@ -25,7 +26,6 @@ __all__ = [
     "end_tagged",
     "is_subreaper",
     "tag_environment",
-    "tagged",
     "watchdog_pid",
 ]
 
@@ -36,11 +36,48 @@ DAEMON_VARIABLE = "DSH_DAEMON_TAGS"
 the daemon's watchdog ends every process carrying its token when the daemon is gone (:mod:`._watchdog`)."""
 _PR_SET_CHILD_SUBREAPER = 36
 _REAP_WITHIN = 0.5
-_tag: ContextVar[str | None] = ContextVar("dsh_session_tag", default=None)
+_tag: ContextVar[tuple[str, SessionTags] | None] = ContextVar("dsh_session_tag", default=None)
+"""The running task's tag and the owner that set it (where :func:`tag_environment` records the hand-out)."""
 _subreaper = False
-_handed_out: set[str] = set()
-"""Tags some child was started with: :func:`end_tagged` scans ``/proc`` only for these (most sessions start no
-process at all, and a scan reads every process's ``stat``)."""
+
+
+class SessionTags:
+    """The session tags one owner (the ``reaper`` plugin's service, an MCP manager) put on the processes started
+    under :meth:`tagged`, and the ending of those processes (:meth:`end`).
+
+    The tags some child was actually started with are remembered here, per owner and so per application (not per
+    process: a second application in the process has its own), so :meth:`end` scans ``/proc`` only for these
+    (most sessions start no process at all, and a scan reads every process's ``stat``). :meth:`clear` forgets
+    them (the owner's scope is disposed)."""
+
+    __slots__ = ("_handed_out",)
+
+    def __init__(self) -> None:
+        self._handed_out: set[str] = set()
+
+    @contextlib.contextmanager
+    def tagged(self, tag: str) -> Iterator[None]:
+        """Processes started in this block (and in tasks it starts) carry *tag*, handed out by this owner."""
+        token = _tag.set((tag, self))
+        try:
+            yield
+        finally:
+            _tag.reset(token)
+
+    def handed_out(self, tag: str) -> bool:
+        """Whether some child was started with *tag* under this owner (and not ended since)."""
+        return tag in self._handed_out
+
+    def end(self, tag: str) -> list[int]:
+        """End the descendants carrying *tag* when this owner handed it out (:func:`end_tagged`); the pids
+        signalled. Blocking: call it from a worker thread in async code."""
+        if tag not in self._handed_out:
+            return []
+        self._handed_out.discard(tag)
+        return end_tagged(tag)
+
+    def clear(self) -> None:
+        self._handed_out.clear()
 
 
 def become_subreaper() -> str | None:
@@ -117,28 +154,20 @@ def _daemon_tags() -> dict[str, str]:
     return {DAEMON_VARIABLE: f"{inherited}:{_token}" if inherited else _token}
 
 
-@contextlib.contextmanager
-def tagged(tag: str) -> Iterator[None]:
-    """Processes started in this block (and in tasks it starts) carry *tag*."""
-    token = _tag.set(tag)
-    try:
-        yield
-    finally:
-        _tag.reset(token)
-
-
 def current_tag() -> str | None:
-    return _tag.get()
+    current = _tag.get()
+    return current[0] if current is not None else None
 
 
 def tag_environment() -> dict[str, str]:
     """What a child started now adds to its environment: ``{DSH_SESSION_TAG: tag}`` (nothing untagged) and, in a
     daemon, ``{DSH_DAEMON_TAGS: ...}`` with this daemon's token (the watchdog is started on the first call)."""
     tags = _daemon_tags()
-    tag = _tag.get()
-    if not tag:
+    current = _tag.get()
+    if current is None or not current[0]:
         return tags
-    _handed_out.add(tag)
+    tag, owner = current
+    owner._handed_out.add(tag)
     return {**tags, TAG_VARIABLE: tag}
 
 
@@ -227,10 +256,10 @@ def _parents_of(pid: int) -> int | None:
 def end_tagged(tag: str) -> list[int]:
     """End every descendant of this process whose environment carries *tag* (a few rounds, so what one of them
     forked while being found is found too); the pids signalled. Blocking (up to half a second to reap): call it
-    from a worker thread in async code."""
-    if not sys.platform.startswith("linux") or tag not in _handed_out:
+    from a worker thread in async code. It always scans: :meth:`SessionTags.end` scans only for a tag handed
+    out."""
+    if not sys.platform.startswith("linux"):
         return []
-    _handed_out.discard(tag)
     needle = f"\0{TAG_VARIABLE}={tag}\0".encode()
     ended: list[int] = []
     for _ in range(3):

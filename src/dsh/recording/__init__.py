@@ -10,40 +10,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dsh.recording._recorder import FORMAT, VERSION, Recorder, recording_path
+from dsh.recording._recorder import Recorder
 
 if TYPE_CHECKING:
     from dsh.recording._cli import run_replay
-    from dsh.recording._format import Recording, RecordingError, read_recording, script_of
     from dsh.recording._plugin import recording_plugin
-    from dsh.recording._replay import ReplayResult, replay
     from dsh.recording._replay_plugin import replay_models_plugin
 
 __all__ = [
-    "FORMAT",
-    "VERSION",
     "Recorder",
-    "Recording",
-    "RecordingError",
-    "ReplayResult",
-    "read_recording",
-    "recording_path",
     "recording_plugin",
-    "replay",
     "replay_models_plugin",
     "run_replay",
-    "script_of",
 ]
 
 _LAZY = {
     "run_replay": "dsh.recording._cli",
-    "Recording": "dsh.recording._format",
-    "RecordingError": "dsh.recording._format",
-    "read_recording": "dsh.recording._format",
-    "script_of": "dsh.recording._format",
     "recording_plugin": "dsh.recording._plugin",
-    "ReplayResult": "dsh.recording._replay",
-    "replay": "dsh.recording._replay",
     "replay_models_plugin": "dsh.recording._replay_plugin",
 }
 

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.streams.buffered import BufferedByteReceiveStream
 
+from dsh.jsonrpc import Oversized, read_lines
 from dsh.recording._compare import Pairing, describe, diff, equal
 from dsh.recording._format import Event, Recording, script_of
 
@@ -41,7 +41,6 @@ __all__ = ["ReplayResult", "replay"]
 WINDOW = 8
 """How many not-yet-matched recorded frames a replayed frame may be matched against (reordering tolerance)."""
 EXIT_GRACE = 5.0
-MAX_FRAME = 1 << 28
 
 
 @dataclass
@@ -155,17 +154,16 @@ class _Run:
 
 
 async def _read(stdout: Any, run: _Run) -> None:
-    stream = BufferedByteReceiveStream(stdout)
     try:
-        while True:
-            line = await stream.receive_until(b"\n", MAX_FRAME)
-            try:
-                frame: Any = json.loads(line)
-            except ValueError:
-                frame = {"notJson": line.decode("utf-8", errors="replace")}
+        async for line in read_lines(stdout):
+            if isinstance(line, Oversized):  # never a recorded frame: the divergence names it
+                frame: Any = {"oversized": line.size}
+            else:
+                try:
+                    frame = json.loads(line)
+                except ValueError:
+                    frame = {"notJson": line.decode("utf-8", errors="replace")}
             run.take(frame)
-    except (anyio.EndOfStream, anyio.IncompleteRead, anyio.ClosedResourceError, anyio.BrokenResourceError):
-        pass
     finally:
         run.ended = True
         run.arrived.set()

@@ -11,39 +11,20 @@
 Importing this package is cheap: nothing is probed and no ruleset is built until a command needs one.
 """
 
-from dsh.sandbox._config import ApprovedLevel, SandboxConfig
+from dsh.sandbox._config import SandboxConfig
 from dsh.sandbox._gitenv import git_environment
 from dsh.sandbox._plugin import sandbox_command_plugin, sandbox_plugin
-from dsh.sandbox._sandbox import (
-    BLOCKED_READ_ONLY,
-    BLOCKED_WORKSPACE,
-    CHOICE_EVENT,
-    FORCE_NO_ASK_ENV,
-    LEVELS,
-    Containment,
-    Judgement,
-    Level,
-    Sandbox,
-    SpawnPlan,
-    active,
-)
-from dsh.sandbox._support import SIMULATE_ENV, Support, support
+from dsh.sandbox._sandbox import FORCE_NO_ASK_ENV, Containment, Judgement, Level, Sandbox, SpawnPlan, active
+from dsh.sandbox._support import support
 
 __all__ = [
-    "BLOCKED_READ_ONLY",
-    "BLOCKED_WORKSPACE",
-    "CHOICE_EVENT",
     "FORCE_NO_ASK_ENV",
-    "LEVELS",
-    "SIMULATE_ENV",
-    "ApprovedLevel",
     "Containment",
     "Judgement",
     "Level",
     "Sandbox",
     "SandboxConfig",
     "SpawnPlan",
-    "Support",
     "active",
     "git_environment",
     "sandbox_command_plugin",

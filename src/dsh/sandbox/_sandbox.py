@@ -142,6 +142,9 @@ class Containment:
     command: str
     roots: tuple[str, ...]
     sandbox: Sandbox
+    network: bool | None = None
+    """At ``workspace-write``: None follows ``sandbox.network``; False cuts the network whatever it says (a
+    language server, RFC 0037, needs none). Never widens: True is ``sandbox.network`` too."""
 
     async def plan(self) -> SpawnPlan | None:
         """The spawn plan at this level (None at ``off``); builds the session's ruleset once, in a worker thread.
@@ -166,7 +169,7 @@ class Containment:
 @dataclass
 class _Session:
     tmp: str
-    rulesets: dict[tuple[Level, tuple[str, ...]], int] = field(default_factory=dict)
+    rulesets: dict[tuple[Level, tuple[str, ...], bool], int] = field(default_factory=dict)
 
 
 class Sandbox:
@@ -334,8 +337,8 @@ class Sandbox:
             raise OSError(f"no sandbox on this machine: {machine.why}")
         level = containment.level
         roots = tuple(os.path.realpath(root) for root in containment.roots)
-        key = (level, roots)
-        network = level == "workspace-write" and self.network_on
+        network = level == "workspace-write" and self.network_on and containment.network is not False
+        key = (level, roots, network)
         with self._lock:
             tmp = self._temporary_directory(containment.session)
             state = self._sessions[containment.session]

@@ -2,8 +2,11 @@
 
 Guarantees while it is loaded:
 
-* :func:`dsh.secrets.child_environment` uses the policy built from this plugin's providers and ``secrets``
-  section (removed again when the plugin's scope is disposed).
+* The policy built from this plugin's providers and ``secrets`` section is the ``secret_policy`` service
+  (withdrawn when the plugin's scope is disposed) and the :func:`dsh.secrets.current_policy` of every tool call
+  of this application (:func:`dsh.secrets.policy_in_force` around the pipeline's inner stages), so
+  :func:`dsh.secrets.child_environment` in a command, a background command or a language server started by a
+  call uses it.
 * Every tool result leaves the tool pipeline with the secret values of the policy replaced by
   ``[redacted NAME]`` in its content text, its error and its display (the ``redact`` stage wraps every stage but
   ``budget``, whatever the load order: what the model, the session file, the spill file and the editor get is
@@ -18,7 +21,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from dsh.kernel import plugin
-from dsh.secrets._policy import SecretPolicy, install_policy, redact_json
+from dsh.secrets._policy import SecretPolicy, policy_in_force, redact_json
 
 if TYPE_CHECKING:
     from dsh.kernel import Context, Next
@@ -79,19 +82,20 @@ def secrets_plugin(ctx: Context, config: dict[str, Any] | None) -> None:
     """*config*: ``{"providers": dict[str, ProviderSettings] | None, "secrets": SecretsConfig | None}``."""
     config = config or {}
     policy = policy_for(config.get("providers"), config.get("secrets"))
-    ctx.effect(install_policy(policy))
     redactor = _EnvRedactor(policy)
 
     async def redacting(execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
         from dsh.services.tools import error_result
 
         try:
-            result = await next_()
+            with policy_in_force(policy):
+                result = await next_()
         except Exception as exc:  # the registry would turn it into this same result, unredacted
             result = error_result(execution.call_id, exc)
         return redact_result(result, policy, redactor())
 
     ctx.tools.stage("redact", redacting)
+    ctx.provide("secret_policy", policy)  # last: providing applies plugins waiting for it, before this set-up's end
 
 
 def describe_withheld(

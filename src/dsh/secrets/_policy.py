@@ -27,8 +27,10 @@ and cut (its first or last :data:`MIN_PARTIAL_LENGTH` or more characters) as an 
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
@@ -43,7 +45,8 @@ __all__ = [
     "SecretPolicy",
     "child_environment",
     "current_policy",
-    "install_policy",
+    "default_policy",
+    "policy_in_force",
     "redact_json",
     "redact_text",
 ]
@@ -234,47 +237,57 @@ class _Redactor:
 
 
 _default: SecretPolicy | None = None
-_installed: list[SecretPolicy] = []
+"""The built-in providers' policy, built once (an immutable value: not state)."""
+_in_force: ContextVar[SecretPolicy | None] = ContextVar("dsh_secret_policy", default=None)
+"""The policy of the application whose tool call the running task serves (:func:`policy_in_force`)."""
 
 
-def current_policy() -> SecretPolicy:
-    """The policy the running application installed (the newest :func:`install_policy`), else the one for the
-    built-in providers with an empty ``secrets`` section: safe by default."""
+def default_policy() -> SecretPolicy:
+    """The policy for the built-in providers with an empty ``secrets`` section: safe by default."""
     global _default
-    if _installed:
-        return _installed[-1]
     if _default is None:
         _default = SecretPolicy.build()
     return _default
 
 
-def install_policy(policy: SecretPolicy) -> Callable[[], None]:
-    """Make *policy* current until the returned (idempotent) remover runs."""
-    _installed.append(policy)
+def current_policy() -> SecretPolicy:
+    """The policy in force for the running task: its application's (the ``secrets`` plugin's ``secret_policy``
+    service, set around every tool call by :func:`policy_in_force`), else :func:`default_policy`.
 
-    def remove() -> None:
-        # by identity, newest first: equal policies installed twice are removed one at a time
-        for index in range(len(_installed) - 1, -1, -1):
-            if _installed[index] is policy:
-                del _installed[index]
-                return
-
-    return remove
+    There is no process-wide policy (RFC 0027 §4d): two applications in one process each have their own, and a
+    caller outside a tool call that knows its application passes ``ctx.get("secret_policy")`` explicitly."""
+    return _in_force.get() or default_policy()
 
 
-def child_environment() -> dict[str, str]:
+@contextlib.contextmanager
+def policy_in_force(policy: SecretPolicy | None) -> Iterator[None]:
+    """Make *policy* the :func:`current_policy` of this block (and of the tasks it starts); None leaves the
+    current one."""
+    if policy is None:
+        yield
+        return
+    token = _in_force.set(policy)
+    try:
+        yield
+    finally:
+        _in_force.reset(token)
+
+
+def child_environment(policy: SecretPolicy | None = None) -> dict[str, str]:
     """The environment for a process dsh starts for a tool (a command, an MCP server, a hook): the daemon's
-    environment now, minus every variable the current policy withholds, plus the session tag of the running task
-    (:func:`dsh.reaper.tag_environment`: what lets dsh find the child's descendants when the session ends). Pass
-    it whole as the child's ``env``."""
+    environment now, minus every variable *policy* (default: :func:`current_policy`) withholds, plus the session
+    tag of the running task (:func:`dsh.reaper.tag_environment`: what lets dsh find the child's descendants when
+    the session ends). Pass it whole as the child's ``env``."""
     from dsh.reaper import tag_environment
 
-    return {**current_policy().child_environment(os.environ), **tag_environment()}
+    chosen = policy if policy is not None else current_policy()
+    return {**chosen.child_environment(os.environ), **tag_environment()}
 
 
-def redact_text(text: str) -> str:
-    """*text* with every secret value of the current policy replaced (see :meth:`SecretPolicy.redactor`)."""
-    return current_policy().redactor()(text)
+def redact_text(text: str, policy: SecretPolicy | None = None) -> str:
+    """*text* with every secret value of *policy* (default: :func:`current_policy`) replaced (see
+    :meth:`SecretPolicy.redactor`)."""
+    return (policy if policy is not None else current_policy()).redactor()(text)
 
 
 def redact_json(value: Any, redact: Callable[[str], str]) -> Any:

@@ -100,17 +100,18 @@ def seal_process(policy: SecretPolicy, env: MutableMapping[str, str] | None = No
     return problems
 
 
-def seal_and_adopt(warn: Callable[[str, str], None], outlive: str) -> None:
+def seal_and_adopt(warn: Callable[[str, str], None], outlive: str, policy: SecretPolicy | None = None) -> None:
     """What every front end does once the policy is installed (RFC 0024), in one place: provider keys leave
     this process's start-up environment block and it becomes non-dumpable (:func:`seal_process`), so a command
     the model runs cannot read them from ``/proc/$PPID``; and the process becomes its descendants' subreaper
     (:func:`dsh.reaper.become_subreaper`: orphans of its children stay its own, so they end with their session).
     A platform that allows neither is ``warn(message, problem)``, never a failure; *outlive* names what
-    descendants that leave their process group may outlive ("dsh", "the run")."""
+    descendants that leave their process group may outlive ("dsh", "the run"). *policy*: the application's
+    (``ctx.get("secret_policy")``); None: :func:`~dsh.secrets.current_policy`."""
     from dsh.reaper import become_subreaper
     from dsh.secrets._policy import current_policy
 
-    for problem in seal_process(current_policy()):
+    for problem in seal_process(policy if policy is not None else current_policy()):
         warn("cannot keep secrets from child processes", problem)
     refused = become_subreaper()
     if refused is not None:

@@ -22,7 +22,7 @@ from typing import Any
 __all__ = ["CLAUDE_TOOLS", "Narrowing", "permits"]
 
 CLAUDE_TOOLS: dict[str, tuple[str, ...]] = {
-    "Bash": ("run_command", "command_output", "command_kill"),
+    "Bash": ("run_command", "command_output", "command_wait", "command_kill"),
     "Read": ("read_file",),
     "Edit": ("edit_file",),
     "MultiEdit": ("edit_file",),

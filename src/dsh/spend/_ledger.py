@@ -67,9 +67,27 @@ class Ledger:
     """What was said once already (``warn:<budget>``, ``unpriced:<model>``), stored in the log."""
     stopped: int | None = None
     """The turn a budget stopped (its ``spend/stop`` is in the log)."""
+    _limits: dict[str, float] | None = None
+    """:meth:`limits`, kept until a setting changes (it is read on every step)."""
+
+    def set_override(self, name: str, value: float | None) -> None:
+        """A ``/budget`` setting (``warn_at`` included); None: no limit for that budget."""
+        self.overrides[name] = value
+        self._limits = None
+
+    def set_run(self, limits: dict[str, float]) -> None:
+        """Limits of this process only (``dsh exec``)."""
+        self.run.update(limits)
+        self._limits = None
 
     def limits(self) -> dict[str, float]:
-        """The budgets in force: the configuration's, then this session's settings, then this run's."""
+        """The budgets in force: the configuration's, then this session's settings, then this run's (do not change
+        the returned dict)."""
+        if self._limits is None:
+            self._limits = self._merged()
+        return self._limits
+
+    def _merged(self) -> dict[str, float]:
         merged: dict[str, float] = dict(self.defaults)
         for name, value in self.overrides.items():
             if name == "warn_at":

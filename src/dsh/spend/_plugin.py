@@ -149,7 +149,7 @@ class Spend:
             if isinstance(limits, dict):
                 for name, value in limits.items():
                     if name in (*BUDGETS, "warn_at") and (value is None or isinstance(value, int | float)):
-                        ledger.overrides[name] = value
+                        ledger.set_override(name, value)
         elif kind == SAID_EVENT:
             what = data.get("what")
             if isinstance(what, str):
@@ -192,7 +192,7 @@ class Spend:
         """Limits of this process only for *session_id* (``dsh exec --max-cost``): never stored in its log."""
         ledger = self.ledger(session_id)
         if ledger is not None:
-            ledger.run.update(limits)
+            ledger.set_run(limits)
 
     # -- the checks -------------------------------------------------------------------------------------
 
@@ -282,7 +282,7 @@ class Spend:
         end the turn once a budget is reached."""
         decision = await next_(default)
         ledger = self.ledger(agent.session.id)
-        if ledger is None:
+        if ledger is None or not ledger.limits():  # no budget set: nothing to say or stop
             return decision
         self._say(agent, ledger)
         reached = ledger.reached()
@@ -303,7 +303,8 @@ def spend_plugin(ctx: Context, config: SpendConfig) -> None:
     ctx.on(ev.AGENT_DISPOSED, spend.on_agent_disposed)
     ctx.on(ev.SESSION_EVENT, spend.on_session_event)
     ctx.on(ev.AGENT_REQUEST, spend.on_request)
-    ctx.on(ev.AGENT_TURN_CONTINUATION, spend.on_continuation)
+    # outermost: whatever an inner listener decides (a Stop hook that blocks the stop), a reached budget ends the turn
+    ctx.on(ev.AGENT_TURN_CONTINUATION, spend.on_continuation, prepend=True)
     ctx.tools.stage("limits", spend.gate)
     ctx.provide("spend", spend)
     ctx.plugin(_budget_command, spend)

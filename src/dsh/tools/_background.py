@@ -17,17 +17,23 @@ Guarantees:
   held, the oldest dropped first, and a read says how much it missed. What the model sees is budgeted like
   any other result by the tools' budget step.
 * Ids are short (``bg1``, ``bg2``…), unique within the session; a command of another session is not found.
+* Each command's end is told to whoever :meth:`BackgroundCommands.watch` es, once, after its output was read to
+  the end of the pipe (bounded); a watcher's exception is logged, never raised. A command whose end the model
+  already saw (a read after its exit, ``command_wait``, ``command_kill``) is marked ``seen``:
+  :meth:`BackgroundCommands.unseen` lists the ended commands it has not (what :mod:`dsh.background` tells it).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import anyio
 
+from dsh._log import get_logger
 from dsh.tools._process import _decode, _open, _signal_name, _stop_group
 
 if TYPE_CHECKING:
@@ -36,6 +42,8 @@ if TYPE_CHECKING:
     from dsh.kernel import Context
 
 __all__ = ["KEEP_BYTES", "BackgroundCommand", "BackgroundCommands", "Snapshot"]
+
+log = get_logger("dsh.tools")
 
 KEEP_BYTES = 4 * 1024 * 1024
 """Output held per background command (the newest bytes)."""
@@ -57,6 +65,8 @@ class BackgroundCommand:
     read_to: int = 0
     """The position (in ``received`` terms) up to which the model has seen the output."""
     stopping: bool = False
+    seen: bool = False
+    """The model was told that this command ended (see :meth:`BackgroundCommands.unseen`)."""
     output_arrived: anyio.Event = field(default_factory=anyio.Event)
     done_reading: anyio.Event = field(default_factory=anyio.Event)
     exited: anyio.Event = field(default_factory=anyio.Event)
@@ -97,12 +107,23 @@ class BackgroundCommands:
         self._ctx = ctx
         self._sessions: dict[str, dict[str, BackgroundCommand]] = {}
         self._counter: dict[str, int] = {}
+        self._watchers: list[Callable[[BackgroundCommand], None]] = []
+
+    def watch(self, watcher: Callable[[BackgroundCommand], None]) -> Callable[[], None]:
+        """Call *watcher* with each command once it ended and its output was read (not for a command stopped by
+        ``command_kill`` or with its session). Returns the remover."""
+        self._watchers.append(watcher)
+        return lambda: self._watchers.remove(watcher) if watcher in self._watchers else None
+
+    def unseen(self, session: str) -> list[BackgroundCommand]:
+        """The commands of *session* that ended without the model having seen it, in start order."""
+        return [e for e in self._sessions.get(session, {}).values() if not e.running and not e.seen and not e.stopping]
 
     async def start(self, session: str, command: str, cwd: str, *, cwd_fd: int | None = None) -> BackgroundCommand:
         from dsh.secrets import child_environment
 
         argv = [shutil.which("bash") or "/bin/sh", "-c", command]
-        process = await _open(argv, cwd, cwd_fd, child_environment())
+        process = await _open(argv, cwd, cwd_fd, child_environment(self._ctx.get("secret_policy")))
         number = self._counter.get(session, 0) + 1
         self._counter[session] = number
         entry = BackgroundCommand(f"bg{number}", session, command, cwd, process)
@@ -133,6 +154,36 @@ class BackgroundCommands:
         finally:
             entry.exited.set()
             entry.output_arrived.set()
+        with anyio.move_on_after(0.5):  # the rest of the pipe, so a watcher reads the command's last words
+            await entry.done_reading.wait()
+        if entry.stopping:
+            return
+        for watcher in list(self._watchers):
+            try:
+                watcher(entry)
+            except Exception:
+                log.exception("background command watcher failed", command_id=entry.id, session_id=entry.session)
+
+    async def wait_exit(self, entry: BackgroundCommand, wait: float) -> bool:
+        """Wait until *entry* ended (and its output was read), at most *wait* seconds; whether it ended."""
+        with anyio.move_on_after(wait):
+            await entry.exited.wait()
+        if entry.running:
+            return False
+        with anyio.move_on_after(0.5):
+            await entry.done_reading.wait()
+        return True
+
+    def tail(self, entry: BackgroundCommand, limit: int) -> str:
+        """The last *limit* characters (about) of what *entry* printed, whole lines where it can; no read mark moves."""
+        data = bytes(entry.buffer[-limit * 4 :]) if limit else b""
+        text = _decode(data, cut_front=len(data) < len(entry.buffer))
+        if len(text) > limit:
+            text = text[-limit:]
+            newline = text.find("\n")
+            if 0 <= newline < len(text) - 1:
+                text = text[newline + 1 :]
+        return text
 
     async def first_output(self, entry: BackgroundCommand, wait: float = FIRST_OUTPUT_WAIT) -> None:
         """Return once the command printed something or exited, or after *wait* seconds."""
@@ -161,6 +212,8 @@ class BackgroundCommands:
         entry.read_to = entry.received
         if entry.running:  # the next wait (command_output's ``wait``) is for output after this read
             entry.output_arrived = anyio.Event()
+        if not entry.running:
+            entry.seen = True  # this read tells the model it ended
         code = entry.process.returncode if not entry.running else None
         exit_code = code if code is not None and code >= 0 else None
         signal = _signal_name(-code) if code is not None and code < 0 else None
@@ -169,6 +222,7 @@ class BackgroundCommands:
     async def kill(self, entry: BackgroundCommand) -> None:
         """Stop *entry*'s whole process group (idempotent) and wait until its leader is reaped."""
         entry.stopping = True
+        entry.seen = True
         with anyio.CancelScope(shield=True):
             await _stop_group(entry.process, entry.done_reading)
             with anyio.move_on_after(1.0):

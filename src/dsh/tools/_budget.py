@@ -16,7 +16,8 @@ Guarantees:
 * The spill file is ``<spill root>/<session id>/<call id>.txt`` (UTF-8, the full text, written once, never
   overwritten by another call: the call id is unique in a session, a collision gets a numbered suffix). The
   spill root is ``<data dir>/tool-output`` for durable sessions, a private temporary directory removed with
-  the plugin otherwise; the tools may read it like the session's own directory (:func:`spill_roots`).
+  the plugin otherwise; the tools may read it like the session's own directory (the plugin adds it to its
+  workspace: :meth:`dsh.tools.Workspace.add_spill_root`).
 * A spill that cannot be written (a full disk) still cuts the result; the line then says the rest was lost.
 """
 
@@ -42,16 +43,13 @@ __all__ = [
     "DEFAULT_BUDGET",
     "READ_BUDGET",
     "Budget",
-    "add_spill_root",
     "apply_budget",
     "budget_for",
     "budget_step",
     "cut",
     "default_spill_root",
     "over_budget",
-    "remove_spill_root",
     "spill",
-    "spill_roots",
 ]
 
 
@@ -66,12 +64,11 @@ DEFAULT_BUDGET = Budget(30_000)
 BUDGETS: dict[str, Budget] = {
     "run_command": COMMAND_BUDGET,
     "command_output": COMMAND_BUDGET,
+    "command_wait": COMMAND_BUDGET,
     "read_file": Budget(30_000),
 }
 READ_BUDGET = BUDGETS["read_file"].max_chars
 """Characters one ``read_file`` result may hold (the read pages itself within it; its schema states it)."""
-
-_roots: list[str] = []
 
 
 def budget_for(tool: str) -> Budget:
@@ -85,23 +82,6 @@ def default_spill_root(data_dir: str | None) -> tuple[str, bool]:
     if data_dir:
         return os.path.join(os.path.abspath(data_dir), "tool-output"), False
     return tempfile.mkdtemp(prefix="dsh-tool-output-"), True
-
-
-def add_spill_root(root: str) -> None:
-    """Let the tools read below *root* as if it were the session's directory (idempotent)."""
-    root = os.path.realpath(root)
-    if root not in _roots:
-        _roots.append(root)
-
-
-def remove_spill_root(root: str) -> None:
-    root = os.path.realpath(root)
-    if root in _roots:
-        _roots.remove(root)
-
-
-def spill_roots() -> tuple[str, ...]:
-    return tuple(_roots)
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")

@@ -10,7 +10,7 @@ Guarantees:
   the local disk directly, and ``grep`` runs ripgrep under the same rules as any command.
 * Relative paths resolve against the session's cwd. A path whose real location is outside the session's roots
   is refused with an error the model can act on (code ``OUTSIDE_ROOTS``) unless a gate called
-  :func:`dsh.tools.grant_outside` for this call. The tools never ask for permission themselves.
+  ``workspace.grants`` for this call (:class:`dsh.tools.OutsideGrants`). The tools never ask for permission themselves.
 * The path is resolved once: reads, writes, edits and a command's ``cwd`` use the real path that was checked,
   opened without following symlinks, so a symlink swapped in after the check cannot lead outside (the call
   fails with ``PATH_CHANGED`` instead; RFC 0010).
@@ -93,6 +93,7 @@ BUILTIN_TOOL_NAMES = (
     "grep",
     "run_command",
     "command_output",
+    "command_wait",
     "command_kill",
     "fetch_url",
 )

@@ -380,6 +380,32 @@ CATALOGUE: tuple[ToolSpec, ...] = (
         },
     ),
     ToolSpec(
+        "command_wait",
+        "read",
+        (
+            "Wait until a background command (run_command with background) ends, at most `timeout` seconds, then "
+            "return its exit and what it printed since the last read; the result says whether it ended or the wait "
+            "timed out. Use it when you need the result before going on; otherwise carry on: a command that ends "
+            "while you work is reported to you at your next step."
+        ),
+        {
+            "properties": {
+                "id": {"description": "The id run_command gave the background command, e.g. bg1.", "type": "string"},
+                "timeout": {
+                    "default": 60,
+                    "description": "Seconds to wait at most; the result says whether the command ended or the wait "
+                    "timed out.",
+                    "maximum": 600,
+                    "minimum": 0,
+                    "type": "number",
+                },
+            },
+            "required": ["id"],
+            "type": "object",
+            "additionalProperties": False,
+        },
+    ),
+    ToolSpec(
         "command_kill",
         "execute",
         "Stop a background command (and every process it started).",

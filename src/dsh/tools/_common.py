@@ -3,7 +3,8 @@
 
 Guarantees: :func:`finish_call` gives each call its own channel (a context variable) and revokes the call's
 grants however the call ended; :func:`report` outside a call does nothing; :func:`parse` never raises (invalid
-arguments give None); :func:`card_path` resolves against the cwd with the spill directories counted as inside.
+arguments give None); :func:`card_path` resolves against the cwd (``inside`` relative to the cwd alone: whoever decides
+what is outside asks the workspace, whose roots and spill roots belong to one application).
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from dsh.services.tools import ToolCard, ToolDefinition, ToolExecution, ToolResult
-from dsh.tools._budget import spill_roots
 from dsh.tools._errors import ToolError
-from dsh.tools._paths import ResolvedPath, is_within, resolve_path, revoke_grants
+from dsh.tools._paths import OutsideGrants, ResolvedPath, is_within, resolve_path
 from dsh.tools._placeholders import find_placeholder
 
 if TYPE_CHECKING:
@@ -71,16 +71,18 @@ def report(*, is_error: bool = False, display: dict[str, Any] | None = None) -> 
         box.display = display
 
 
-async def finish_call(execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
+async def finish_call(
+    execution: ToolExecution, next_: Next[ToolExecution, ToolResult], grants: OutsideGrants
+) -> ToolResult:
     """The ``apply`` stage (innermost, inside any gate): give the call a channel for ``is_error`` and
-    ``display``, apply it to the result, and revoke the call's grants once it ended, whatever happened."""
+    ``display``, apply it to the result, and revoke the call's *grants* once it ended, whatever happened."""
     box = _Outcome()
     token = _outcome.set(box)
     try:
         result = await next_()
     finally:
         _outcome.reset(token)
-        revoke_grants(execution)
+        grants.revoke(execution)
     if box.is_error or box.display is not None:
         result = dataclasses.replace(
             result,
@@ -147,8 +149,8 @@ def refuse_placeholder(new: str, old: str | None, *, known: str = "", field: str
 
 
 def card_path(raw: str, cwd: str) -> ResolvedPath:
-    """*raw* against *cwd*; the spill directories (full outputs of cut results) count as inside."""
-    return resolve_path(raw, cwd, [cwd, *spill_roots()])
+    """*raw* against *cwd* (what a card shows; ``inside``: below *cwd*)."""
+    return resolve_path(raw, cwd, [cwd])
 
 
 def paths_of(model: type[BaseModel], *fields: str) -> Callable[[Any, str], list[ResolvedPath]]:

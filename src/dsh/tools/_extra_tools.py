@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from dsh.tools._background import BackgroundCommand, BackgroundCommands
     from dsh.tools._paths import ResolvedPath
 
-__all__ = ["CommandIdArgs", "CommandOutputArgs", "FetchUrlArgs", "extra_tools", "start_background"]
+__all__ = ["CommandIdArgs", "CommandOutputArgs", "CommandWaitArgs", "FetchUrlArgs", "extra_tools", "start_background"]
 
 Spec = tuple[ToolDefinition, str, Callable[[Any, str], ToolCard | None], Callable[[Any, str], "list[ResolvedPath]"]]
 
@@ -41,8 +41,25 @@ class CommandOutputArgs(CommandIdArgs):
     )
 
 
+class CommandWaitArgs(CommandIdArgs):
+    timeout: float = Field(
+        default=60,
+        ge=0,
+        le=600,
+        description="Seconds to wait at most; the result says whether the command ended or the wait timed out.",
+    )
+
+
 class FetchUrlArgs(BaseModel):
     url: str = Field(description="The http(s) URL to fetch, one the user gave or the project names.")
+
+
+COMMAND_WAIT_DESCRIPTION = (
+    "Wait until a background command (run_command with background) ends, at most `timeout` seconds, then return "
+    "its exit and what it printed since the last read; the result says whether it ended or the wait timed out. "
+    "Use it when you need the result before going on; otherwise carry on: a command that ends while you work is "
+    "reported to you at your next step."
+)
 
 
 def _require(background: BackgroundCommands | None) -> BackgroundCommands:
@@ -105,6 +122,40 @@ def _background_tools(background: BackgroundCommands | None) -> list[Spec]:
         body = snapshot.text.rstrip("\n")
         return f"{head}\n{body}" if body else f"{head}\n(no new output)"
 
+    async def command_wait(args: CommandWaitArgs, execution: ToolExecution) -> str:
+        """Wait for the command's end, at most ``timeout`` seconds; a cancel of the turn (the call's signal)
+        ends the wait at once with :class:`AbortedError`, like any aborted tool call."""
+        import anyio
+
+        registry = _require(background)
+        entry = registry.get(session_of(execution), args.id)
+        if entry is None:
+            raise ToolError(f"no background command {args.id!r} in this session", "NOT_FOUND")
+        signal = execution.signal
+        ended = False
+        with anyio.CancelScope() as scope:
+            remove = signal.add_callback(lambda _reason: scope.cancel()) if signal is not None else None
+            try:
+                ended = await registry.wait_exit(entry, args.timeout)
+            finally:
+                if remove is not None:
+                    remove()
+        if signal is not None:
+            signal.raise_if_aborted()
+        snapshot = registry.read(entry)
+        body = snapshot.text.rstrip("\n")
+        if ended:
+            head = f"{entry.id} ended: it {entry.exit_text()}."
+        else:
+            head = f"{entry.id} is still running after {args.timeout:g} s (the wait timed out)."
+        if snapshot.missed:
+            head += f" ({snapshot.missed:,} bytes of older output were dropped before they were read.)"
+        report(
+            is_error=ended and snapshot.exit_code not in (0, None),
+            display={"background": entry.id, "ended": ended, "exit_code": snapshot.exit_code},
+        )
+        return f"{head}\nOutput since the last read:\n{body}" if body else f"{head}\n(no new output)"
+
     async def command_kill(args: CommandIdArgs, execution: ToolExecution) -> str:
         registry = _require(background)
         entry = registry.get(session_of(execution), args.id)
@@ -140,6 +191,17 @@ def _background_tools(background: BackgroundCommands | None) -> list[Spec]:
             ),
             "read",
             present("Output of"),
+            no_paths,
+        ),
+        (
+            define_tool(
+                "command_wait",
+                COMMAND_WAIT_DESCRIPTION,
+                CommandWaitArgs,
+                command_wait,
+            ),
+            "read",
+            present("Wait for"),
             no_paths,
         ),
         (

@@ -8,14 +8,13 @@ from __future__ import annotations
 from dsh._text import plural
 from dsh.services.tools import ToolExecution
 from dsh.tools._background import BackgroundCommands
-from dsh.tools._budget import spill_roots
 from dsh.tools._common import changed, dir_and_exists, session_of, shown
 from dsh.tools._encoding import not_utf8_message
 from dsh.tools._errors import OutsideRootsError, ToolError
 from dsh.tools._filetext import Binary, sniff_binary
 from dsh.tools._ledger import ReadLedger
 from dsh.tools._offload import run_io
-from dsh.tools._paths import ResolvedPath, is_granted, is_within
+from dsh.tools._paths import ResolvedPath
 from dsh.tools._safeopen import PathChangedError
 from dsh.tools._workspace import Workspace
 
@@ -44,8 +43,11 @@ class ToolHost:
     def target(self, execution: ToolExecution, raw: str) -> ResolvedPath:
         """*raw* resolved; refused when outside the roots and not granted for this call."""
         resolved = self.ws.resolve(execution, raw)
-        spilled = any(is_within(resolved.real, root) for root in spill_roots())  # a cut result's full output
-        if not resolved.inside and not spilled and not is_granted(execution, resolved.real, resolved=True):
+        if (
+            not resolved.inside
+            and not self.ws.is_spilled(resolved.real)  # a cut result's full output
+            and not self.ws.grants.is_granted(execution, resolved.real, resolved=True)
+        ):
             cwd = self.ws.cwd(execution)
             raise OutsideRootsError(
                 f"path {raw!r} ({resolved.path}) is outside the session's directory {cwd}; tools may only use "
@@ -88,7 +90,7 @@ class ToolHost:
 
     def checked(self, execution: ToolExecution, target: ResolvedPath, raw: str) -> None:
         """Refuse *target* at apply time when it is outside the roots and no gate granted it for this call."""
-        if not target.inside and not is_granted(execution, target.real, resolved=True):
+        if not target.inside and not self.ws.grants.is_granted(execution, target.real, resolved=True):
             cwd = self.ws.cwd(execution)
             raise OutsideRootsError(
                 f"path {raw!r} ({target.path}) is outside the session's directory {cwd}; tools may only use "

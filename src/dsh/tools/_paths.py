@@ -7,18 +7,19 @@ Guarantees:
   symlinks kept) because that is the name the editor knows the file by; ``real`` is the same path with every
   symlink resolved, and ``inside`` is decided on real paths only, so a symlink inside the directory that points
   out of it counts as outside, and a session directory reached through a symlink still contains its files.
-* Tools never decide permission: they refuse an outside path unless :func:`is_granted` says a gate approved
+* Tools never decide permission: they refuse an outside path unless :meth:`OutsideGrants.is_granted` says a gate approved
   it for *this* call.
 
 The grant convention (for gates such as the ACP permission gate):
 
-* A gate that approves a call touching outside paths calls :func:`grant_outside(execution, path)` for each
-  absolute path (the paths of the tool's card locations), *before* it calls ``next`` (the policy's ``ask``
-  stage does).
+* A gate that approves a call touching outside paths calls ``workspace.grants.grant(execution, path)`` (an
+  :class:`OutsideGrants`) for each absolute path (the paths of the tool's card locations), *before* it calls
+  ``next`` (the policy's ``ask`` stage does).
 * A grant covers that path and everything below it, for that one call only: it is keyed by the call's session
   id and ``call_id``, and the gate revokes it when the call ends, whatever the outcome (the built-in tools'
-  ``apply`` step too, inside any gate). :func:`revoke_grants` does the same by hand.
-* The registry is process-wide and bounded (the oldest calls' grants are dropped past
+  ``apply`` step too, inside any gate). :meth:`OutsideGrants.revoke` does the same by hand.
+* The registry belongs to one application's ``workspace`` service (not to the process: a second application in
+  the same process has its own) and is bounded (the oldest calls' grants are dropped past
   :data:`MAX_GRANTED_CALLS`), so grants for calls that never ran cannot pile up.
 """
 
@@ -33,15 +34,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from dsh.services.tools import ToolExecution
 
-__all__ = [
-    "MAX_GRANTED_CALLS",
-    "ResolvedPath",
-    "grant_outside",
-    "is_granted",
-    "is_within",
-    "resolve_path",
-    "revoke_grants",
-]
+__all__ = ["MAX_GRANTED_CALLS", "OutsideGrants", "ResolvedPath", "is_within", "resolve_path"]
 
 MAX_GRANTED_CALLS = 1024
 
@@ -78,8 +71,6 @@ def resolve_path(raw: str, cwd: str, roots: Sequence[str]) -> ResolvedPath:
 
 # -- grants ---------------------------------------------------------------------------------------------------
 
-_grants: OrderedDict[tuple[str, str], set[str]] = OrderedDict()
-
 
 def _key(execution: ToolExecution) -> tuple[str, str]:
     agent = execution.agent
@@ -87,30 +78,46 @@ def _key(execution: ToolExecution) -> tuple[str, str]:
     return (session, execution.call_id)
 
 
-def grant_outside(execution: ToolExecution, path: str) -> None:
-    """Allow *execution* (this one call) to use the absolute *path* and everything below it, although it lies
-    outside the session's roots. Called by a permission gate after the user (or a rule, or a mode) approved."""
-    if not os.path.isabs(path):
-        raise ValueError(f"grant_outside needs an absolute path, got {path!r}")
-    key = _key(execution)
-    granted = _grants.get(key)
-    if granted is None:
-        granted = _grants[key] = set()
-        while len(_grants) > MAX_GRANTED_CALLS:
-            _grants.popitem(last=False)
-    granted.add(os.path.realpath(path))
+class OutsideGrants:
+    """The per-call grants of one application (state of its ``workspace`` service: ``workspace.grants``), so two
+    applications in one process never see each other's grants, and disposing the workspace's plugin drops them."""
 
+    __slots__ = ("_grants",)
 
-def is_granted(execution: ToolExecution, path: str, *, resolved: bool = False) -> bool:
-    """Whether a gate granted *execution* the absolute *path* (itself or a directory above it). *resolved*:
-    *path* is already the real path that was checked (it is not resolved a second time)."""
-    granted = _grants.get(_key(execution))
-    if not granted:
-        return False
-    real = path if resolved else os.path.realpath(path)
-    return any(is_within(real, root) for root in granted)
+    def __init__(self) -> None:
+        self._grants: OrderedDict[tuple[str, str], set[str]] = OrderedDict()
 
+    def grant(self, execution: ToolExecution, path: str) -> None:
+        """Allow *execution* (this one call) to use the absolute *path* and everything below it, although it lies
+        outside the session's roots. Called by a permission gate after the user (or a rule, or a mode)
+        approved."""
+        if not os.path.isabs(path):
+            raise ValueError(f"a grant needs an absolute path, got {path!r}")
+        grants = self._grants
+        key = _key(execution)
+        granted = grants.get(key)
+        if granted is None:
+            granted = grants[key] = set()
+            while len(grants) > MAX_GRANTED_CALLS:
+                grants.popitem(last=False)
+        granted.add(os.path.realpath(path))
 
-def revoke_grants(execution: ToolExecution) -> None:
-    """Forget every grant of *execution*'s call (idempotent)."""
-    _grants.pop(_key(execution), None)
+    def is_granted(self, execution: ToolExecution, path: str, *, resolved: bool = False) -> bool:
+        """Whether a gate granted *execution* the absolute *path* (itself or a directory above it). *resolved*:
+        *path* is already the real path that was checked (it is not resolved a second time)."""
+        granted = self._grants.get(_key(execution))
+        if not granted:
+            return False
+        real = path if resolved else os.path.realpath(path)
+        return any(is_within(real, root) for root in granted)
+
+    def revoke(self, execution: ToolExecution) -> None:
+        """Forget every grant of *execution*'s call (idempotent)."""
+        self._grants.pop(_key(execution), None)
+
+    def clear(self) -> None:
+        """Forget every grant (the workspace's plugin is disposed)."""
+        self._grants.clear()
+
+    def __len__(self) -> int:
+        return len(self._grants)

@@ -8,7 +8,7 @@ like the real ones (a test compares them), they only load late.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dsh import events as ev
@@ -82,10 +82,15 @@ class _LazyTools:
         return call
 
 
-async def _finish(execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
-    from dsh.tools._builtin import finish_call
+def _finisher(workspace: Workspace) -> Callable[[ToolExecution, Next[ToolExecution, ToolResult]], Any]:
+    """The ``apply`` stage over *workspace*'s grants (revoked when each call ends)."""
 
-    return await finish_call(execution, next_)
+    async def finish(execution: ToolExecution, next_: Next[ToolExecution, ToolResult]) -> ToolResult:
+        from dsh.tools._builtin import finish_call
+
+        return await finish_call(execution, next_, workspace.grants)
+
+    return finish
 
 
 @plugin("builtin_tools", inject=("tools",))
@@ -96,7 +101,7 @@ def builtin_tools_plugin(ctx: Context, config: Mapping[str, Any] | None) -> None
     disposing it withdraws the services, removes the tools and stops every background command."""
     from dsh.services.tools import ToolDefinition
     from dsh.tools._background import BackgroundCommands
-    from dsh.tools._budget import add_spill_root, budget_step, default_spill_root, remove_spill_root
+    from dsh.tools._budget import budget_step, default_spill_root
     from dsh.tools._catalogue import ASKS, CATALOGUE, CONCURRENT
     from dsh.tools._ledger import ReadLedger
     from dsh.tools._workspace import Workspace
@@ -104,12 +109,13 @@ def builtin_tools_plugin(ctx: Context, config: Mapping[str, Any] | None) -> None
     options = dict(config or {})
     workspace = Workspace(ctx)
     ctx.provide("workspace", workspace)
-    ctx.tools.stage("apply", _finish)
+    ctx.effect(workspace.clear)  # this application's grants and spill roots end with the plugin
+    ctx.tools.stage("apply", _finisher(workspace))
     spill_root, temporary = default_spill_root(options.get("data_dir"))
-    add_spill_root(spill_root)
+    remove_spill_root = workspace.add_spill_root(spill_root)
 
     def drop_spills() -> None:
-        remove_spill_root(spill_root)
+        remove_spill_root()
         if temporary:
             import shutil
 

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 
 from dsh import events as ev
 from dsh.tools._offload import run_io
-from dsh.tools._paths import ResolvedPath, resolve_path
+from dsh.tools._paths import OutsideGrants, ResolvedPath, is_within, resolve_path
 from dsh.tools._process import CommandResult, run_process
 from dsh.tools._regular import open_regular
 from dsh.tools._safeopen import open_checked
@@ -172,11 +172,19 @@ class Workspace:
     ``cwd(execution)`` is the session's working directory (``agent.session.header.cwd``); a call without an
     agent, or a session without a cwd, uses the process's working directory. The roots are the cwd plus any
     directory added with :meth:`add_root` for that session (e.g. ACP ``additionalDirectories``).
+
+    It also holds what lets a tool go outside those roots, for this application only (RFC 0027 §4d): the
+    per-call :attr:`grants` a permission gate hands out, and the spill roots (:meth:`add_spill_root`: where cut
+    results' full outputs are, readable by every session's tools). :meth:`clear` drops both; the plugin that
+    provides the workspace calls it when its scope is disposed.
     """
 
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
         self._extra_roots: dict[str, list[str]] = {}
+        self.grants = OutsideGrants()
+        """The per-call grants to use paths outside the roots (see :mod:`dsh.tools._paths`)."""
+        self._spill_roots: list[str] = []
 
     # -- where ------------------------------------------------------------------------------------------
 
@@ -208,6 +216,32 @@ class Workspace:
                     del self._extra_roots[session_id]
 
         return remove
+
+    def add_spill_root(self, root: str) -> Callable[[], None]:
+        """Let the tools read below *root* (its real path) as if it were the session's directory; return an
+        idempotent remover."""
+        real = os.path.realpath(root)
+        if real not in self._spill_roots:
+            self._spill_roots.append(real)
+
+        def remove() -> None:
+            if real in self._spill_roots:
+                self._spill_roots.remove(real)
+
+        return remove
+
+    def spill_roots(self) -> tuple[str, ...]:
+        """The real paths of the spill roots, in the order added."""
+        return tuple(self._spill_roots)
+
+    def is_spilled(self, real: str) -> bool:
+        """Whether the real path *real* lies below a spill root."""
+        return any(is_within(real, root) for root in self._spill_roots)
+
+    def clear(self) -> None:
+        """Forget every grant and spill root (the providing plugin's scope is disposed)."""
+        self.grants.clear()
+        self._spill_roots.clear()
 
     def resolve(self, execution: ToolExecution, raw: str) -> ResolvedPath:
         """*raw* resolved against the call's cwd, ``inside`` relative to the call's roots."""

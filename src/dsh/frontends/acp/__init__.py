@@ -1,6 +1,6 @@
 """The ACP front end: ``dsh acp`` speaks the Agent Client Protocol (v1) over stdio.
 
-Layers, each in its own module: newline framing (sans-IO), the process's stdio, JSON-RPC (classification,
+Layers, each in its own module: the process's stdio (newline framing is :mod:`dsh.jsonrpc`'s), JSON-RPC (classification,
 responses, our own requests), the jsonrpcserver adapter, the projection of session events to
 ``session/update``, and the front end that maps ACP sessions onto agents. See ``rfcs/0003-acp-front-end.md``.
 """
@@ -11,18 +11,13 @@ from dsh.frontends.acp._daemon import DaemonOptions, FrameSource, run, serve_cli
 from dsh.frontends.acp._terminal import note_if_terminal
 
 if TYPE_CHECKING:  # imported when first used (below): the boot path imports neither (tests/acp/test_startup.py)
-    from dsh.frontends.acp._backpressure import FlowControl
-    from dsh.frontends.acp._framing import Oversized
     from dsh.frontends.acp._stdio import Backlog
 
 __all__ = [
     "Backlog",
     "DaemonOptions",
-    "FlowControl",
     "FrameSource",
-    "Oversized",
     "note_if_terminal",
-    "preview_system_prompt",
     "run",
     "serve_client",
     "show_system_prompt",
@@ -30,22 +25,14 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """``preview_system_prompt`` and ``show_system_prompt`` (``dsh config show --system-prompt``), imported when
-    first used: the daemon answers ``initialize`` before the rest of the application is imported (RFC 0008)."""
-    if name in ("preview_system_prompt", "show_system_prompt"):
+    """``show_system_prompt`` (``dsh config show --system-prompt``) and a type, imported when first used: the
+    daemon answers ``initialize`` before the rest of the application is imported (RFC 0008)."""
+    if name == "show_system_prompt":
         from dsh.frontends.acp import _preview
 
         return getattr(_preview, name)
-    if name == "FlowControl":
-        from dsh.frontends.acp._backpressure import FlowControl
-
-        return FlowControl
     if name == "Backlog":
         from dsh.frontends.acp._stdio import Backlog
 
         return Backlog
-    if name == "Oversized":
-        from dsh.frontends.acp._framing import Oversized
-
-        return Oversized
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

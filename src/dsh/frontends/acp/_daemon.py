@@ -36,8 +36,9 @@ if TYPE_CHECKING:
     from dsh.config import DshConfig
     from dsh.extra_plugins import ExtraPlugin
     from dsh.frontends.acp._backpressure import FlowControl
-    from dsh.frontends.acp._framing import Oversized
     from dsh.frontends.acp._stdio import StdinReader
+    from dsh.jsonrpc import Oversized
+    from dsh.kernel import Context
     from dsh.recording import Recorder
     from dsh.settings import SettingError, Settings
 
@@ -236,7 +237,7 @@ class _Frames:
     """Frames from stdin, one chunk's worth at a time (cancel-safe: its state is in the framer and the reader)."""
 
     def __init__(self, reader: StdinReader, recorder: Recorder | None = None) -> None:
-        from dsh.frontends.acp._framing import LineFramer
+        from dsh.jsonrpc import LineFramer
 
         self._reader = reader
         self._framer = LineFramer()
@@ -376,14 +377,14 @@ def _tune_gc() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
-def _seal_secrets() -> None:
+def _seal_secrets(ctx: Context) -> None:
     """Once the policy is installed: provider keys leave the start-up environment block and the process becomes
     non-dumpable (:func:`dsh.secrets.seal_process`), so a command the model runs cannot read them from
     ``/proc/$PPID``; and the daemon becomes its descendants' subreaper (:func:`dsh.reaper.become_subreaper`).
     A platform that does not allow either is one warning, never a failed start."""
     from dsh.secrets import seal_and_adopt
 
-    seal_and_adopt(lambda message, problem: log.warning(message, problem=problem), "dsh")
+    seal_and_adopt(lambda message, problem: log.warning(message, problem=problem), "dsh", ctx.get("secret_policy"))
 
 
 class FrameSource(Protocol):
@@ -484,7 +485,7 @@ async def _serve_app(
         connection = frontend.connection
         if process_wide:
             _tune_gc()
-            _seal_secrets()
+            _seal_secrets(ctx)
         initialized, boot_answer = boot
         if initialized is not None:  # answered at boot: the front end records what initialize records
             result = await frontend.initialize(InitializeParams.model_validate(initialized))

@@ -87,6 +87,7 @@ from dsh.frontends.acp._wire import (
     SetModeParams,
     SteerParams,
 )
+from dsh.frontends.acp._worktree import delete_worktree, force_of, new_session_worktree, rpc_error, worktree_answer
 from dsh.images import DEFAULT_MAX_PER_PROMPT
 from dsh.kernel import Next, plugin
 from dsh.notices import Notice, post_notice
@@ -95,6 +96,7 @@ from dsh.services.agents import Agent, AgentHandle, AgentOptions, AgentStatus
 from dsh.services.llm import GenerateRequest, MessageSource
 from dsh.services.sessions import ChunkEvent, check_session_id, title_from_content
 from dsh.settings import DEFAULT_MODEL
+from dsh.worktrees import WorktreeError
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
@@ -245,26 +247,32 @@ class AcpFrontend:
         if unserved is not None:
             raise RpcError(INTERNAL_ERROR, f"dsh cannot start a session: {unserved}", {"model": self._options.model})
         session_id = str(uuid.uuid4())
+        worktrees = self._ctx.get("worktrees")
+        opening = await new_session_worktree(worktrees, session_id, params.cwd, params.meta)  # RFC 0040
+        cwd = opening.created.worktree.cwd if opening.created is not None else params.cwd
         remove_roots = add_session_roots(self._ctx.get("workspace"), session_id, roots)  # before the agent exists:
         try:  # the context plugin snapshots the session's roots when its agent is created
             handle = await self._ctx.agents.create(
                 agent_id=session_id,
                 session_id=session_id,
-                meta={"cwd": params.cwd},
+                meta={"cwd": cwd},
                 agent_options=AgentOptions(model=self._options.model, system_prompt=self._options.system_prompt),
             )
         except BaseException:
             remove_roots()
+            if opening.created is not None and worktrees is not None:
+                with anyio.CancelScope(shield=True):
+                    await worktrees.remove(session_id, force=True)
             raise
-        record = self._record(session_id, params.cwd, handle, list(params.mcp_servers))
+        record = self._record(session_id, cwd, handle, list(params.mcp_servers))
         record.remove_roots = remove_roots
         record.roots = list(roots)
         self.client_prompts.open(handle.agent.session, given)
         self._sessions[session_id] = record
         open_mcp(self, record)
         self.desk.opened(record)
-        log.info("session created", session_id=session_id, cwd=params.cwd, mcp_servers=len(params.mcp_servers))
-        return {"sessionId": session_id, **self.pickers.session_state(record)}
+        log.info("session created", session_id=session_id, cwd=cwd, mcp_servers=len(params.mcp_servers))
+        return {"sessionId": session_id, **self.pickers.session_state(record), **worktree_answer(opening)}
 
     async def prompt(self, params: PromptParams) -> dict[str, Any]:
         record = self._session(params.session_id)
@@ -490,6 +498,11 @@ class AcpFrontend:
         given = parse_system_prompt(params.system_prompt)
         if self._persistence() is None:
             raise RpcError(INTERNAL_ERROR, "session persistence is not configured")
+        worktrees = self._ctx.get("worktrees")
+        try:
+            worktree = await worktrees.reopen(session_id) if worktrees is not None else None  # gone by hand: said here
+        except WorktreeError as error:
+            raise rpc_error(error) from None
         self._opening.add(session_id)
         remove_roots = add_session_roots(self._ctx.get("workspace"), session_id, params.additional_directories)
         try:
@@ -505,7 +518,10 @@ class AcpFrontend:
             self._opening.discard(session_id)
         session = handle.agent.session
         stored_cwd = session.header.cwd
-        if stored_cwd is None or normal(stored_cwd) != normal(params.cwd):
+        allowed = {normal(stored_cwd)} if stored_cwd is not None else set()
+        if worktree is not None:  # a worktree session is also opened from the directory it was started in
+            allowed.add(normal(worktree.origin))
+        if stored_cwd is None or normal(params.cwd) not in allowed:
             remove_roots()
             await handle.dispose()
             raise RpcError(
@@ -513,7 +529,8 @@ class AcpFrontend:
                 f"session {session_id} belongs to {stored_cwd or 'no directory'}, not {params.cwd}",
                 {"sessionId": session_id, "cwd": stored_cwd},
             )
-        record = self._record(session_id, params.cwd, handle, list(params.mcp_servers))
+        cwd = stored_cwd if worktree is not None else params.cwd  # a worktree session works in its worktree
+        record = self._record(session_id, cwd, handle, list(params.mcp_servers))
         record.remove_roots = remove_roots
         record.roots = list(params.additional_directories)
         recorded = session.events_without_chunks()  # a big session is nearly all chunks: walk the rest only
@@ -530,7 +547,8 @@ class AcpFrontend:
 
     async def list_sessions(self, params: ListSessionsParams) -> dict[str, Any]:
         titles = {record.id: record.title for record in self._sessions.values() if record.title is not None}
-        return await list_sessions(self._persistence(), params, titles)
+        worktrees = self._ctx.get("worktrees")
+        return await list_sessions(self._persistence(), params, titles, worktrees.listing() if worktrees else None)
 
     async def close_session(self, params: SessionIdParams) -> dict[str, Any]:
         """Cancel the session's work as ``session/cancel`` would, then dispose its agent and free it."""
@@ -547,6 +565,8 @@ class AcpFrontend:
     async def delete_session(self, params: SessionIdParams) -> dict[str, Any]:
         """Close the session if it is open here, then remove it from storage (unknown ids succeed)."""
         session_id = self._stored_id(params.session_id)
+        worktrees, force = self._ctx.get("worktrees"), force_of(params.meta)
+        await delete_worktree(worktrees, session_id, force=force, check_only=True)  # uncommitted work: refused
         record = self._sessions.get(session_id)
         if record is not None:
             await self._close(record)
@@ -556,7 +576,10 @@ class AcpFrontend:
                 await persistence.delete(session_id)
             except Exception as exc:
                 raise _resume_error(session_id, exc) from None
-        return {}
+        removed = await delete_worktree(worktrees, session_id, force=force, check_only=False)
+        if removed is None:
+            return {}
+        return {"_meta": {"dsh": {"worktree": {"message": removed.message, "branchDeleted": removed.branch_deleted}}}}
 
     async def _close(self, record: AcpSession, reason: str = "session/close") -> None:
         """Cancel, then dispose while the session is still ours, so the aborted turn's real last updates

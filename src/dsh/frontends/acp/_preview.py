@@ -66,7 +66,8 @@ async def _ask(env: dict[str, str], cwd: str, log: Path, client: dict[str, Any] 
     """One daemon run (its stderr to *log*): the agent's answer to a prompt (the captured system prompt);
     *client*: the ``systemPrompt`` the session is opened with (RFC 0033)."""
     import anyio
-    from anyio.streams.buffered import BufferedByteReceiveStream
+
+    from dsh.jsonrpc import Oversized, read_lines
 
     requests: list[tuple[str, dict[str, Any]]] = [
         ("initialize", {"protocolVersion": 1, "clientCapabilities": {}}),
@@ -77,17 +78,18 @@ async def _ask(env: dict[str, str], cwd: str, log: Path, client: dict[str, Any] 
         process = await anyio.open_process([sys.executable, "-m", "dsh", "acp"], env=env, cwd=cwd, stderr=stderr)
     async with process:
         assert process.stdin is not None and process.stdout is not None
-        reader = BufferedByteReceiveStream(process.stdout)
+        lines = read_lines(process.stdout)
         session_id: str | None = None
         for number, (method, params) in enumerate([*requests, ("session/prompt", {})], start=1):
             if method == "session/prompt":
                 params = {"sessionId": session_id, "prompt": [{"type": "text", "text": "."}]}
             await process.stdin.send(_frame(number, method, params))
             while True:
-                try:
-                    line = await reader.receive_until(b"\n", 1 << 30)
-                except (anyio.EndOfStream, anyio.IncompleteRead):
-                    raise PreviewError(f"the daemon stopped before answering {method}" + _tail(log)) from None
+                line = await anext(lines, None)
+                if line is None:
+                    raise PreviewError(f"the daemon stopped before answering {method}" + _tail(log))
+                if isinstance(line, Oversized) or not line.strip():
+                    continue  # a line over the cap is a session/update the preview does not need
                 message = json.loads(line)
                 if message.get("id") == number and "method" not in message:
                     break

@@ -16,7 +16,8 @@ Mapping:
 | ``tool/result``                       | ``tool_call_update`` (completed or failed, text content; the |
 |                                       | title and kind of ``display.card`` when the tool gives one;  |
 |                                       | an editor terminal live only: replay embeds the output text; |
-|                                       | the lines of its hook runs last, ``display.hooks``)          |
+|                                       | the lines of its hook runs last, ``display.hooks``; an       |
+|                                       | edit's new diagnostics as ``_meta.dsh.diagnostics``)         |
 | ``tool/progress`` (a running tool,    | ``tool_call_update`` (in_progress, its text as the card's    |
 | a sub-agent)                          | content so far)                                              |
 | ``subagent/event`` (a sub-agent's     | what the inner event projects to, its ``toolCallId`` made    |
@@ -349,6 +350,9 @@ def project(
             diff = display.get("diff")
             if isinstance(diff, dict) and isinstance(diff.get("path"), str):
                 update["locations"] = [{"path": diff["path"], "line": display["line"]}]
+        diagnostics = display.get("diagnostics") if isinstance(display, dict) else None
+        if isinstance(diagnostics, dict):  # an edit's new diagnostics (dsh.lsp), for a client that draws them
+            update["_meta"] = {"dsh": {"diagnostics": diagnostics}}
         return [_named(update, names, forget=True)]
     if kind == "context/compaction":
         return _compaction(event, compaction_updates or (features is not None and features.compaction))

@@ -32,7 +32,18 @@ import anyio.abc
 
 from dsh._jsonlimits import MAX_JSON_DEPTH, exceeds_depth, text_may_exceed
 from dsh._log import get_logger
-from dsh.frontends.acp._framing import Oversized
+from dsh.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    REQUEST_CANCELLED,
+    RESOURCE_NOT_FOUND,
+    Oversized,
+    RpcError,
+    too_large,
+)
 from dsh.kernel import CancelToken, abortable
 from dsh.services.sessions import dumps_json, parse_json
 
@@ -48,14 +59,6 @@ __all__ = [
     "Connection",
     "RpcError",
 ]
-
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-REQUEST_CANCELLED = -32800
-RESOURCE_NOT_FOUND = -32002
 
 ANSWER_GRACE = 0.5
 """Seconds a client gets to answer a request of a cancelled turn before it is withdrawn (``request_until``)."""
@@ -80,22 +83,6 @@ def arrival() -> int:
     compares arrival numbers instead of trusting the order in which tasks happen to run.
     """
     return _arrival.get()
-
-
-class RpcError(Exception):
-    """A JSON-RPC error to send (inbound) or that the client sent (outbound)."""
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-
-    def to_json(self) -> dict[str, Any]:
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            error["data"] = self.data
-        return error
 
 
 def dumps(message: dict[str, Any]) -> bytes:
@@ -227,7 +214,7 @@ class Connection:
 
     async def _receive(self, frame: bytes | Oversized, handlers: anyio.abc.TaskGroup) -> None:
         if isinstance(frame, Oversized):
-            self._respond_error(None, RpcError(INVALID_REQUEST, f"message of {frame.size} bytes is too large"))
+            self._reject_oversized(frame)
             return
         if not frame.strip():
             return
@@ -254,6 +241,18 @@ class Connection:
             self._receive_response(message)
         else:
             self._respond_error(None, RpcError(INVALID_REQUEST, "Invalid request: no method, result or error"))
+
+    def _reject_oversized(self, line: Oversized) -> None:
+        """A line over the limit (never read, only counted): an answer to one of our requests fails that request;
+        anything else gets the error with ``id: null`` (an id is not trusted from a line never read whole)."""
+        error = too_large(line.size, line.limit)
+        answered = line.answer_id()
+        slot = self._outbound.get(answered) if isinstance(answered, int) else None
+        if slot is not None and not slot.done.is_set():
+            slot.error = RpcError(INVALID_REQUEST, f"the client's answer: {error.message}")
+            slot.done.set()
+            return
+        self._respond_error(None, error)
 
     def _reject_deep(self, message: Any) -> None:
         """A frame nested deeper than :data:`MAX_JSON_DEPTH`: nothing of it is handled (its data could not be

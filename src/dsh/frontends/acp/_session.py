@@ -14,13 +14,12 @@ import anyio
 from dsh.choices import SessionChoices
 from dsh.frontends.acp._projection import Presenter, update_frame_prefix
 from dsh.frontends.acp._rpc import RpcError
-from dsh.frontends.acp._steer import PendingSteer
 from dsh.policy import SessionPolicy
 
 if TYPE_CHECKING:
     from dsh.services.agents import AgentHandle
 
-__all__ = ["AcpSession", "PendingPrompt"]
+__all__ = ["AcpSession", "PendingPrompt", "PendingSteer"]
 
 
 @dataclass(eq=False)
@@ -33,6 +32,21 @@ class PendingPrompt:
     settled: bool = False
     done: anyio.Event = field(default_factory=anyio.Event)
     outcome: dict[str, Any] | RpcError | None = None
+
+
+@dataclass(eq=False)
+class PendingSteer:
+    """A ``_dsh/session/steer`` request waiting for its answer (settled exactly once; :mod:`._steer`)."""
+
+    message_id: str
+    prompt: list[dict[str, Any]]
+    done: anyio.Event = field(default_factory=anyio.Event)
+    outcome: dict[str, Any] | None = None
+
+    def settle(self, outcome: dict[str, Any]) -> None:
+        if self.outcome is None:
+            self.outcome = outcome
+            self.done.set()
 
 
 @dataclass(eq=False)

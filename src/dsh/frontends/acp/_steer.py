@@ -22,38 +22,20 @@ Every steer request is answered exactly once: each outcome comes from an event t
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from dsh.frontends.acp._rpc import INVALID_PARAMS, RpcError
+from dsh.frontends.acp._session import AcpSession, PendingSteer
 
 if TYPE_CHECKING:
-    from dsh.frontends.acp._session import AcpSession
     from dsh.services.llm import ContentBlock, MessageSource
 
-__all__ = ["META_KEY", "METHOD", "PendingSteer", "settle_steers", "steer", "steer_logged"]
+__all__ = ["META_KEY", "METHOD", "settle_steers", "steer", "steer_logged"]
 
 METHOD = "_dsh/session/steer"
 META_KEY = "dsh.dev/steer"
 """The ``agentCapabilities._meta`` key that advertises :data:`METHOD` (``{"method": METHOD}``, to every client:
 it changes nothing for a client that never sends it; :data:`dsh.frontends.acp._boot.STEER_META`)."""
-
-
-@dataclass(eq=False)
-class PendingSteer:
-    """A steer request waiting for its answer (settled exactly once)."""
-
-    message_id: str
-    prompt: list[dict[str, Any]]
-    done: anyio.Event = field(default_factory=anyio.Event)
-    outcome: dict[str, Any] | None = None
-
-    def settle(self, outcome: dict[str, Any]) -> None:
-        if self.outcome is None:
-            self.outcome = outcome
-            self.done.set()
 
 
 async def steer(record: AcpSession, content: list[ContentBlock], prompt: list[dict[str, Any]]) -> dict[str, Any]:
@@ -68,6 +50,8 @@ async def steer(record: AcpSession, content: list[ContentBlock], prompt: list[di
     pending = PendingSteer(str(uuid.uuid4()), prompt)
     record.steers[pending.message_id] = pending
     source: MessageSource = {"kind": "user", "message_id": pending.message_id}
+    if any(isinstance(block, dict) and block.get("type") != "text" for block in prompt):
+        source["shown"] = prompt  # a load replays what the user sent (links, resources), as for a prompt
     try:
         agent.steer(content, source)
         await pending.done.wait()

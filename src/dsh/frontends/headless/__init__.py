@@ -4,7 +4,9 @@
 JSON lines and one result object (:mod:`dsh.frontends.headless._run` states the guarantees). ``dsh prompt`` is an alias.
 """
 
-from dsh.frontends.headless._result import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from dsh.frontends.headless._run import ExecOptions, run_exec
 
-__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "ExecOptions", "run_exec"]
+__all__ = [
+    "ExecOptions",
+    "run_exec",
+]

@@ -31,11 +31,12 @@ Guarantees:
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import sys
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -95,6 +96,12 @@ class ExecOptions:
     """``--max-cost USD``: the run's turn budget in US dollars (:mod:`dsh.spend`)."""
     max_tokens: int | None = None
     """``--max-tokens N``: the run's turn budget in tokens."""
+    wait_background: bool = False
+    """``--wait-background``: before exiting, wait for the session's background commands to end, each ending told
+    to the model in a turn of its own (:func:`_wait_background`)."""
+    worktree: bool = False
+    """Work in a new git worktree on branch ``dsh/<short id>`` (RFC 0040); None of the run's files are written in
+    the main tree. Without it, the configuration's ``worktrees.mode: always`` gives one all the same."""
 
 
 def _drop_stdout() -> None:
@@ -141,6 +148,8 @@ class _State:
     handle: AgentHandle | None = None
     last_words: Any = None
     """Writes the result of a run ended by a second signal (set once the run's tracker exists)."""
+    stop: anyio.Event = field(default_factory=anyio.Event)
+    """Set by the first interrupt (what ``--wait-background`` waits on besides the commands)."""
 
 
 async def run_exec(options: ExecOptions, settings: Settings) -> int:
@@ -179,7 +188,7 @@ def _policy(options: ExecOptions, settings: Settings) -> PolicyConfig:
     )
 
 
-def _seal_secrets() -> None:
+def _seal_secrets(ctx: Context) -> None:
     """As the daemon does once the policy is installed (RFC 0024): provider keys leave this process's start-up
     environment block and it becomes non-dumpable, so a command the model runs cannot read them from
     ``/proc/$PPID``; and the run becomes its descendants' subreaper. A platform that allows neither is a logged
@@ -188,7 +197,7 @@ def _seal_secrets() -> None:
     from dsh.secrets import seal_and_adopt
 
     log = get_logger("dsh.exec")
-    seal_and_adopt(lambda message, problem: log.warning(message, problem=problem), "the run")
+    seal_and_adopt(lambda message, problem: log.warning(message, problem=problem), "the run", ctx.get("secret_policy"))
 
 
 def _load(ctx: Context, options: ExecOptions, settings: Settings, policy: PolicyConfig) -> None:
@@ -215,7 +224,7 @@ async def _run(options: ExecOptions, settings: Settings, state: _State) -> int:
     async with App() as app:
         ctx = app.ctx
         _load(ctx, options, settings, policy)
-        _seal_secrets()
+        _seal_secrets(ctx)
         from dsh.extra_plugins import apply_plugins, import_plugins
         from dsh.settings import SettingError
 
@@ -250,7 +259,8 @@ async def _run(options: ExecOptions, settings: Settings, state: _State) -> int:
             AgentStream(ctx, output.event, forced=True)
         _cap_steps(ctx, session_id, tracker, state, options.max_steps)
         try:
-            state.handle = await _open(ctx, options, settings, session_id)
+            cwd = await _worktree(ctx, options, session_id, output) if options.session is None else options.cwd
+            state.handle = await _open(ctx, replace(options, cwd=cwd), settings, session_id)
         except _OpenError as error:
             sys.stderr.write(f"dsh exec: {error}\n")
             return EXIT_FAILED
@@ -264,6 +274,8 @@ async def _run(options: ExecOptions, settings: Settings, state: _State) -> int:
             if not state.interrupted:
                 handle.agent.send([{"type": "text", "text": options.task}], {"kind": "user"})
                 await _wait(handle.agent, state, options.timeout)
+                if options.wait_background:
+                    await _wait_background(ctx, handle.agent, state, options.timeout)
             group.cancel_scope.cancel()
         mcp = ctx.get("mcp")
         if mcp is not None:
@@ -309,6 +321,30 @@ class _OpenError(Exception):
     pass
 
 
+async def _worktree(ctx: Context, options: ExecOptions, session_id: str, output: _Output) -> str:
+    """The run's cwd: in a new worktree when asked (or configured), said on stderr (``{"type": "worktree"}``
+    with ``--json``); a worktree that cannot be made is an :class:`_OpenError` (the run does not start)."""
+    from dsh.worktrees import WorktreeError, WorktreeRequest, Worktrees
+
+    service: Worktrees | None = ctx.get("worktrees")
+    if service is None or (not options.worktree and service.mode != "always"):  # ask: nobody to ask here
+        return options.cwd
+    try:
+        opening = await service.for_new_session(
+            session_id, options.cwd, WorktreeRequest() if options.worktree else None
+        )
+    except WorktreeError as error:
+        raise _OpenError(f"--worktree: {error.message}") from None
+    if opening.created is None:
+        if opening.note is not None:
+            output.note("worktree", opening.note, sessionId=session_id)
+        return options.cwd
+    worktree = opening.created.worktree
+    text = f"{opening.created.summary()} Merge: git -C {worktree.repo} merge {worktree.branch}"
+    output.note("worktree", text, sessionId=session_id, branch=worktree.branch, path=worktree.path)
+    return worktree.cwd
+
+
 async def _open(ctx: Context, options: ExecOptions, settings: Settings, session_id: str) -> AgentHandle:
     from dsh.services.agents import AgentOptions
 
@@ -317,6 +353,14 @@ async def _open(ctx: Context, options: ExecOptions, settings: Settings, session_
         return await ctx.agents.create(
             agent_id=session_id, session_id=session_id, meta={"cwd": options.cwd}, agent_options=agent_options
         )
+    worktrees = ctx.get("worktrees")
+    if worktrees is not None:
+        from dsh.worktrees import WorktreeError
+
+        try:
+            await worktrees.reopen(session_id)  # a worktree removed by hand: said, the run does not start
+        except WorktreeError as error:
+            raise _OpenError(f"cannot continue session {session_id}: {error.message}") from None
     try:
         return await ctx.agents.resume(agent_id=session_id, resume_session_id=session_id, agent_options=agent_options)
     except FileNotFoundError:
@@ -448,6 +492,7 @@ async def _watch_signals(state: _State, signals: AsyncIterator[int]) -> None:
             sys.stderr.flush()
             os._exit(EXIT_INTERRUPTED)
         state.interrupted = True
+        state.stop.set()
         if state.handle is not None:
             state.handle.agent.cancel("interrupted")
 
@@ -464,6 +509,43 @@ async def _wait(agent: Agent, state: _State, deadline: float | None) -> None:
         state.limited = "timeout"
     agent.cancel("timeout")
     await agent.when_idle()
+
+
+async def _wait_background(ctx: Context, agent: Agent, state: _State, deadline: float | None) -> None:
+    """``--wait-background``: while the session has background commands running, wait for one to end, then give
+    the model every ending it has not seen in a turn of its own (the run's answer is the last turn's); return
+    once none runs and the model saw every ending. An interrupt, a budget stop or the timeout (each wait is
+    bounded by *deadline*, as the task's turn is) ends the wait; the session's disposal then stops what runs."""
+    from dsh.background import WAKE_TEXT
+
+    registry = ctx.get("background_commands")
+    if registry is None:
+        return
+    session_id = agent.session.id
+    while not state.interrupted and state.limited is None and state.budget is None:
+        running = [entry for entry in registry.list(session_id) if entry.running]
+        if running:
+            with anyio.move_on_after(deadline if deadline is not None else math.inf) as waited:
+                async with anyio.create_task_group() as group:
+
+                    async def first_end(event: anyio.Event) -> None:
+                        await event.wait()
+                        group.cancel_scope.cancel()
+
+                    for entry in running:
+                        group.start_soon(first_end, entry.exited)
+                    group.start_soon(first_end, state.stop)
+            if waited.cancelled_caught:
+                state.limited = "timeout"
+                return
+            if state.interrupted:
+                return
+        if not registry.unseen(session_id):
+            if running:
+                continue
+            return
+        agent.send([{"type": "text", "text": WAKE_TEXT}], {"kind": "plugin", "plugin": "background"})
+        await _wait(agent, state, deadline)
 
 
 def _cost(ctx: Context, model: str, tracker: RunTracker) -> float | None:

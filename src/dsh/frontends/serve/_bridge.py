@@ -3,7 +3,10 @@
 Guarantees:
 
 * Each line on stdin is sent as one text message, in order; each message received is written to stdout as one
-  line, in order. Nothing else is ever written to stdout (messages go to stderr).
+  line, in order. Nothing else is ever written to stdout (messages go to stderr), but for the answer to a line
+  over the cap (``max_frame``, :data:`dsh.jsonrpc.MAX_LINE` by default): it is never sent (the server would
+  close the connection on it) and is answered here as ``dsh acp`` answers it on stdio (:func:`~dsh.jsonrpc.too_large`,
+  ``id: null``); the connection goes on.
 * The token is ``--token-file``'s, else ``DSH_SERVE_TOKEN``, else the default token file; it travels only in
   the ``Authorization`` header.
 * End of stdin closes the connection (1000) once the requests already sent are answered (at most
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import threading
 from pathlib import Path
@@ -25,25 +29,39 @@ import anyio.abc
 import anyio.from_thread
 import anyio.lowlevel
 
+from dsh.jsonrpc import MAX_LINE, LineFramer, Oversized, answer_id, too_large
+
 __all__ = ["bridge", "run_bridge"]
 
 EOF_GRACE = 30.0
 """Seconds the bridge waits, after the end of stdin, for answers to requests already sent."""
 
 
-def _stdin_lines(send: anyio.abc.ObjectSendStream[bytes], token: anyio.lowlevel.EventLoopToken) -> None:
-    """Read stdin in a daemon thread (a blocked read never holds the loop or the exit); b"" at its end."""
+def _stdin_lines(
+    send: anyio.abc.ObjectSendStream[bytes | Oversized], token: anyio.lowlevel.EventLoopToken, max_line: int
+) -> None:
+    """Read stdin in a daemon thread (a blocked read never holds the loop or the exit), framed as the daemon
+    frames its stdin (:class:`~dsh.jsonrpc.LineFramer`); b"" at its end."""
+    framer = LineFramer(max_line)
     try:
-        for line in sys.stdin.buffer:
-            line = line.rstrip(b"\r\n")
-            if line.strip():
-                anyio.from_thread.run(send.send, line, token=token)
+        while True:
+            try:
+                chunk = os.read(sys.stdin.fileno(), 1 << 16)
+            except OSError:
+                chunk = b""
+            for line in framer.feed(chunk) if chunk else framer.close():
+                if isinstance(line, Oversized) or line.strip():
+                    anyio.from_thread.run(
+                        send.send, line.rstrip(b"\r") if isinstance(line, bytes) else line, token=token
+                    )
+            if not chunk:
+                break
         anyio.from_thread.run(send.send, b"", token=token)
     except Exception:  # the loop is gone
         return
 
 
-async def bridge(url: str, token: str | None, *, max_frame: int = 64 * 1024 * 1024) -> int:
+async def bridge(url: str, token: str | None, *, max_frame: int = MAX_LINE) -> int:
     from websockets.asyncio.client import connect
     from websockets.exceptions import ConnectionClosed, InvalidStatus
 
@@ -59,7 +77,7 @@ async def bridge(url: str, token: str | None, *, max_frame: int = 64 * 1024 * 10
     except (OSError, TimeoutError) as exc:
         sys.stderr.write(f"dsh bridge: cannot reach {url}: {exc}\n")
         return 1
-    lines_send, lines_receive = anyio.create_memory_object_stream[bytes](64)
+    lines_send, lines_receive = anyio.create_memory_object_stream[bytes | Oversized](64)
     code = 0
     pending: set[object] = set()  # ids of the client's requests not yet answered
     answered = anyio.Event()
@@ -67,6 +85,11 @@ async def bridge(url: str, token: str | None, *, max_frame: int = 64 * 1024 * 10
 
         async def upstream() -> None:
             async for line in lines_receive:
+                if isinstance(line, Oversized):  # never sent: answered here as the daemon answers it on stdio
+                    error = too_large(line.size, line.limit).to_json()
+                    out.write(json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode() + b"\n")
+                    flush()
+                    continue
                 if not line:
                     break
                 request_id = _request_id(line)
@@ -97,10 +120,12 @@ async def bridge(url: str, token: str | None, *, max_frame: int = 64 * 1024 * 10
             try:
                 while True:
                     data = await ws.recv(decode=False)  # the frame's bytes: no decode and encode again
-                    if pending and b'"method"' not in data:
-                        pending.discard(_response_id(data))
-                        answered.set()
-                        answered = anyio.Event()
+                    if pending:  # read from the message's ends, never parsed (a session/update may be large)
+                        answered_id = answer_id(data[:512], data[-512:])
+                        if answered_id is not None:
+                            pending.discard(answered_id)
+                            answered.set()
+                            answered = anyio.Event()
                     out.write(data + b"\n")
                     if not flush_scheduled:  # one flush per burst: after the messages already received
                         flush_scheduled = True
@@ -116,7 +141,10 @@ async def bridge(url: str, token: str | None, *, max_frame: int = 64 * 1024 * 10
         group.start_soon(downstream)
         group.start_soon(upstream)
         threading.Thread(
-            target=_stdin_lines, args=(lines_send, anyio.lowlevel.current_token()), name="dsh-bridge", daemon=True
+            target=_stdin_lines,
+            args=(lines_send, anyio.lowlevel.current_token(), max_frame),
+            name="dsh-bridge",
+            daemon=True,
         ).start()
     return code
 
@@ -135,14 +163,6 @@ def _request_id(line: bytes) -> object | None:
     except ValueError:
         return None
     return _hashable(message.get("id")) if isinstance(message, dict) and "method" in message else None
-
-
-def _response_id(data: bytes) -> object | None:
-    try:
-        message = json.loads(data)
-    except ValueError:
-        return None
-    return _hashable(message.get("id")) if isinstance(message, dict) else None
 
 
 def _hashable(value: object) -> object | None:

@@ -35,6 +35,7 @@ import anyio
 from dsh._log import get_logger
 from dsh.frontends.acp import Backlog
 from dsh.frontends.serve._token import token_matches
+from dsh.jsonrpc import MAX_LINE
 
 if TYPE_CHECKING:
     from ssl import SSLContext
@@ -43,7 +44,8 @@ if TYPE_CHECKING:
     from websockets.http11 import Request, Response
 
     from dsh.extra_plugins import ExtraPlugin
-    from dsh.frontends.acp import DaemonOptions, Oversized
+    from dsh.frontends.acp import DaemonOptions
+    from dsh.jsonrpc import Oversized
 
 __all__ = ["BACKLOG_LIMIT", "ServeOptions", "serve"]
 
@@ -63,8 +65,9 @@ class ServeOptions:
     token: str = field(default="", repr=False)
     allowed_origins: tuple[str, ...] = ()
     """``Origin`` values allowed when a client sends one (browsers always do); none by default."""
-    max_frame: int = 64 * 1024 * 1024
-    """Largest message accepted, in bytes (images arrive inline as base64)."""
+    max_frame: int = MAX_LINE
+    """Largest message accepted, in bytes: :data:`dsh.jsonrpc.MAX_LINE`, the one cap of every JSON-RPC end of
+    dsh (images arrive inline as base64)."""
     max_connections: int = 64
     idle_timeout: float = 3600.0
     """Seconds without a frame either way after which a connection is closed."""

@@ -33,7 +33,9 @@ from dsh.kernel import plugin
 if TYPE_CHECKING:
     from dsh.kernel import Context
 
-__all__ = ["DEFAULT_EVERY", "memory_plugin"]
+__all__ = [
+    "memory_plugin",
+]
 
 DEFAULT_EVERY = 30.0
 log = get_logger("dsh.memory")

@@ -14,15 +14,8 @@ from dsh import events as ev
 from dsh.kernel import plugin
 from dsh.plugins.persistence._blobs import BlobStore
 from dsh.plugins.persistence._durable import write_durably
-from dsh.plugins.persistence._format import CorruptSessionError, ScanResult, scan
-from dsh.plugins.persistence._jsonl import (
-    JsonlPersistence,
-    SessionLockedError,
-    SessionNotFoundError,
-    SessionWriteError,
-    StorageUnavailableError,
-    default_data_dir,
-)
+from dsh.plugins.persistence._format import CorruptSessionError, scan
+from dsh.plugins.persistence._jsonl import JsonlPersistence, SessionLockedError, SessionNotFoundError, default_data_dir
 
 if TYPE_CHECKING:
     from dsh.kernel import Context
@@ -32,11 +25,8 @@ __all__ = [
     "BlobStore",
     "CorruptSessionError",
     "JsonlPersistence",
-    "ScanResult",
     "SessionLockedError",
     "SessionNotFoundError",
-    "SessionWriteError",
-    "StorageUnavailableError",
     "default_data_dir",
     "jsonl_persistence_plugin",
     "scan",
@@ -50,7 +40,10 @@ def jsonl_persistence_plugin(ctx: Context, data_dir: str | Path | None) -> None:
     Load it before the plugins that create sessions, so that it is disposed after them (LIFO) and their
     closing events still reach the disk.
     """
-    persistence = JsonlPersistence(Path(data_dir) if data_dir is not None else default_data_dir())
+    persistence = JsonlPersistence(
+        Path(data_dir) if data_dir is not None else default_data_dir(),
+        secret_policy=lambda: ctx.get("secret_policy"),
+    )
     persistence.check_root()  # a bad directory is reported by the front end (start-up) and by every session call
     ctx.effect(persistence.close_all)
     ctx.on(ev.SESSION_CREATED, persistence.on_created)

@@ -36,7 +36,7 @@ import fcntl
 import gc
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,7 +63,7 @@ from dsh.services.sessions import (
 )
 
 if TYPE_CHECKING:
-    pass
+    from dsh.secrets import SecretPolicy
 
 __all__ = [
     "JsonlPersistence",
@@ -191,13 +191,14 @@ def _reason(error: OSError) -> str:
 _SETTING = "set --data-dir or DSH_DATA_DIR (or data_dir in the config file) to a writable directory"
 
 
-def _redacted_prompt(event: SessionEvent) -> SessionEvent:
-    """A user's prompt as the file stores it: every secret value the policy knows replaced, as the recording
-    does (``secrets.redact_prompts``, on by default); the session in memory, and so the model's turn, keep the
-    prompt as typed."""
+def _redacted_prompt(event: SessionEvent, policy: SecretPolicy | None) -> SessionEvent:
+    """A user's prompt as the file stores it: every secret value *policy* (the application's; default:
+    :func:`dsh.secrets.current_policy`) knows replaced, as the recording does (``secrets.redact_prompts``, on by
+    default); the session in memory, and so the model's turn, keep the prompt as typed."""
     from dsh.secrets import current_policy, redact_json
 
-    policy = current_policy()
+    if policy is None:
+        policy = current_policy()
     if not policy.redact_prompts:
         return event
     data = redact_json(event.data, policy.redactor())
@@ -207,8 +208,10 @@ def _redacted_prompt(event: SessionEvent) -> SessionEvent:
 class JsonlPersistence:
     """The ``session_persistence`` service (see :class:`~dsh.services.sessions.SessionPersistence`)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, secret_policy: Callable[[], SecretPolicy | None] | None = None) -> None:
         self.root = root
+        self._secret_policy = secret_policy
+        """The application's secret policy, asked for at each prompt written (None: the default policy)."""
         self.blobs = BlobStore(root / BLOBS_DIR)
         """Image bytes of every session here, stored once (the log lines hold references: :mod:`._images`)."""
         self._writers: dict[str, _Writer] = {}
@@ -286,7 +289,7 @@ class JsonlPersistence:
         If the store cannot take the bytes (a full disk), the line keeps them inline: nothing is lost, and the
         line's own write reports the disk."""
         if event.type == "user/message":
-            event = _redacted_prompt(event)
+            event = _redacted_prompt(event, self._secret_policy() if self._secret_policy is not None else None)
         line = encode_event(event)
         if type(event) is ChunkEvent or not mentions_images(line):
             return line

@@ -1,14 +1,7 @@
 """The ``llm`` interface service: model vocabulary, adapter registry, stream seam and block assembler."""
 
 from dsh.services.llm._assembler import BlockAssembler, GenerateResult
-from dsh.services.llm._estimate import (
-    CHARS_PER_TOKEN,
-    MESSAGE_OVERHEAD,
-    content_chars,
-    estimate_chars,
-    estimate_request,
-    tools_chars,
-)
+from dsh.services.llm._estimate import MESSAGE_OVERHEAD, content_chars, estimate_chars, estimate_request, tools_chars
 from dsh.services.llm._models import builtin_price, builtin_window
 from dsh.services.llm._service import LlmService, ModelInfo, Price, ReasoningSupport, llm_plugin, model_name
 from dsh.services.llm._types import (
@@ -37,7 +30,6 @@ from dsh.services.llm._types import (
 __all__ = [
     "builtin_price",
     "builtin_window",
-    "CHARS_PER_TOKEN",
     "MESSAGE_OVERHEAD",
     "Adapter",
     "BlockAssembler",

@@ -38,7 +38,7 @@ MESSAGE_OVERHEAD = 4
 
 def _image_tokens(block: dict[str, Any]) -> int:
     """An image's tokens from its ``width`` and ``height`` (:func:`dsh.images.image_tokens`; a block that does not
-    say its pixel size, dsh's own always do, costs :data:`dsh.images.TYPICAL_IMAGE_TOKENS`, the one constant)."""
+    say its pixel size, dsh's own always do, costs :data:`dsh.images._blocks.TYPICAL_IMAGE_TOKENS`, the one constant)."""
     from dsh.images import image_tokens
 
     width, height = block.get("width"), block.get("height")
@@ -49,7 +49,7 @@ def _image_tokens(block: dict[str, Any]) -> int:
 
 def content_chars(blocks: Iterable[Any]) -> int:
     """Characters of the content blocks that reach a model (text, reasoning, tool calls and results; an image
-    counts the tokens its pixel size costs, :data:`dsh.images.TYPICAL_IMAGE_TOKENS` when it does not say)."""
+    counts the tokens its pixel size costs, :data:`dsh.images._blocks.TYPICAL_IMAGE_TOKENS` when it does not say)."""
     total = 0
     for block in blocks:
         if not isinstance(block, dict):

@@ -1,22 +1,11 @@
 """The ``sessions`` interface service: append-only event logs and the store of live ones."""
 
-from dsh.services.sessions._json import (
-    STRICT_DECODER,
-    FrozenDict,
-    FrozenList,
-    NotJsonError,
-    copy_json,
-    dumps_json,
-    freeze_json,
-    json_string,
-    parse_json,
-)
+from dsh.services.sessions._json import NotJsonError, copy_json, dumps_json, parse_json
 from dsh.services.sessions._persistence import LoadedSession, SessionInfo, SessionPersistence
 from dsh.services.sessions._session import (
     COMPACTION_EVENT,
     PRUNE_EVENT,
     ChunkEvent,
-    DerivedMessage,
     Session,
     SessionEvent,
     SessionHeader,
@@ -29,11 +18,7 @@ from dsh.services.sessions._store import SessionStore, check_session_id, ignores
 __all__ = [
     "COMPACTION_EVENT",
     "PRUNE_EVENT",
-    "STRICT_DECODER",
     "ChunkEvent",
-    "DerivedMessage",
-    "FrozenDict",
-    "FrozenList",
     "LoadedSession",
     "NotJsonError",
     "SessionPersistence",
@@ -46,9 +31,7 @@ __all__ = [
     "chunk_where",
     "copy_json",
     "dumps_json",
-    "freeze_json",
     "ignores_text_chunks",
-    "json_string",
     "parse_json",
     "sessions_plugin",
     "summary_message",

@@ -1,4 +1,5 @@
-"""The sans-IO newline framer: the same frames for every split of the stream, bounded memory, resync."""
+"""The sans-IO newline framer of every JSON-RPC end of dsh: the same lines for every split of the stream, bounded
+memory, resync, and an oversized line's size and ends (its id is read from them)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import TypeAlias
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh.frontends.acp._framing import DEFAULT_MAX_FRAME, LineFramer, Oversized
+from dsh.jsonrpc import HEAD, MAX_LINE, TAIL, LineFramer, Oversized
 
 Frame: TypeAlias = bytes | Oversized
 
@@ -31,8 +32,13 @@ def run(framer: LineFramer, chunks: Sequence[bytes], *, close: bool = True) -> l
     return out
 
 
+def marker(frame: bytes, limit: int) -> Oversized:
+    """What the framer must report for the oversized *frame*: its size, first HEAD and last TAIL bytes."""
+    return Oversized(len(frame), frame[:HEAD], frame[-TAIL:], limit)
+
+
 def expected(frames: Sequence[bytes], max_frame: int) -> list[Frame]:
-    return [frame if len(frame) <= max_frame else Oversized(len(frame)) for frame in frames]
+    return [frame if len(frame) <= max_frame else marker(frame, max_frame) for frame in frames]
 
 
 @st.composite
@@ -80,8 +86,11 @@ def test_returned_frames_do_not_alias_the_internal_buffer() -> None:
     assert first == b"abcdef"
 
 
-def test_default_limit_allows_at_least_64_mib() -> None:
-    assert DEFAULT_MAX_FRAME >= 64 * 1024 * 1024
+def test_the_one_limit_allows_at_least_64_mib_and_is_the_default() -> None:
+    assert MAX_LINE >= 64 * 1024 * 1024
+    framer = LineFramer()
+    assert framer.feed(b"a" * MAX_LINE + b"\n") == [b"a" * MAX_LINE]
+    assert framer.feed(b"b" * (MAX_LINE + 1) + b"\n") == [Oversized(MAX_LINE + 1, b"b" * HEAD, b"b" * TAIL)]
 
 
 # -- oversized frames -----------------------------------------------------------------------------------
@@ -105,21 +114,21 @@ def test_an_oversized_final_frame_without_newline_is_reported_by_close(
     framer = LineFramer(MAX)
     out = run(framer, split_at(stream, cuts))
     last = frames[-1]
-    want = expected(frames[:-1], MAX) + ([last if len(last) <= MAX else Oversized(len(last))] if last else [])
+    want = expected(frames[:-1], MAX) + ([last if len(last) <= MAX else marker(last, MAX)] if last else [])
     assert out == want
 
 
 def test_a_frame_of_exactly_max_bytes_is_a_frame_and_one_more_byte_is_oversized() -> None:
     framer = LineFramer(MAX)
     assert framer.feed(b"a" * MAX + b"\n") == [b"a" * MAX]
-    assert framer.feed(b"b" * (MAX + 1) + b"\n") == [Oversized(MAX + 1)]
+    assert framer.feed(b"b" * (MAX + 1) + b"\n") == [marker(b"b" * (MAX + 1), MAX)]
     assert framer.feed(b"c\n") == [b"c"]
 
 
 def test_oversized_frame_in_one_chunk_then_resync() -> None:
     framer = LineFramer(MAX)
     big = b"x" * 1000
-    assert framer.feed(b"ok\n" + big + b"\nnext\n") == [b"ok", Oversized(1000), b"next"]
+    assert framer.feed(b"ok\n" + big + b"\nnext\n") == [b"ok", marker(big, MAX), b"next"]
     assert framer.close() == []
 
 
@@ -131,7 +140,7 @@ def test_oversized_frame_in_many_chunks_then_resync() -> None:
         out += framer.feed(b"xxxx")
     out += framer.feed(b"xx\nne")
     out += framer.feed(b"xt\n")
-    assert out == [b"ok", Oversized(4 + 250 * 4 + 2), b"next"]
+    assert out == [b"ok", marker(b"x" * (4 + 250 * 4 + 2), MAX), b"next"]
     assert framer.close() == []
 
 
@@ -144,7 +153,7 @@ def test_memory_stays_bounded_while_a_huge_frame_arrives_in_small_chunks() -> No
         assert framer.feed(chunk) == []
         total += len(chunk)
         assert len(framer._buffer) <= max_frame + len(chunk)
-    assert framer.feed(b"\n{}\n") == [Oversized(total), b"{}"]
+    assert framer.feed(b"\n{}\n") == [marker(b"y" * total, max_frame), b"{}"]
     assert len(framer._buffer) == 0
 
 
@@ -154,5 +163,16 @@ def test_memory_stays_bounded_when_a_huge_frame_arrives_in_one_chunk() -> None:
     huge = b"z" * (4 * 1024 * 1024)
     assert framer.feed(huge) == []
     assert len(framer._buffer) <= max_frame
-    assert framer.feed(huge + b"\n") == [Oversized(2 * len(huge))]
+    assert framer.feed(huge + b"\n") == [marker(huge + huge, max_frame)]
     assert framer.feed(b"after\n") == [b"after"]
+
+
+@settings(max_examples=200)
+@given(st.data())
+def test_an_oversized_lines_ends_are_kept_exactly_for_every_split(data: st.DataObject) -> None:
+    """The ends are what the id is read from: for any split, the first HEAD and last TAIL bytes of the line."""
+    size = data.draw(st.integers(MAX + 1, 3 * HEAD))
+    line = bytes((index * 7 + 3) % 251 for index in range(size)).replace(b"\n", b"#")
+    stream = b"first\n" + line + b"\nafter\n"
+    cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=12))
+    assert run(LineFramer(MAX), split_at(stream, cuts)) == [b"first", marker(line, MAX), b"after"]
