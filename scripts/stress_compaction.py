@@ -96,9 +96,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--window", type=int, default=20_000)
-    parser.add_argument("--short", action="store_true", help="300 turns, window 5,000 (the test suite's mode)")
+    parser.add_argument("--short", action="store_true", help="300 turns, window 8,000 (the test suite's mode)")
     args = parser.parse_args()
-    turns, window = (300, 5_000) if args.short else (args.turns, args.window)
+    turns, window = (300, 8_000) if args.short else (args.turns, args.window)
     outcome = anyio.run(run_session, turns, window)
     for mark, seconds in sorted(outcome.per_turn.items()):
         sys.stdout.write(f"turn {mark:>5}: {seconds * 1e3:.2f} ms/turn\n")

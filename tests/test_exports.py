@@ -10,7 +10,9 @@ The rule, for every package under ``src/dsh`` but ``dsh`` itself: each name of i
 * listed in the package README's ``Plugin-facing names:`` line: what a plugin outside dsh programs against although
   nothing inside dsh uses it (a seam's types, the defaults a listener falls through to).
 
-And every name of a ``Plugin-facing names:`` line is exported (the README does not promise what is not there).
+And every name of a ``Plugin-facing names:`` line is exported (the README does not promise what is not there), and
+the README's ``Public names`` line lists the rest of ``__all__``, exactly (``tests/test_agents_md.py`` checks that
+every package has a README).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 PLUGIN_FACING = re.compile(r"^Plugin-facing names: (.*)$", re.MULTILINE)
+PUBLIC = re.compile(r"^Public names[^:]*: (.*)$", re.MULTILINE)
 
 
 def _module_name(path: Path) -> str:
@@ -85,75 +88,12 @@ def _plugin_facing(directory: Path) -> list[str]:
 
 
 PENDING: dict[str, list[str]] = {
-    "dsh.globs": ["MAX_ALTERNATIVES", "MAX_LENGTH", "MAX_STARS"],
-    "dsh.hooks": [
-        "Answer",
-        "EVENTS",
-        "HOOK_BLOCKED",
-        "Hook",
-        "HookBlocked",
-        "HookCommand",
-        "HookEvent",
-        "HookGroup",
-        "Hooks",
-        "MAX_STOP_BLOCKS",
-        "OUTPUT_LIMIT",
-        "RUN_EVENT",
-        "TrustStore",
-        "claude_name",
-        "matches",
-        "project_digest",
-        "project_hooks",
-        "project_root",
-        "run_hook",
-    ],
-    "dsh.lsp": ["EDIT_TOOLS", "ServerConfig"],
-    "dsh.policy": [
-        "CallFacts",
-        "DEFAULT_MODE",
-        "Decision",
-        "Mode",
-        "REJECT_ALWAYS",
-        "RULE_EVENT",
-        "RUNNING_EVENT",
-        "Rule",
-        "SimpleCommand",
-        "command_paths",
-        "command_prefix",
-        "mode_named",
-        "parse_pattern",
-        "rules_from_log",
-    ],
-    "dsh.spend": [
-        "BUDGETS",
-        "BUDGET_CODE",
-        "DEFAULT_WARN_AT",
-        "LIMITS_EVENT",
-        "Ledger",
-        "Reached",
-        "SAID_EVENT",
-        "STOP_EVENT",
-        "Spend",
-        "format_amount",
-        "stop_message",
-    ],
-    "dsh.tools": [
-        "BUDGETS",
-        "Budget",
-        "EditPlan",
-        "OutsideGrants",
-        "OutsideRootsError",
-        "ReadLedger",
-        "ResolvedPath",
-        "ToolError",
-        "apply_budget",
-        "budget_for",
-        "read_local",
-        "run_local",
-        "write_local",
-    ],
+    "dsh.hooks": ["EVENTS"],
+    "dsh.spend": ["Ledger", "format_amount", "stop_message"],
 }
-"""Exported names not trimmed yet (issue #41 item 5 in progress): the test holds the list exact, so it only shrinks."""
+"""Exported names used only by tests that another engineer owns in this wave (``tests/hooks``, ``tests/spend``
+import them from the package): trimmed once those tests import them from their modules. The test holds the list
+exact, so it only shrinks."""
 
 EXPORTS = _exports()
 USERS = _users()
@@ -185,3 +125,17 @@ def test_plugin_facing_names_are_exported() -> None:
         if set(_plugin_facing(directory)) - set(names)
     }
     assert missing == {}
+
+
+def test_each_readme_lists_its_public_names() -> None:
+    wrong: dict[str, tuple[list[str], list[str]]] = {}
+    for package, (directory, names) in EXPORTS.items():
+        readme = directory / "README.md"
+        if not readme.exists():
+            continue
+        lines = PUBLIC.findall(readme.read_text(encoding="utf-8"))
+        listed = set(re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", lines[0])) if lines else set()
+        expected = set(names) - set(_plugin_facing(directory))
+        if listed != expected:
+            wrong[package] = (sorted(listed - expected), sorted(expected - listed))
+    assert wrong == {}, "package → (listed but not exported, exported but not listed)"

@@ -2,30 +2,24 @@
 
 from __future__ import annotations
 
-import json
 import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 from acp import text_block
 
 from tests.support.provider_server import Event, Reply
-from tests.support.provider_wire import DONE, oa_chunk, oa_finish, oa_text_reply, oa_tool_delta, oa_usage
+from tests.support.provider_wire import oa_text_reply, oa_tool_reply
 from tests.support.sdk import DshProcess
 
 WAIT = 60.0
 
 
 def tool_call(call_id: str, name: str, arguments: dict[str, Any]) -> Reply:
-    return Reply(
-        events=[
-            oa_chunk({"role": "assistant", "content": None}),
-            oa_tool_delta(0, json.dumps(arguments), call_id=call_id, name=name),
-            oa_finish("tool_calls"),
-            oa_usage(9, 4),
-            DONE,
-        ]
-    )
+    return Reply(events=oa_tool_reply(call_id, name, arguments))
 
 
 def text(reply: str) -> Reply:
@@ -33,7 +27,7 @@ def text(reply: str) -> Reply:
 
 
 def env_for(url: str) -> dict[str, str | None]:
-    return {"OPENAI_BASE_URL": f"{url}/v1", "OPENAI_API_KEY": "test"}
+    return {**provider_env(url)}
 
 
 def user_texts(body: dict[str, Any]) -> str:
@@ -72,3 +66,22 @@ def gated(reply: Reply, gate: threading.Event) -> Reply:
 async def steer(daemon: DshProcess, session_id: str, words: str) -> dict[str, Any]:
     block = text_block(words).model_dump(by_alias=True, exclude_none=True)
     return await daemon.conn.ext_method("dsh/session/steer", {"sessionId": session_id, "prompt": [block]})
+
+
+@asynccontextmanager
+async def prompting(daemon: DshProcess, session_id: str, words: str) -> AsyncIterator[list[Any]]:
+    """Send the prompt *words* and run the block while its turn runs; the list holds its answer after the block
+    (the ``async with`` waits for it)."""
+    answers: list[Any] = []
+
+    async def run() -> None:
+        answers.append(await daemon.prompt(session_id, words))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run)
+        yield answers
+
+
+def provider_env(url: str) -> dict[str, str]:
+    """The variables that point the ``openai`` provider at the loopback server at *url*."""
+    return {"OPENAI_BASE_URL": f"{url}/v1", "OPENAI_API_KEY": "test"}

@@ -9,13 +9,12 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-from typing import Any
 
 import anyio
 import anyio.to_thread
 from acp.schema import ToolCallStart
 
-from tests.beyond_turn.helpers import WAIT, env_for, gated, text, tool_call, tool_results, user_texts
+from tests.beyond_turn.helpers import WAIT, env_for, gated, prompting, text, tool_call, tool_results, user_texts
 from tests.support.provider_server import Recorded, Reply, serve
 from tests.support.sdk import DshProcess, run_dsh
 
@@ -65,13 +64,7 @@ async def test_a_command_ending_mid_turn_is_told_once_in_the_next_steps_request(
         async with run_dsh(tmp_path, "openai:test-model", env=env_for(server.url)) as daemon:
             with anyio.fail_after(WAIT):
                 session_id = await bypass(daemon)
-                async with anyio.create_task_group() as group:
-                    answers: list[Any] = []
-
-                    async def prompt() -> None:
-                        answers.append(await daemon.prompt(session_id, "start the build and keep reading"))
-
-                    group.start_soon(prompt)
+                async with prompting(daemon, session_id, "start the build and keep reading") as answers:
                     await server.wait_requests(2, WAIT)  # run_command returned: the command is waiting at its gate
                     await open_gate(gate)
             assert answers[0].stop_reason == "end_turn"
@@ -119,13 +112,7 @@ async def test_command_wait_returns_at_the_timeout_or_at_the_exit_saying_which(t
         async with run_dsh(tmp_path, "openai:test-model", env=env_for(server.url)) as daemon:
             with anyio.fail_after(WAIT):
                 session_id = await bypass(daemon)
-                async with anyio.create_task_group() as group:
-                    answers: list[Any] = []
-
-                    async def prompt() -> None:
-                        answers.append(await daemon.prompt(session_id, "wait for the build"))
-
-                    group.start_soon(prompt)
+                async with prompting(daemon, session_id, "wait for the build") as answers:
                     await server.wait_requests(3, WAIT)  # the timed-out wait is over; the long one is asked for
                     await open_gate(gate)
             assert answers[0].stop_reason == "end_turn"
@@ -148,13 +135,7 @@ async def test_a_cancel_interrupts_command_wait(tmp_path: Path) -> None:
         async with run_dsh(tmp_path, "openai:test-model", env=env_for(server.url)) as daemon:
             with anyio.fail_after(WAIT):
                 session_id = await bypass(daemon)
-                async with anyio.create_task_group() as group:
-                    answers: list[Any] = []
-
-                    async def prompt() -> None:
-                        answers.append(await daemon.prompt(session_id, "wait for the build"))
-
-                    group.start_soon(prompt)
+                async with prompting(daemon, session_id, "wait for the build") as answers:
                     await daemon.client.wait_until(
                         lambda: any(
                             isinstance(u, ToolCallStart) and u.title == "Wait for bg1"
@@ -230,13 +211,7 @@ async def test_with_wake_on_an_ending_during_a_turn_takes_no_turn_of_its_own(tmp
         async with run_dsh(tmp_path, "openai:test-model", env=env_for(server.url)) as daemon:
             with anyio.fail_after(WAIT):
                 session_id = await bypass(daemon)
-                async with anyio.create_task_group() as group:
-                    answers: list[Any] = []
-
-                    async def prompt() -> None:
-                        answers.append(await daemon.prompt(session_id, "build"))
-
-                    group.start_soon(prompt)
+                async with prompting(daemon, session_id, "build") as answers:
                     await server.wait_requests(2, WAIT)
                     await open_gate(gate)
                     release.set()

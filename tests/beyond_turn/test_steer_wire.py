@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import pytest
 from acp import RequestError
 from acp.schema import UserMessageChunk
 
-from tests.beyond_turn.helpers import WAIT, env_for, gated, steer, text, tool_call, user_texts
+from tests.beyond_turn.helpers import WAIT, env_for, gated, prompting, steer, text, tool_call, user_texts
 from tests.support.provider_server import Recorded, Reply, serve
 from tests.support.sdk import run_dsh
 
@@ -167,3 +168,38 @@ async def test_steer_frames_and_their_replay_validate_against_the_acp_json_schem
         chunks = [u for u in client.updates(session) if u["sessionUpdate"] == "user_message_chunk"]
         assert [c["content"]["text"] for c in chunks] == ["read it", STEER]
         assert chunks[1]["_meta"] == {"dsh": {"steer": True}}
+
+
+async def test_a_steer_the_ending_turn_cannot_take_opens_the_next_turn_and_is_answered_queued(tmp_path: Path) -> None:
+    import os
+
+    holding, gate = tmp_path / "holding.fifo", tmp_path / "gate.fifo"
+    os.mkfifo(holding)
+    os.mkfifo(gate)
+    results: dict[str, Any] = {}
+    with serve() as server:
+        server.script(text("first answer"), text("answer to the steer"))
+        env = {**env_for(server.url), "DSH_TEST_HOLDING": str(holding), "DSH_TEST_GATE": str(gate)}
+        plugins = ["tests.beyond_turn.hold_plugin:plugin"]
+        async with run_dsh(tmp_path, "openai:test-model", env=env, plugins=plugins, agent_events=True) as daemon:
+            with anyio.fail_after(WAIT):
+                session_id = await daemon.start()
+
+                async def run_steer() -> None:
+                    results["steer"] = await steer(daemon, session_id, STEER)
+
+                async with prompting(daemon, session_id, "do the work") as answers:
+                    await anyio.to_thread.run_sync(lambda: holding.read_text())  # the turn's end is held
+                    mark = daemon.client.agent_events.mark()
+                    async with anyio.create_task_group() as group:
+                        group.start_soon(run_steer)
+                        await daemon.client.agent_events.wait_for(session_id, "queued", after=mark, steering=True)
+                        await anyio.to_thread.run_sync(lambda: os.close(os.open(gate, os.O_WRONLY)))
+                await daemon.client.agent_events.wait_idle(session_id, after=mark)
+            assert answers[0].stop_reason == "end_turn"
+            assert results["steer"] == {"outcome": "queued", "turn": 2}
+            assert "answer to the steer" in daemon.client.text(session_id)
+        bodies = server.bodies()
+    assert len(bodies) == 2
+    assert STEER not in user_texts(bodies[0])
+    assert STEER in user_texts(bodies[1]) and "<steering" not in user_texts(bodies[1])  # a prompt of its own

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.beyond_turn.helpers import gated, text, tool_call, user_texts
+from tests.beyond_turn.helpers import gated, provider_env, text, tool_call, user_texts
 from tests.chat.test_tty import PROMPT, prompt_ready, submit
 from tests.support.chat import check_chat_frames, read_trace, tmux_available, tmux_chat
 from tests.support.env import sandbox_env
@@ -38,9 +38,7 @@ async def test_enter_steers_the_running_turn_and_tab_queues_the_next_prompt(tmp_
     trace = tmp_path / "trace"
     with serve() as server:
         server.respond(respond)
-        env = sandbox_env(
-            tmp_path, "openai:test-model", extra={"OPENAI_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": "test"}
-        )
+        env = sandbox_env(tmp_path, "openai:test-model", extra=provider_env(server.url))
         with tmux_chat(tmp_path, ["--trace", str(trace)], env, tmp_path, width=120) as tmux:
             await tmux.wait_for(prompt_ready)
             await tmux.wait_for(lambda s: "Enter steers, Tab queues" in tmux.history())  # the help line says so
@@ -92,9 +90,7 @@ async def test_a_cancel_puts_what_was_queued_and_typed_back_on_the_prompt_line_u
     trace = tmp_path / "trace"
     with serve() as server:
         server.respond(respond)
-        env = sandbox_env(
-            tmp_path, "openai:test-model", extra={"OPENAI_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": "test"}
-        )
+        env = sandbox_env(tmp_path, "openai:test-model", extra=provider_env(server.url))
         with tmux_chat(tmp_path, ["--trace", str(trace)], env, tmp_path, width=120) as tmux:
             await tmux.wait_for(prompt_ready)
             await submit(tmux, "read the notes")

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dsh.globs import MAX_ALTERNATIVES, MAX_STARS, GlobError, compile_glob
+from dsh.globs import GlobError, compile_glob
+from dsh.globs._glob import MAX_ALTERNATIVES, MAX_STARS
 
 BASE = "/p"
 HOME = os.path.expanduser("~")
@@ -172,7 +173,8 @@ def test_a_remembered_directory_is_literal_whatever_its_name() -> None:
 def test_an_allow_glob_through_a_symlinked_directory_keeps_its_meaning(tmp_path: Path) -> None:
     """As before the dialect: a rule's literal directories are resolved for the symlink check, so `src/**` where
     `src` is a link still allows the files in it; a link inside `src/` leading elsewhere still asks."""
-    from dsh.policy import CallFacts, SessionPolicy, parse_pattern
+    from dsh.policy import CallFacts, SessionPolicy
+    from dsh.policy._rules import parse_pattern
 
     real = tmp_path / "real"
     (real / "pkg").mkdir(parents=True)
@@ -225,7 +227,8 @@ def test_no_pattern_backtracks_for_long_on_a_crafted_path(pattern: str) -> None:
 
 
 def test_a_path_no_file_can_have_is_never_allowed_and_always_denied() -> None:
-    from dsh.policy import CallFacts, SessionPolicy, parse_pattern
+    from dsh.policy import CallFacts, SessionPolicy
+    from dsh.policy._rules import parse_pattern
 
     long = "/p/" + "a" * 300 + "/x.md"
     for decision, verdict in (("allow", "ask"), ("deny", "refuse")):

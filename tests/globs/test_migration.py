@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from dsh.policy import parse_pattern
 from dsh.policy._migration import meaning_changes
+from dsh.policy._rules import parse_pattern
 from tests.support.acp_schema import modern_client
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from dsh.policy import CallFacts, SessionPolicy, parse_pattern
+from dsh.policy import CallFacts, SessionPolicy
+from dsh.policy._rules import parse_pattern
 from dsh.tools._search import GrepQuery, glob_files, grep_python, grep_ripgrep, ripgrep_path
 
 FILES = [

@@ -161,7 +161,10 @@ async def test_a_megabyte_command_and_a_deep_one_ask_with_no_always_and_the_daem
                 response = await editor.conn.prompt(session_id=session, prompt=[text_block("go")])
                 finished.set()
     assert response.stop_reason == "end_turn"
-    assert listed and all(count == 1 for count in listed)
+    # A session is listed once its first prompt is logged (empty sessions are not listed): answers that came
+    # before that, on a busy machine, say 0; from then on every answer lists it.
+    logged = listed[listed.index(1) :] if 1 in listed else []
+    assert logged and all(count == 1 for count in logged) and set(listed) <= {0, 1}, listed
     asked = {request["toolCall"]["toolCallId"]: request for request in client.permissions()}
     assert sorted(asked) == ["big", "deep"]
     for request in asked.values():

@@ -30,13 +30,15 @@ def show(tmp_path: Path, config: str, **extra: str) -> str:
 
 
 def sections(model: type[BaseModel], prefix: str = "") -> list[str]:
-    """Every field of *model* as a dotted path, sections (fields that are models themselves) walked into."""
+    """Every field of *model* as a dotted path by the name the file uses (its alias: ``hooks.import``), sections
+    (fields that are models themselves) walked into."""
     out = []
     for name, field in model.model_fields.items():
-        out.append(prefix + name)
+        key = field.alias or name
+        out.append(prefix + key)
         kind = field.annotation
         if isinstance(kind, type) and issubclass(kind, BaseModel):
-            out += sections(kind, f"{prefix}{name}.")
+            out += sections(kind, f"{prefix}{key}.")
     return out
 
 

@@ -18,12 +18,12 @@ from dsh.policy import (
     Rule,
     SessionPolicy,
     _shell,
-    command_paths,
     escape_control,
     is_read_only,
     split_command,
     split_command_async,
 )
+from dsh.policy._shell import command_paths
 
 CWD = "/project"
 

@@ -5,15 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from dsh.policy import (
-    CallFacts,
-    Rule,
-    SessionPolicy,
-    command_prefix,
-    is_read_only,
-    parse_pattern,
-    split_command,
-)
+from dsh.policy import CallFacts, Rule, SessionPolicy, is_read_only, split_command
+from dsh.policy._rules import parse_pattern
+from dsh.policy._shell import command_prefix
 
 CWD = "/project"
 

@@ -91,3 +91,25 @@ def test_a_stop_hook_that_blocks_the_stop_does_not_carry_a_turn_past_its_budget(
     assert run.lines[-1]["budget"]["budget"] == "turn_tokens"
     assert len(server.requests) == 1
     assert_balanced(read_log(tmp_path, run.lines[-1]["sessionId"]))
+
+
+def test_a_session_budget_already_reached_refuses_the_next_run_before_any_model_call(tmp_path: Path) -> None:
+    write_config(tmp_path, "budget: {session_tokens: 10}\n")
+    steps: list[dict[str, Any]] = [
+        {"text": "first answer", "usage": {"input_tokens": 40, "output_tokens": 10}},
+        {"text": "never asked"},
+    ]
+    model = write_script(tmp_path / "script.json", steps)
+    first = exec_run(tmp_path, "--json", "one", model=model)
+    assert first.code == 0, first.stderr  # the turn ended on its own: nothing was stopped
+    session = first.lines[-1]["sessionId"]
+    second = exec_run(tmp_path, "--json", "--session", session, "two", model=model)
+    assert second.code == 3, second.stderr
+    result = second.lines[-1]
+    assert result["stopReason"] == "budget" and result["budget"]["budget"] == "session_tokens"
+    assert result["budget"]["spent"] == 50 and "error" not in result
+    assert "never asked" not in second.stdout
+    assert "the session budget of 10 tokens was reached (50 tokens spent)" in second.stderr
+    events = read_log(tmp_path, session)
+    assert_balanced(events)
+    assert [e["type"] for e in events].count("usage") == 1

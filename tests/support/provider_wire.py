@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tests.support.provider_server import Event
@@ -17,6 +18,7 @@ __all__ = [
     "oa_chunk",
     "oa_finish",
     "oa_text_reply",
+    "oa_tool_reply",
     "oa_tool_delta",
     "oa_usage",
     "rs_call",
@@ -83,6 +85,17 @@ def oa_text_reply(*pieces: str, finish: str = "stop", prompt: int = 7, completio
         *(oa_chunk({"content": piece}) for piece in pieces),
         oa_finish(finish),
         oa_usage(prompt, completion),
+        DONE,
+    ]
+
+
+def oa_tool_reply(call_id: str, name: str, arguments: dict[str, Any]) -> list[Event]:
+    """A reply that calls one tool (*arguments* sent as one JSON piece)."""
+    return [
+        oa_chunk({"role": "assistant", "content": None}),
+        oa_tool_delta(0, json.dumps(arguments), call_id=call_id, name=name),
+        oa_finish("tool_calls"),
+        oa_usage(9, 4),
         DONE,
     ]
 

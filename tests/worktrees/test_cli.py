@@ -8,11 +8,15 @@
 * ``dsh sessions list`` shows the branch and the directory the session was started in (``--cwd`` finds it there);
   ``dsh sessions show`` says how to merge; ``dsh sessions rm`` refuses uncommitted changes, ``--force`` removes
   the worktree and the branch (no commits of its own).
+* ``dsh sessions prune`` removes clean worktrees with their sessions and keeps sessions whose worktree has
+  uncommitted changes; ``dsh sessions fork`` of a worktree session works in the source's start directory;
+  ``dsh exec --session`` continues in the worktree, and says so when it was removed by hand.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -125,3 +129,28 @@ def test_prune_removes_clean_worktrees_with_their_sessions_and_keeps_dirty_ones(
     assert not present(clean_note["path"]) and present(dirty_note["path"])
     assert git(repo, "branch", "--format=%(refname:short)").split() == sorted([dirty_note["branch"], "main"])
     assert present(tmp_path / "dsh-data" / f"{dirty.lines[-1]['sessionId']}.jsonl")
+
+
+def test_a_fork_of_a_worktree_session_works_in_the_directory_the_source_was_started_in(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    run = exec_run(tmp_path, "--worktree", "--json", "say hi", cwd=repo)
+    assert run.code == 0, run.stderr
+    source = run.lines[-1]["sessionId"]
+    forked = _dsh(tmp_path, "sessions", "fork", source)
+    assert forked.returncode == 0, forked.stderr
+    new_id = forked.stdout.strip()
+    header = json.loads((tmp_path / "dsh-data" / f"{new_id}.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    assert header["cwd"] == str(repo) and header["parent_session"] == source
+
+
+def test_exec_session_of_a_worktree_removed_by_hand_says_so(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    run = exec_run(tmp_path, "--worktree", "--json", "say hi", cwd=repo)
+    assert run.code == 0, run.stderr
+    (note,) = [line for line in run.lines if line["type"] == "worktree"]
+    again = exec_run(tmp_path, "--session", note["sessionId"], "again", cwd=repo)
+    assert again.code == 0, again.stderr  # continued in its worktree
+    shutil.rmtree(note["path"])
+    gone = exec_run(tmp_path, "--session", note["sessionId"], "again", cwd=repo)
+    assert gone.code == 1
+    assert "was removed by hand" in gone.stderr and f"worktree add {note['path']} {note['branch']}" in gone.stderr

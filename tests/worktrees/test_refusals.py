@@ -106,6 +106,7 @@ async def test_a_detached_head_and_a_dirty_main_tree(tmp_path: Path) -> None:
 HOSTILE = [
     {"branch": "--upload-pack=touch /tmp/pwned"},
     {"branch": "-b"},
+    {"branch": "HEAD"},
     {"branch": "../../escape"},
     {"branch": "a..b"},
     {"branch": "ok/../x"},

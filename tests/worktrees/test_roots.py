@@ -9,8 +9,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 import anyio
@@ -79,15 +77,11 @@ async def test_a_subdirectory_maps_into_the_worktree_and_two_sessions_start_at_o
 
 async def test_the_language_server_runs_in_the_worktree(tmp_path: Path) -> None:
     pytest.importorskip("pylsp")
-    from tests.lsp.test_diagnostics_wire import gone, servers_in
+    from tests.lsp.test_diagnostics_wire import gone, lsp_env, servers_in
 
     repo = make_repo(tmp_path / "repo")
-    config = tmp_path / "config.yaml"
-    servers = {"pylsp": {"command": [sys.executable, "-m", "pylsp"], "languages": ["python"]}}
-    config.write_text(json.dumps({"lsp": {"enabled": True, "timeout": 30, "servers": servers}}))
     model = script(tmp_path / "s.json", [call("write_file", "w", path="mod.py", content="x = 1\n"), {"text": "done"}])
-    env = {"DSH_CONFIG": str(config), "DSH_LSP": ""}  # the shared environment's DSH_LSP=off: the file decides
-    async with run_daemon(tmp_path, tmp_path / "data", model=model, env=env) as daemon:
+    async with run_daemon(tmp_path, tmp_path / "data", model=model, env=lsp_env(tmp_path)) as daemon:
         await daemon.initialize()
         session, meta = await _new(daemon, repo)
         await daemon.request("session/set_mode", {"sessionId": session, "modeId": "accept-edits"})

@@ -3,7 +3,7 @@
 * :func:`background_plugin`: at the start of every step of a session (``agent/step-start``, before the model's
   request is made), each of the session's background commands that ended since the model last looked is told
   to it in one short ``context/message`` (source ``plugin`` ``background``): its id, its exit, and the tail of
-  its output (at most :data:`TAIL_CHARS` characters) fenced as command output. So a command ending mid-turn is
+  its output (at most 2,000 characters) fenced as command output. So a command ending mid-turn is
   in the next step's request, and one ending between turns is in the next prompt's first request. Each ending
   is told once; a command the model already saw end (``command_output`` after its exit, ``command_wait``,
   ``command_kill``) is not told again.
@@ -14,6 +14,10 @@
 * :class:`BackgroundConfig`: the configuration file's ``background`` section.
 """
 
-from dsh.background._plugin import TAIL_CHARS, WAKE_TEXT, BackgroundConfig, background_plugin, result_text
+from dsh.background._plugin import WAKE_TEXT, BackgroundConfig, background_plugin
 
-__all__ = ["TAIL_CHARS", "WAKE_TEXT", "BackgroundConfig", "background_plugin", "result_text"]
+__all__ = [
+    "WAKE_TEXT",
+    "BackgroundConfig",
+    "background_plugin",
+]

@@ -12,6 +12,8 @@ Guarantees:
 * The fork holds its own references to every blob the source holds (images and checkpoint bytes), so deleting
   either session never deletes bytes the other one needs.
 * The new file is written to a temporary name, synced and renamed: no half-written session is ever listed.
+* A fork of a session in a git worktree (RFC 0040) works in the directory the source was started in, not in the
+  source's worktree: sharing it would undo the isolation, and deleting the source would remove it under the fork.
 """
 
 from __future__ import annotations
@@ -45,7 +47,11 @@ def fork_session(root: Path, source_id: str, at: int | None = None) -> str:
             raise ValueError(f"session {source_id} has no turn {at} (its turns: {span})")
         keep = listed[at].seq if at < len(listed) else keep
     new_id = str(uuid.uuid4())
-    header = SessionHeader(new_id, time.time(), stored.header.cwd, parent_session=source_id)
+    from dsh.worktrees import WorktreeStore
+
+    worktree = WorktreeStore(root).get(source_id)
+    cwd = worktree.origin if worktree is not None else stored.header.cwd
+    header = SessionHeader(new_id, time.time(), cwd, parent_session=source_id)
     body = (
         dumps_json({"type": "session", **header.to_json()})
         + b"\n"

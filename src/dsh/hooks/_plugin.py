@@ -295,7 +295,7 @@ class Hooks:
         from dsh.secrets import policy_in_force
 
         # this application's secret policy for the hooks' environment and their redacted output, also for
-        # events outside a tool call (RFC 0027 §4d)
+        # events outside a tool call (RFC 0027 §4f)
         with policy_in_force(self._ctx.get("secret_policy")):
             async with anyio.create_task_group() as group:
                 for index, hook in enumerate(hooks):

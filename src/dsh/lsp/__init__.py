@@ -15,7 +15,11 @@
   ``DSH_LSP=off`` loads nothing. Importing this package starts nothing and imports only pydantic models.
 """
 
-from dsh.lsp._config import LspConfig, ServerConfig, from_environment
-from dsh.lsp._plugin import EDIT_TOOLS, lsp_plugin
+from dsh.lsp._config import LspConfig, from_environment
+from dsh.lsp._plugin import lsp_plugin
 
-__all__ = ["EDIT_TOOLS", "LspConfig", "ServerConfig", "from_environment", "lsp_plugin"]
+__all__ = [
+    "LspConfig",
+    "from_environment",
+    "lsp_plugin",
+]

@@ -12,52 +12,21 @@
 Importing this package is cheap: the bash grammar loads on the first command checked.
 """
 
-from dsh.policy._approval import (
-    ALLOW_ALWAYS,
-    ALLOW_ONCE,
-    REJECT_ALWAYS,
-    REJECT_ONCE,
-    Approval,
-    ApprovalOption,
-    Verdict,
-    approve,
-)
+from dsh.policy._approval import ALLOW_ALWAYS, ALLOW_ONCE, REJECT_ONCE, Approval, ApprovalOption, Verdict, approve
 from dsh.policy._config import PermissionsConfig, policy_config, unattended_policy
-from dsh.policy._modes import DEFAULT_MODE, MODE_IDS, MODES, Mode, mode_named
+from dsh.policy._modes import MODE_IDS, MODES, Mode
 from dsh.policy._pipeline import REFUSED_CODE, amend_decision, refusal_of
 from dsh.policy._plugin import Policies, PolicyConfig, policy_plugin
-from dsh.policy._rules import (
-    RULE_EVENT,
-    RUNNING_EVENT,
-    CallFacts,
-    Decision,
-    Rule,
-    SessionPolicy,
-    parse_pattern,
-    rules_from_log,
-)
-from dsh.policy._shell import (
-    ShellSplit,
-    SimpleCommand,
-    command_paths,
-    command_prefix,
-    escape_control,
-    is_read_only,
-    split_command,
-    split_command_async,
-)
+from dsh.policy._rules import CallFacts, Decision, Rule, SessionPolicy
+from dsh.policy._shell import ShellSplit, escape_control, is_read_only, split_command, split_command_async
 
 __all__ = [
     "ALLOW_ALWAYS",
     "ALLOW_ONCE",
-    "DEFAULT_MODE",
     "MODES",
     "MODE_IDS",
-    "REJECT_ALWAYS",
     "REFUSED_CODE",
     "REJECT_ONCE",
-    "RULE_EVENT",
-    "RUNNING_EVENT",
     "Approval",
     "ApprovalOption",
     "CallFacts",
@@ -69,20 +38,14 @@ __all__ = [
     "Rule",
     "SessionPolicy",
     "ShellSplit",
-    "SimpleCommand",
     "Verdict",
     "amend_decision",
     "approve",
-    "command_paths",
-    "command_prefix",
     "escape_control",
     "is_read_only",
-    "mode_named",
-    "parse_pattern",
     "policy_config",
     "policy_plugin",
     "refusal_of",
-    "rules_from_log",
     "split_command",
     "split_command_async",
     "unattended_policy",

@@ -254,7 +254,7 @@ def current_policy() -> SecretPolicy:
     """The policy in force for the running task: its application's (the ``secrets`` plugin's ``secret_policy``
     service, set around every tool call by :func:`policy_in_force`), else :func:`default_policy`.
 
-    There is no process-wide policy (RFC 0027 §4d): two applications in one process each have their own, and a
+    There is no process-wide policy (RFC 0027 §4f): two applications in one process each have their own, and a
     caller outside a tool call that knows its application passes ``ctx.get("secret_policy")`` explicitly."""
     return _in_force.get() or default_policy()
 

@@ -4,28 +4,12 @@ Not the tool pipeline's output ``budget`` stage (:mod:`dsh.tools`, RFC 0027), wh
 result the model sees: see ``README.md``.
 """
 
-from dsh.spend._config import BUDGETS, DEFAULT_WARN_AT, SpendConfig
-from dsh.spend._ledger import Ledger, Reached, format_amount
-from dsh.spend._plugin import (
-    BUDGET_CODE,
-    LIMITS_EVENT,
-    SAID_EVENT,
-    STOP_EVENT,
-    Spend,
-    spend_plugin,
-    stop_message,
-)
+from dsh.spend._config import SpendConfig
+from dsh.spend._ledger import Ledger, format_amount
+from dsh.spend._plugin import spend_plugin, stop_message
 
 __all__ = [
-    "BUDGETS",
-    "BUDGET_CODE",
-    "DEFAULT_WARN_AT",
-    "LIMITS_EVENT",
-    "SAID_EVENT",
-    "STOP_EVENT",
     "Ledger",
-    "Reached",
-    "Spend",
     "SpendConfig",
     "format_amount",
     "spend_plugin",

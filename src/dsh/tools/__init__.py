@@ -9,9 +9,9 @@
   → ``None``) and ``workspace/run`` (:class:`RunRequest` → :class:`CommandResult`). A front end overrides them
   with ``ctx.on(events.WORKSPACE_READ, listener)`` where ``listener(request, next)``; the innermost defaults
   are local (:func:`read_local`, :func:`write_local`, :func:`run_local`).
-* The pieces other packages may use (RFC 0018): :func:`plan_edits` (the pure edit matcher), :class:`ReadLedger`,
-  :func:`apply_budget` / :data:`BUDGETS` (the output budget and its spill), :class:`BackgroundCommands` (the
-  ``background_commands`` service).
+* The pieces other packages use (RFC 0018): :func:`plan_edits` (the pure edit matcher), :class:`BackgroundCommands`
+  (the ``background_commands`` service); the output budget and the read ledger are the plugin's own
+  (``_budget``, ``_ledger``).
 * Paths: :func:`open_checked` (open a checked real path without following any symlink) and :func:`resolve_path` and the grant convention (``workspace.grants``, an :class:`OutsideGrants`; see :mod:`dsh.tools._paths`):
   a path outside the session's roots is refused unless a gate granted it for that one call.
 
@@ -20,10 +20,8 @@ applies.
 """
 
 from dsh.tools._background import BackgroundCommand, BackgroundCommands
-from dsh.tools._budget import BUDGETS, Budget, apply_budget, budget_for
 from dsh.tools._edits import Edit, EditPlan, plan_edits
 from dsh.tools._errors import OutsideRootsError, ToolError
-from dsh.tools._ledger import ReadLedger
 from dsh.tools._paths import OutsideGrants, ResolvedPath, is_within, resolve_path
 from dsh.tools._plugin import builtin_tools_plugin
 from dsh.tools._process import CommandResult, run_process
@@ -39,25 +37,20 @@ from dsh.tools._workspace import (
 )
 
 __all__ = [
-    "BUDGETS",
     "BackgroundCommand",
     "BackgroundCommands",
-    "Budget",
     "CommandResult",
     "Edit",
     "EditPlan",
     "OutsideGrants",
     "OutsideRootsError",
     "PathChangedError",
-    "ReadLedger",
     "ReadRequest",
     "ResolvedPath",
     "RunRequest",
     "ToolError",
     "Workspace",
     "WriteRequest",
-    "apply_budget",
-    "budget_for",
     "builtin_tools_plugin",
     "is_within",
     "open_checked",

@@ -173,7 +173,7 @@ class Workspace:
     agent, or a session without a cwd, uses the process's working directory. The roots are the cwd plus any
     directory added with :meth:`add_root` for that session (e.g. ACP ``additionalDirectories``).
 
-    It also holds what lets a tool go outside those roots, for this application only (RFC 0027 §4d): the
+    It also holds what lets a tool go outside those roots, for this application only (RFC 0027 §4f): the
     per-call :attr:`grants` a permission gate hands out, and the spill roots (:meth:`add_spill_root`: where cut
     results' full outputs are, readable by every session's tools). :meth:`clear` drops both; the plugin that
     provides the workspace calls it when its scope is disposed.

@@ -16,64 +16,42 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dsh.worktrees._options import WorktreeError, WorktreeRequest, WorktreesConfig, check_branch, parse_request
+from dsh.worktrees._options import WorktreeError, WorktreeRequest, WorktreesConfig, parse_request
 
 if TYPE_CHECKING:
-    from dsh.worktrees._git import GitMissing
-    from dsh.worktrees._manage import (
-        Created,
-        Removed,
-        WorktreeState,
-        check_clean,
-        create_worktree,
-        merge_hint,
-        remove_worktree,
-        short_id,
-        worktree_state,
-    )
+    from dsh.worktrees._manage import Created, Removed, check_clean, merge_hint, remove_worktree, worktree_state
     from dsh.worktrees._plugin import Opening, Worktrees, worktrees_plugin
-    from dsh.worktrees._records import WORKTREES_DIR, Worktree, WorktreeStore
+    from dsh.worktrees._records import Worktree, WorktreeStore
 
 __all__ = [
-    "WORKTREES_DIR",
     "Created",
-    "GitMissing",
     "Opening",
     "Removed",
     "Worktree",
     "WorktreeError",
     "WorktreeRequest",
-    "WorktreeState",
     "WorktreeStore",
     "Worktrees",
     "WorktreesConfig",
-    "check_branch",
     "check_clean",
-    "create_worktree",
     "merge_hint",
     "parse_request",
     "remove_worktree",
-    "short_id",
     "worktree_state",
     "worktrees_plugin",
 ]
 
 
 _LAZY = {
-    "GitMissing": "_git",
     "Created": "_manage",
     "Removed": "_manage",
-    "WorktreeState": "_manage",
     "check_clean": "_manage",
-    "create_worktree": "_manage",
     "merge_hint": "_manage",
     "remove_worktree": "_manage",
-    "short_id": "_manage",
     "worktree_state": "_manage",
     "Opening": "_plugin",
     "Worktrees": "_plugin",
     "worktrees_plugin": "_plugin",
-    "WORKTREES_DIR": "_records",
     "Worktree": "_records",
     "WorktreeStore": "_records",
 }

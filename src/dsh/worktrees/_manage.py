@@ -153,7 +153,7 @@ def create_worktree(data_dir: str | Path, session_id: str, cwd: str, request: Wo
     detached = not git(["symbolic-ref", "--quiet", "HEAD"], top).ok
     short = short_id(session_id)
     branch = check_branch(request.branch) if request.branch is not None else f"dsh/{short}"
-    if not git(["check-ref-format", f"refs/heads/{branch}"], top).ok:
+    if not git(["check-ref-format", "--branch", branch], top).ok:  # never starts with "-": checked above
         raise WorktreeError(f"worktree branch {branch!r} is not a valid branch name", "WORKTREE_REQUEST")
     if git(["show-ref", "--verify", "--quiet", f"refs/heads/{branch}"], top).ok:
         raise WorktreeError(

@@ -8,7 +8,7 @@ Guarantees:
   key such as ``path``, a wrong type) is a :class:`WorktreeError` with code ``WORKTREE_REQUEST``.
 * A ``branch`` a client names is a plain branch name: ASCII letters, digits and ``._/-``, at most 100 characters,
   not starting with ``-``, ``.`` or ``/``, no ``..``, ``//``, ``/.``, ``@{``, no trailing ``/``, ``.`` or ``.lock``;
-  git's own ``check-ref-format`` is asked too before it is used. A ``base`` is a revision of the same alphabet plus
+  git's own ``check-ref-format --branch`` is asked too before it is used (``HEAD`` is refused there). A ``base`` is a revision of the same alphabet plus
   ``~^``, at most 200 characters, never starting with ``-``; it is resolved with ``--end-of-options``. No client
   value can become an option of git, a path, or leave the data directory: the worktree's location is always ours.
 """

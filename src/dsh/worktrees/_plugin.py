@@ -190,7 +190,10 @@ def worktrees_plugin(ctx: Context, config: Mapping[str, Any] | None) -> None:
     from dsh.commands import CommandResult, Invocation
 
     async def handler(invocation: Invocation) -> CommandResult:
-        text = await service.describe(invocation.agent.session.id)
+        try:
+            text = await service.describe(invocation.agent.session.id)
+        except WorktreeError as error:  # git missing, or failing on a broken worktree: say so, never crash
+            text = f"The worktree of this session cannot be read: {error.message}"
         if text is None:
             text = (
                 "This session works in the main tree. A session starts in a git worktree of its own when it asks: "

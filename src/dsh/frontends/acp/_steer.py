@@ -50,6 +50,8 @@ async def steer(record: AcpSession, content: list[ContentBlock], prompt: list[di
     pending = PendingSteer(str(uuid.uuid4()), prompt)
     record.steers[pending.message_id] = pending
     source: MessageSource = {"kind": "user", "message_id": pending.message_id}
+    if any(isinstance(block, dict) and block.get("type") != "text" for block in prompt):
+        source["shown"] = prompt  # a load replays what the user sent (links, resources), as for a prompt
     try:
         agent.steer(content, source)
         await pending.done.wait()

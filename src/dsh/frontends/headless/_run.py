@@ -353,6 +353,14 @@ async def _open(ctx: Context, options: ExecOptions, settings: Settings, session_
         return await ctx.agents.create(
             agent_id=session_id, session_id=session_id, meta={"cwd": options.cwd}, agent_options=agent_options
         )
+    worktrees = ctx.get("worktrees")
+    if worktrees is not None:
+        from dsh.worktrees import WorktreeError
+
+        try:
+            await worktrees.reopen(session_id)  # a worktree removed by hand: said, the run does not start
+        except WorktreeError as error:
+            raise _OpenError(f"cannot continue session {session_id}: {error.message}") from None
     try:
         return await ctx.agents.resume(agent_id=session_id, resume_session_id=session_id, agent_options=agent_options)
     except FileNotFoundError:
