@@ -17,7 +17,7 @@ from dsh.policy._config import PermissionsConfig, policy_config, unattended_poli
 from dsh.policy._modes import MODE_IDS, MODES, Mode
 from dsh.policy._pipeline import REFUSED_CODE, amend_decision, refusal_of
 from dsh.policy._plugin import Policies, PolicyConfig, policy_plugin
-from dsh.policy._rules import CallFacts, Decision, Rule, SessionPolicy
+from dsh.policy._rules import CallFacts, Decision, Rule, SessionPolicy, parse_pattern
 from dsh.policy._shell import ShellSplit, escape_control, is_read_only, split_command, split_command_async
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "approve",
     "escape_control",
     "is_read_only",
+    "parse_pattern",
     "policy_config",
     "policy_plugin",
     "refusal_of",
