@@ -25,7 +25,7 @@ def _env(url: str, outside: Path) -> dict[str, str | None]:
 
 
 def test_the_corpus_covers_every_event_and_answer() -> None:
-    from dsh.hooks import EVENTS
+    from dsh.hooks._config import EVENTS
 
     events = {case.event for case in CASES}
     assert events | {"PreCompact"} == set(EVENTS)  # PreCompact: tests/hooks/test_acp_hooks.py (a /compact)

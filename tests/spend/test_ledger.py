@@ -6,7 +6,9 @@ import pytest
 from pydantic import ValidationError
 
 from dsh.services.llm import Price
-from dsh.spend import Ledger, SpendConfig, format_amount, stop_message
+from dsh.spend import SpendConfig
+from dsh.spend._ledger import Ledger, format_amount
+from dsh.spend._plugin import stop_message
 
 
 def test_limits_layer_config_then_session_then_run() -> None:

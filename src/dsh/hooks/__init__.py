@@ -3,12 +3,11 @@
 from the user's configuration file and, once approved, the project's ``.dsh/settings.yaml`` (opt-in:
 ``.claude/settings.json``). RFC 0035; see ``README.md``."""
 
-from dsh.hooks._config import EVENTS, HooksConfig
+from dsh.hooks._config import HooksConfig
 from dsh.hooks._plugin import HooksOptions, hooks_plugin
 from dsh.hooks._sources import list_hooks
 
 __all__ = [
-    "EVENTS",
     "HooksConfig",
     "HooksOptions",
     "hooks_plugin",

@@ -5,13 +5,9 @@ result the model sees: see ``README.md``.
 """
 
 from dsh.spend._config import SpendConfig
-from dsh.spend._ledger import Ledger, format_amount
-from dsh.spend._plugin import spend_plugin, stop_message
+from dsh.spend._plugin import spend_plugin
 
 __all__ = [
-    "Ledger",
     "SpendConfig",
-    "format_amount",
     "spend_plugin",
-    "stop_message",
 ]
