@@ -3,7 +3,7 @@ pasted block works (RFC 0035)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,17 +20,8 @@ HookEvent = Literal[
     "SessionEnd",
     "Notification",
 ]
-EVENTS: tuple[HookEvent, ...] = (
-    "SessionStart",
-    "UserPromptSubmit",
-    "PreToolUse",
-    "PostToolUse",
-    "Stop",
-    "SubagentStop",
-    "PreCompact",
-    "SessionEnd",
-    "Notification",
-)
+EVENTS: tuple[HookEvent, ...] = get_args(HookEvent)
+"""The nine events, in the order Claude Code documents them (the ``Literal``'s own order)."""
 
 
 class HookCommand(BaseModel):
