@@ -170,6 +170,7 @@ def check(case: Case, seen: Seen, project: Path, outside: Path, front: str) -> N
         assert (diff["old_text"], diff["new_text"]) == (expect["diff"]["old_text"], expect["diff"]["new_text"]), diff
         assert stdin["tool_name"] == "Write" and stdin["tool_input"]["file_path"] == diff["path"], stdin
     if "file" in expect:
+        assert (project / expect["file"]).exists(), (where, "the hook wrote no file", seen.lines, seen.output[-3000:])
         text = (project / expect["file"]).read_text(encoding="utf-8")
         assert expect["file_has"] in text, (where, text[:500])
     if "no_file" in expect:

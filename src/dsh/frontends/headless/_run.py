@@ -282,9 +282,11 @@ async def _run(options: ExecOptions, settings: Settings, state: _State) -> int:
             with anyio.move_on_after(2.0, shield=True):
                 await mcp.close(session_id)
         with anyio.CancelScope(shield=True):
-            await handle.dispose()  # the turn's end is flushed to the session file here
             hooks = ctx.get("hooks")
-            if hooks is not None:  # SessionEnd (and Notification) hooks run in the background: let them finish
+            if hooks is not None:  # Notification hooks run in the background, and disposing the session reaps
+                await hooks.settle()  # the processes it tagged: let them finish first
+            await handle.dispose()  # the turn's end is flushed to the session file here
+            if hooks is not None:  # SessionEnd hooks start at the disposal, in the background: let them finish
                 await hooks.settle()
         if tracker.reason is None and not state.interrupted and state.limited is None:
             failure = {"message": "the turn did not run"}
