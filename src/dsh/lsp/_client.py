@@ -179,8 +179,11 @@ class LspServer:
         if self.dead or stdin is None:
             raise ConnectionError(f"language server {self.name} is not running")
         body = json.dumps(message).encode()
-        stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-        await stdin.drain()
+        try:
+            stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            await stdin.drain()
+        except ConnectionError:  # the pipe closed under us ("Connection lost"): said as the reader says it, so
+            raise ConnectionError(f"language server {self.name} exited") from None  # either end noticing reads alike
 
     async def open_or_change(self, path: str, text: str, language: str) -> int:
         """Tell the server *path* now holds *text*; returns the document's new version."""
