@@ -73,14 +73,17 @@ async def run_worker(module: str, data: bytes, *, timeout: float, arguments: tup
     env = {name: os.environ[name] for name in _WORKER_ENV if name in os.environ}
     if "PYTHONPATH" not in env:  # a checkout run without installation: the worker imports dsh from where we did
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    process = await anyio.open_process(
-        [sys.executable, "-m", module, *arguments],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        start_new_session=True,
-    )
+    # Shielded: a cancel while the process is being set up (it exists, its pipes are being connected) would
+    # leave it running with nobody to kill it; once it is ours, the cancel lands below and the finally kills it.
+    with anyio.CancelScope(shield=True):
+        process = await anyio.open_process(
+            [sys.executable, "-m", module, *arguments],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
     out = bytearray()
     err = bytearray()
     try:
